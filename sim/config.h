@@ -1,0 +1,81 @@
+/* config: libconfig input files, presets, KEY=VALUE overrides and the table
+ * of every key parsim accepts.
+ *
+ * A cfg_t holds flattened settings ("model.hidden_size" -> value) with the
+ * file and line each came from and its priority: a preset (models/<name>.cfg
+ * named by model.name, topologies/<name>.cfg named by cluster.topology,
+ * a parameter file named by sim.params) < the run config file < command-line
+ * overrides.  cfg_resolve() loads the presets, then checks every key against
+ * the key table (unknown keys and wrong types are errors with file:line) and
+ * fills run_inputs.  Nothing falls back silently: a misspelled key is an
+ * error, never a default.
+ *
+ * Ownership: cfg_create() allocates, cfg_destroy() frees (NULL is a no-op).
+ * Strings returned by accessors live as long as the cfg.
+ */
+#ifndef PARSIM_CONFIG_H
+#define PARSIM_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster.h"
+#include "err.h"
+#include "model.h"
+#include "strategy.h"
+
+typedef struct cfg cfg_t;
+
+typedef enum { CFG_PRIO_PRESET = 0, CFG_PRIO_FILE = 1, CFG_PRIO_CLI = 2 } cfg_prio;
+
+typedef struct sim_opts {
+    bool ideal_pipeline;   /* zero comm, identical work per stage and chunk */
+    int64_t seed;          /* for any randomness; printed with results */
+    char params_file[512]; /* sim.params: parameter file loaded as a preset */
+} sim_opts;
+
+/* Everything one simulation needs, as plain data. */
+typedef struct run_inputs {
+    model_spec model;
+    parallel_spec par;
+    train_spec train;
+    ddp_spec ddp;
+    cluster_spec cluster;
+    sim_opts sim;
+} run_inputs;
+
+/* data_dir: folder holding models/ and topologies/ (NULL = PARSIM_DATA_DIR
+ * env var, else the source tree the binary was built from). */
+cfg_t *cfg_create(const char *data_dir);
+void cfg_destroy(cfg_t *c);
+
+/* Loads a libconfig file at a priority.  Syntax errors name file and line. */
+int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err);
+
+/* Applies one "a.b.c=value" override (value: int, float, true/false, a
+ * string with or without quotes, or a [list]). */
+int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err);
+
+/* Loads presets, validates every key against the table and fills in. */
+int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err);
+
+/* Where a key was set: returns false if it was never set (defaulted). */
+bool cfg_origin(const cfg_t *c, const char *key, const char **file, int *line);
+
+/* Fills err with code, origin of key and message (origin empty if unset). */
+int cfg_err_key(const cfg_t *c, sim_err *err, int code, const char *key,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Writes the resolved settings as "key = value;  # file:line" lines. */
+void cfg_dump(const cfg_t *c, FILE *out);
+
+/* Prints the key table (key, type, default, help) for --help-config. */
+void cfg_print_keys(FILE *out);
+
+/* Parses a mixed_precision name (bf16, fp8, mxfp8, ..., or a Megatron
+ * Bridge recipe name such as "bf16_with_fp8_current_scaling_mixed"). */
+bool precision_from_name(const char *name, precision_kind *out);
+const char *precision_name(precision_kind p);
+
+#endif

@@ -1,0 +1,66 @@
+/* engine: the discrete-event core.  It knows streams, tasks, dependencies
+ * and counters; nothing about transformers.
+ *
+ * Model: a stream is an in-order queue (a CUDA stream): tasks run one at a
+ * time in the order they were added to it.  A task starts when it is at the
+ * head of its stream and every task it depends on has ended; it then runs
+ * for its duration.  Counters (e.g. activation bytes of a stage) change by a
+ * delta when a task starts and another when it ends; the engine keeps their
+ * peaks, applying all ends at an instant before any start at that instant.
+ *
+ * Time is integer picoseconds.  Completions wait in a binary heap ordered by
+ * (time, sequence number), so equal times resolve in a fixed order and runs
+ * are deterministic.  Tasks, dependency edges and counter deltas live in
+ * arrays sized once from the hints given to eng_create (growing by doubling
+ * only if a hint was short); there is no allocation per event.
+ *
+ * Ownership: eng_create allocates, eng_destroy frees (NULL is a no-op).
+ * Usage: create, add tasks/deps/counter deltas, eng_run once, read results.
+ */
+#ifndef PARSIM_ENGINE_H
+#define PARSIM_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "units.h"
+
+typedef struct engine engine_t;
+typedef int32_t eng_task;   /* index of a task, 0..eng_num_tasks-1 */
+
+engine_t *eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep_hint);
+void eng_destroy(engine_t *e);
+
+/* Adds a task at the tail of a stream.  Returns its id, or -1 when out of
+ * memory.  tag is an opaque caller value kept with the task (e.g. an index
+ * into the caller's own description of it). */
+eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t tag);
+
+/* `after` cannot start before `before` has ended.  Returns SIM_OK or
+ * SIM_ENOMEM. */
+int eng_add_dep(engine_t *e, eng_task before, eng_task after);
+
+/* Counter `counter` changes by at_start when t starts and by at_end when it
+ * ends.  Several deltas per task are allowed. */
+int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start, int64_t at_end);
+
+/* Runs to completion.  Fails with SIM_ESIM if tasks remain that can never
+ * start (a dependency cycle or an inconsistent stream order). */
+int eng_run(engine_t *e, sim_err *err);
+
+size_t eng_num_tasks(const engine_t *e);
+int eng_task_stream(const engine_t *e, eng_task t);
+int32_t eng_task_tag(const engine_t *e, eng_task t);
+sim_time_ps eng_task_start(const engine_t *e, eng_task t);
+sim_time_ps eng_task_end(const engine_t *e, eng_task t);
+sim_time_ps eng_makespan(const engine_t *e);      /* latest end */
+int64_t eng_counter_peak(const engine_t *e, int counter);
+int64_t eng_counter_final(const engine_t *e, int counter);
+uint64_t eng_events(const engine_t *e);           /* events processed by eng_run */
+
+/* Tasks of a stream in their run order: fills ids (capacity cap), returns
+ * how many the stream has. */
+size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap);
+
+#endif

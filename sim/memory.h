@@ -1,0 +1,46 @@
+/* memory: bytes a GPU of each pipeline stage holds.
+ *
+ * Static: weights, gradients and optimizer states from the parameters a
+ * stage holds, sharded as Megatron shards them (TP, EP x ETP, the
+ * distributed optimizer over DP x CP for dense and over expert-DP for
+ * expert parameters; bytes per parameter 2 + 4 + 12/D, reference §2.2).
+ * Activations: the bytes one microbatch leaves stored per layer
+ * (Korthikanti et al. 2022, Table 2, generalised to GQA, GLU, MoE and CP),
+ * which the step simulation allocates at a forward pass and frees at the
+ * matching backward, so peaks come from the simulated timeline.
+ * Units: bytes.
+ */
+#ifndef PARSIM_MEMORY_H
+#define PARSIM_MEMORY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "strategy.h"
+
+typedef struct stage_static_mem {
+    double dense_params;     /* parameters on this GPU sharded like dense ones */
+    double expert_params;    /* routed-expert parameters on this GPU */
+    double weights_bytes;
+    double gradients_bytes;
+    double optimizer_bytes;
+} stage_static_mem;
+
+void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out);
+
+/* Activation bytes one microbatch stores for one transformer layer. */
+double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer);
+
+/* Activation bytes one microbatch stores in model chunk `chunk` of `stage`
+ * (its layers, plus the embedding on the first and the output layer and
+ * loss on the last virtual stage), from forward until its backward ends. */
+double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
+                                     int64_t stage, int64_t chunk);
+
+/* Extra bytes alive during the backward of one chunk (recomputed layer
+ * activations under full recompute: one layer's full set). */
+double memory_chunk_backward_transient_bytes(const run_inputs *in, const strategy_t *s,
+                                             int64_t stage, int64_t chunk);
+
+#endif

@@ -1,0 +1,91 @@
+/* model: the transformer being trained (dense, GQA, MLA, MoE, MTP).
+ *
+ * model_spec is plain data filled by config from model.* keys (Megatron
+ * Bridge names).  The functions here are pure: parameter counts and
+ * Megatron's num_floating_point_operations, both as in
+ * megatron/training/{training,theoretical_memory_usage}.py.
+ * Units: counts are parameters or elements; FLOPs are floating-point ops.
+ */
+#ifndef PARSIM_MODEL_H
+#define PARSIM_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MODEL_MAX_LAYERS 1024
+
+typedef enum { NORM_LAYERNORM = 0, NORM_RMSNORM = 1 } norm_kind;
+
+typedef struct model_spec {
+    char name[64];                   /* preset name, "" if given key by key */
+    int64_t num_layers;              /* L */
+    int64_t hidden_size;             /* h */
+    int64_t ffn_hidden_size;         /* F (dense MLP) */
+    int64_t num_attention_heads;     /* a */
+    int64_t num_query_groups;        /* g; 0 = a (no GQA) */
+    int64_t kv_channels;             /* d; 0 = h/a */
+    bool gated_linear_unit;          /* SwiGLU/GeGLU: fc1 is 2F wide */
+    norm_kind normalization;
+    bool share_embeddings_and_output_weights; /* tied embeddings */
+    bool add_bias_linear;
+    bool qk_layernorm;
+    char position_embedding_type[24]; /* "rope", "learned_absolute", "alibi", "none" */
+    int64_t vocab_size;
+    int64_t make_vocab_size_divisible_by; /* default 128 */
+    int64_t seq_length;              /* s */
+
+    /* MoE (num_moe_experts == 0: dense model) */
+    int64_t num_moe_experts;                     /* E */
+    int64_t moe_router_topk;                     /* k */
+    int64_t moe_ffn_hidden_size;                 /* F_e; 0 = F */
+    int64_t moe_shared_expert_intermediate_size; /* F_sh total; 0 = none */
+    uint8_t moe_layer_pattern[MODEL_MAX_LAYERS]; /* 1 = MoE layer; from
+                                                    moe_layer_freq (int or list) */
+
+    /* Multi-latent attention (DeepSeek) */
+    bool multi_latent_attention;
+    int64_t q_lora_rank;             /* 0 = no q compression */
+    int64_t kv_lora_rank;
+    int64_t qk_head_dim;
+    int64_t qk_pos_emb_head_dim;
+    int64_t v_head_dim;
+
+    int64_t mtp_num_layers;          /* multi-token prediction layers, 0 = none */
+} model_spec;
+
+/* Fills the defaults every model_spec starts from (Megatron's defaults). */
+void model_defaults(model_spec *m);
+
+/* Effective values of the "0 = derived" fields. */
+int64_t model_query_groups(const model_spec *m);   /* g */
+int64_t model_kv_channels(const model_spec *m);    /* d */
+int64_t model_moe_ffn(const model_spec *m);        /* F_e */
+bool model_is_moe(const model_spec *m);
+bool model_layer_is_moe(const model_spec *m, int64_t layer); /* 0-based */
+int64_t model_num_moe_layers(const model_spec *m);
+
+/* Vocabulary padded as Megatron does for tensor-parallel size tp:
+ * ceil(V / (div*tp)) * div*tp. */
+int64_t model_padded_vocab(const model_spec *m, int64_t tp);
+
+/* Parameters of one attention block, dense MLP, MoE MLP (all experts, with
+ * router and shared experts), norms of one layer; Megatron's counting. */
+typedef struct model_layer_params {
+    double attention;      /* TP-sharded */
+    double dense_mlp;      /* TP-sharded */
+    double shared_experts; /* TP-sharded */
+    double routed_experts; /* sharded over EP x ETP */
+    double replicated;     /* norms, router, shared-expert gate: not sharded */
+} model_layer_params;
+
+void model_layer_param_counts(const model_spec *m, bool moe_layer, model_layer_params *out);
+
+/* Total parameters (with embeddings, output layer if untied, MTP). */
+double model_total_params(const model_spec *m, int64_t tp);
+
+/* Megatron-LM num_floating_point_operations for one step of batch_size
+ * sequences of seq_length tokens (current HEAD convention: 3x GEMMs, causal
+ * attention counted as half, no recompute), padded vocab for tp. */
+double model_flops_per_step(const model_spec *m, int64_t batch_size, int64_t tp);
+
+#endif

@@ -1,0 +1,68 @@
+/* step: one training step, simulated.  Builds the engine graph from the
+ * workload templates and the per-stage schedules, runs it, and measures
+ * step time, bubble, exposed communication and memory from the timeline.
+ *
+ * One rank per pipeline stage is simulated: DP replicas and the ranks of a
+ * TP/CP/EP group behave alike, so the cost grows with PP x microbatches x
+ * layers, never with the GPU count.
+ * Ownership: step_run allocates a step_t, step_destroy frees it.
+ */
+#ifndef PARSIM_STEP_H
+#define PARSIM_STEP_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "engine.h"
+#include "strategy.h"
+#include "workload.h"
+
+typedef struct stage_result {
+    int64_t stage;
+    double weights_bytes, gradients_bytes, optimizer_bytes;
+    double activations_peak_bytes;
+    int64_t inflight_microbatches_max;   /* (microbatch, chunk) passes held */
+    double peak_bytes;
+    double busy_s;                       /* F/B spans on the compute stream */
+    double bubble_s;                     /* idle during the pipeline phase */
+    double comm_s[STREAM_KINDS];         /* total time per comm stream */
+    double exposed_s[STREAM_KINDS];      /* comm time with compute idle */
+} stage_result;
+
+typedef struct step_result {
+    double step_time_s;
+    double pipeline_s;           /* end of the last forward/backward pass */
+    double bubble_fraction;      /* mean over stages of bubble_s / pipeline_s */
+    double model_flops;          /* Megatron num_floating_point_operations, per step */
+    double tokens_per_s_per_gpu;
+    double model_tflops_per_gpu;
+    double mfu;                  /* vs the bf16 dense peak */
+    double peak_bytes;           /* max over stages */
+    double comm_s[STREAM_KINDS]; /* max over stages */
+    double exposed_s[STREAM_KINDS];
+    double exposed_total_s;      /* max over stages of all exposed comm */
+    int64_t n_stages;
+    stage_result *stages;
+    uint64_t events;
+    uint64_t tasks;
+} step_result;
+
+typedef struct step step_t;
+
+int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
+const step_result *step_result_get(const step_t *st);
+void step_destroy(step_t *st);
+
+/* What a task of the step's engine is, for the trace. */
+typedef struct step_task_info {
+    int64_t stage;
+    stream_kind stream;
+    const char *name;      /* "F", "B", op or collective name */
+    int32_t microbatch;    /* -1 if none */
+    int32_t chunk;         /* -1 if none */
+} step_task_info;
+
+const engine_t *step_engine(const step_t *st);
+void step_task_describe(const step_t *st, eng_task t, step_task_info *out);
+
+#endif

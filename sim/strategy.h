@@ -1,0 +1,129 @@
+/* strategy: the parallel layout and training batch, Megatron's rules for
+ * them, the sizes derived from them and where each group sits on the fabric.
+ *
+ * parallel_spec / train_spec / ddp_spec are plain data filled by config.
+ * strategy_resolve() checks every rule of Megatron (reference §5.4 and the
+ * parallel state asserts) and fills a strategy_t with the derived sizes;
+ * an error names the key concerned (with file:line when a cfg is given).
+ * Rank order is Megatron's default: dense tp-cp-dp-pp, expert etp-ep-edp-pp,
+ * leftmost fastest.
+ */
+#ifndef PARSIM_STRATEGY_H
+#define PARSIM_STRATEGY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cluster.h"
+#include "err.h"
+#include "model.h"
+
+typedef enum { CP_COMM_P2P = 0, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_A2A_P2P } cp_comm_kind;
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
+
+/* recompute_modules bits (Megatron Core names) */
+enum {
+    RECOMPUTE_MOD_CORE_ATTN = 1u << 0,
+    RECOMPUTE_MOD_MLP = 1u << 1,
+    RECOMPUTE_MOD_MOE = 1u << 2,
+    RECOMPUTE_MOD_MOE_ACT = 1u << 3,
+    RECOMPUTE_MOD_LAYERNORM = 1u << 4,
+    RECOMPUTE_MOD_MLA_UP_PROJ = 1u << 5,
+    RECOMPUTE_MOD_SHARED_EXPERTS = 1u << 6,
+};
+
+typedef enum {
+    PREC_BF16 = 0, PREC_FP16, PREC_FP8_DELAYED, PREC_FP8_CS, PREC_MXFP8,
+    PREC_FP8_BLOCKWISE, PREC_NVFP4
+} precision_kind;
+
+#define MAX_HIER_CP 4
+
+typedef struct parallel_spec {
+    int64_t tp, pp;
+    int64_t vp;          /* virtual stages per PP rank; 0 = not interleaved */
+    int64_t cp, ep;
+    int64_t etp;         /* 0 = same as tp (Megatron's default) */
+    bool sequence_parallel;
+    cp_comm_kind cp_comm_type;
+    int64_t hierarchical_cp_sizes[MAX_HIER_CP]; /* for a2a+p2p */
+    int n_hierarchical_cp_sizes;
+    recompute_kind recompute_granularity;
+    unsigned recompute_modules;      /* RECOMPUTE_MOD_* bits; default core_attn */
+    int64_t recompute_num_layers;    /* full recompute: layers per group (uniform) */
+    int64_t microbatch_group_size_per_vp_stage; /* 0 = pp */
+    bool overlap_p2p_comm;           /* interleaved only; Megatron default on */
+    bool tp_comm_overlap;
+    precision_kind precision;        /* from mixed_precision */
+} parallel_spec;
+
+typedef struct train_spec {
+    int64_t global_batch_size;  /* sequences per step */
+    int64_t micro_batch_size;   /* sequences per microbatch */
+} train_spec;
+
+typedef struct ddp_spec {
+    bool use_distributed_optimizer;
+    bool overlap_grad_reduce;
+    bool overlap_param_gather;
+    bool grad_reduce_in_fp32;
+} ddp_spec;
+
+/* How one communication group of a kind sits on the fabric.  All groups of
+ * a kind are congruent under Megatron's order, so one description serves. */
+typedef struct group_span {
+    int64_t size;            /* ranks in the group */
+    int64_t stride;          /* rank distance between consecutive members */
+    int64_t nodes;           /* distinct nodes the group touches */
+    int64_t ranks_per_node;  /* max members on one node */
+    int64_t domains;         /* distinct NVLink domains touched */
+    bool in_nvlink_domain;   /* all members in one NVLink domain */
+} group_span;
+
+typedef enum {
+    GROUP_TP = 0, GROUP_CP, GROUP_DP, GROUP_DP_CP, GROUP_PP,
+    GROUP_EP, GROUP_ETP, GROUP_EDP, GROUP_COUNT
+} group_kind;
+
+typedef struct strategy {
+    parallel_spec par;     /* with defaults resolved (etp, vp->v, N) */
+    train_spec train;
+    ddp_spec ddp;
+    int64_t world;         /* cluster.num_gpus */
+    int64_t tp, pp, v, cp, ep, etp; /* v >= 1 */
+    int64_t dp;            /* world / (tp*cp*pp) */
+    int64_t edp;           /* world / (etp*ep*pp) */
+    int64_t num_microbatches;  /* M = gbs / (mbs*dp) */
+    int64_t group_size_n;      /* microbatch_group_size_per_vp_stage */
+    int64_t min_gpus;          /* pp * lcm(tp*cp, ep*etp) */
+    int64_t min_gpus_common;   /* pp * max(tp*cp, ep*etp), the usual rule */
+    int64_t layers_per_chunk;  /* L / (pp*v) */
+    group_span groups[GROUP_COUNT];
+} strategy_t;
+
+struct cfg;
+
+/* Checks every rule and derives the sizes.  cfg (may be NULL) is used only to
+ * name the file and line of an offending key.  Returns SIM_OK or SIM_EINVAL. */
+int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c,
+                     const parallel_spec *par, const train_spec *train,
+                     const ddp_spec *ddp, const struct cfg *cfg, sim_err *err);
+
+/* Coordinates of a global rank. */
+typedef struct rank_coords {
+    int64_t tp, cp, dp, pp;   /* dense generator */
+    int64_t etp, ep, edp;     /* expert generator */
+} rank_coords;
+void strategy_coords(const strategy_t *s, int64_t rank, rank_coords *out);
+
+const char *group_kind_name(group_kind g);
+
+/* Prints the layout view: rank table, groups and the fabric tier each group
+ * spans, with warnings for TP or EP groups leaving the NVLink domain. */
+void strategy_print_layout(const strategy_t *s, const cluster_spec *c, FILE *out);
+
+/* Number of warnings the layout would print (TP/EP/ETP outside NVLink). */
+int strategy_layout_warnings(const strategy_t *s, char *buf, size_t len);
+
+#endif

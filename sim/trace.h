@@ -1,0 +1,16 @@
+/* trace: the simulated step as a Chrome trace (Perfetto).
+ * {"traceEvents":[...]} with complete events ("ph":"X", times in µs),
+ * pid = pipeline stage, tid = stream (compute, tp, cp, ep, dp, pp);
+ * forward/backward passes are "F"/"B" events on the compute stream with
+ * args.microbatch and args.chunk, their kernels nested inside them.
+ */
+#ifndef PARSIM_TRACE_H
+#define PARSIM_TRACE_H
+
+#include <stdio.h>
+
+#include "step.h"
+
+void trace_write(FILE *out, const step_t *st);
+
+#endif

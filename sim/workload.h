@@ -1,0 +1,66 @@
+/* workload: what one microbatch does on one pipeline stage, as op lists.
+ *
+ * For every (stage, model chunk) the workload holds a forward pass and a
+ * backward pass: ordered ops (GEMMs, attention, memory-bound kernels, TP /
+ * CP / EP collectives), each on a stream of its stage with its duration
+ * from compute and net.  Op i depends on the ops dep_back[] places before
+ * it in the same pass (0 = no dependency), so overlapped communication
+ * (e.g. CP ring steps beside attention) is expressed in the template.  It
+ * also holds per stage the pipeline p2p time per microbatch and the DP
+ * gradient reduce-scatter / parameter all-gather per chunk and the
+ * optimizer step.  Identical microbatches share one template: the engine
+ * instantiates it per microbatch.
+ * Ownership: workload_build allocates, workload_destroy frees.
+ */
+#ifndef PARSIM_WORKLOAD_H
+#define PARSIM_WORKLOAD_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "strategy.h"
+#include "units.h"
+
+typedef enum {
+    STREAM_COMPUTE = 0, STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP,
+    STREAM_KINDS
+} stream_kind;
+
+const char *stream_kind_name(stream_kind k);
+
+typedef struct wl_op {
+    const char *name;        /* static string: "qkv", "attn", "tp_ag", ... */
+    sim_time_ps duration_ps;
+    uint8_t stream;          /* stream_kind */
+    uint8_t dep_back[2];     /* depends on op i-dep_back[j]; 0 = none */
+} wl_op;
+
+typedef struct wl_pass {
+    wl_op *ops;
+    int32_t n_ops;
+    double flops;            /* hardware flops of this pass on one GPU */
+} wl_pass;
+
+typedef struct wl_chunk {
+    wl_pass fwd, bwd;
+    int64_t act_bytes;           /* stored from forward start to backward end */
+    int64_t bwd_transient_bytes; /* alive during the backward only */
+} wl_chunk;
+
+typedef struct wl_stage {
+    wl_chunk *chunks;            /* v chunks */
+    double p2p_s;                /* one activation (or gradient) send */
+    double *grad_reduce_s;       /* per chunk: DP reduce of its gradients */
+    double *param_gather_s;      /* per chunk: DP all-gather of its params (dist-opt) */
+    double optimizer_s;          /* optimizer step on this GPU's shard */
+} wl_stage;
+
+typedef struct workload {
+    int64_t pp, v;
+    wl_stage *stages;            /* pp stages */
+} workload_t;
+
+int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
+void workload_destroy(workload_t *w);
+
+#endif
