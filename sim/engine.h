@@ -52,12 +52,15 @@ int eng_run(engine_t *e, sim_err *err);
 size_t eng_num_tasks(const engine_t *e);
 int eng_task_stream(const engine_t *e, eng_task t);
 int32_t eng_task_tag(const engine_t *e, eng_task t);
+/* Start and end of a task; UINT64_MAX for a task that never started (after
+ * a failed run). */
 sim_time_ps eng_task_start(const engine_t *e, eng_task t);
 sim_time_ps eng_task_end(const engine_t *e, eng_task t);
 sim_time_ps eng_makespan(const engine_t *e);      /* latest end */
 int64_t eng_counter_peak(const engine_t *e, int counter);
 int64_t eng_counter_final(const engine_t *e, int counter);
-uint64_t eng_events(const engine_t *e);           /* events processed by eng_run */
+uint64_t eng_events(const engine_t *e);           /* events processed by eng_run:
+                                                     task starts + task ends */
 
 /* Tasks of a stream in their run order: fills ids (capacity cap), returns
  * how many the stream has. */

@@ -29,6 +29,12 @@ typedef struct stage_static_mem {
 
 void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out);
 
+/* Parameters one GPU holds for model chunk `chunk` of `stage`: dense ones
+ * (TP-sharded and replicated, with embeddings, output layer, final norm
+ * and MTP where they live) and routed-expert ones (EP x ETP sharded). */
+void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stage,
+                         int64_t chunk, double *dense, double *expert);
+
 /* Activation bytes one microbatch stores for one transformer layer. */
 double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer);
 

@@ -12,6 +12,8 @@
 #ifndef PARSIM_NET_H
 #define PARSIM_NET_H
 
+#include <stdbool.h>
+
 #include "cluster.h"
 #include "strategy.h"
 
@@ -30,5 +32,10 @@ double net_collective_s(const cluster_spec *c, const group_span *g, coll_kind k,
 double net_p2p_s(const cluster_spec *c, int64_t stride, double bytes);
 
 const char *coll_kind_name(coll_kind k);
+
+/* Where the group of `size` ranks, `stride` apart, that holds rank 0 sits:
+ * nodes, NVLink domains and members per node.  Groups of Megatron's rank
+ * order are congruent, so this describes every group of the kind. */
+void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out);
 
 #endif

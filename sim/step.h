@@ -10,6 +10,7 @@
 #ifndef PARSIM_STEP_H
 #define PARSIM_STEP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -63,6 +64,14 @@ typedef struct step_task_info {
 } step_task_info;
 
 const engine_t *step_engine(const step_t *st);
+
+/* Pipeline size, chunks per stage and microbatches of the step. */
+void step_shape(const step_t *st, int64_t *pp, int64_t *v, int64_t *M);
+
+/* Span of one forward (kind 0) or backward (kind 1) pass: from its first
+ * op's start to its last op's end.  False if the pass has no ops. */
+bool step_pass_span(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk,
+                    sim_time_ps *start, sim_time_ps *end);
 void step_task_describe(const step_t *st, eng_task t, step_task_info *out);
 
 #endif

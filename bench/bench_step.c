@@ -1,0 +1,104 @@
+/* Simulator speed: one training step of GPT-3 175B on 16,384 H100s
+ * (TP 8, PP 16, VP 3, DP 128, GBS 2048, MBS 1), and how the wall time grows
+ * when PP, microbatches and layers each double.  Prints wall time, tasks,
+ * events and events per second for each case. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "config.h"
+#include "step.h"
+#include "strategy.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int run_case(const char *label, const char *const *overrides, int n, double *wall_out)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    cfg_t *cfg = cfg_create(NULL);
+    for (int i = 0; i < n && cfg; i++)
+        if (cfg_set_override(cfg, overrides[i], &err) != SIM_OK)
+            goto fail;
+    run_inputs in;
+    strategy_t s;
+    if (!cfg || cfg_resolve(cfg, &in, &err) != SIM_OK ||
+        strategy_resolve(&s, &in.model, &in.cluster, &in.par, &in.train, &in.ddp, cfg, &err) != SIM_OK)
+        goto fail;
+    /* Best of several repetitions: the figure is the simulator's cost, not
+     * the machine's noise. */
+    double best = 1e30;
+    const step_result *r = NULL;
+    step_t *st = NULL;
+    for (int rep = 0; rep < 5; rep++) {
+        step_destroy(st);
+        double t0 = now_s();
+        if (step_run(&st, &in, &s, &err) != SIM_OK)
+            goto fail;
+        double dt = now_s() - t0;
+        if (dt < best)
+            best = dt;
+    }
+    r = step_result_get(st);
+    printf("%-34s wall %8.4f s  tasks %9llu  events %10llu  %6.1f M events/s  (step %.3f s)\n", label, best,
+           (unsigned long long)r->tasks, (unsigned long long)r->events, (double)r->events / best / 1e6,
+           r->step_time_s);
+    step_destroy(st);
+    cfg_destroy(cfg);
+    *wall_out = best;
+    return 0;
+fail: {
+    char buf[1024];
+    sim_err_format(&err, buf, sizeof buf);
+    fprintf(stderr, "bench_step: %s: %s\n", label, buf);
+    cfg_destroy(cfg);
+    return 1;
+}
+}
+
+int main(void)
+{
+    const char *base[] = {
+        "model.name=gpt3-175b", "cluster.topology=dgx-h100", "cluster.num_gpus=16384",
+        "model.tensor_model_parallel_size=8", "model.pipeline_model_parallel_size=16",
+        "model.virtual_pipeline_model_parallel_size=3", "model.sequence_parallel=true",
+        "model.seq_length=2048", "train.global_batch_size=2048", "train.micro_batch_size=1",
+        "ddp.use_distributed_optimizer=true", "ddp.overlap_grad_reduce=true", "ddp.overlap_param_gather=true",
+        "model.num_layers=96", NULL, NULL,
+    };
+    int n = 14;
+    double w0, w;
+    int rc = 0;
+    rc |= run_case("gpt3-175b 16384 GPUs (base)", base, n, &w0);
+
+    /* Double PP: 32 stages on the same GPUs (DP 64). */
+    base[4] = "model.pipeline_model_parallel_size=32";
+    base[13] = "model.num_layers=96";
+    rc |= run_case("x2 PP (32 stages)", base, n, &w);
+    printf("  ratio %.2f\n", w / w0);
+    base[4] = "model.pipeline_model_parallel_size=16";
+
+    /* Double microbatches. */
+    base[8] = "train.global_batch_size=4096";
+    rc |= run_case("x2 microbatches (GBS 4096)", base, n, &w);
+    printf("  ratio %.2f\n", w / w0);
+    base[8] = "train.global_batch_size=2048";
+
+    /* Double layers. */
+    base[13] = "model.num_layers=192";
+    rc |= run_case("x2 layers (192)", base, n, &w);
+    printf("  ratio %.2f\n", w / w0);
+    base[13] = "model.num_layers=96";
+
+    /* Same step on 8x fewer GPUs (DP 16): cost must not depend on DP. */
+    base[2] = "cluster.num_gpus=2048";
+    base[8] = "train.global_batch_size=256";
+    rc |= run_case("DP 16 (2048 GPUs, same M)", base, n, &w);
+    printf("  ratio %.2f\n", w / w0);
+    return rc;
+}

@@ -1,0 +1,1479 @@
+/* config: libconfig files, presets, KEY=VALUE overrides and the key table.
+ *
+ * Storage.  A cfg_t keeps every assignment it was given (not only the
+ * winning one): key, value, origin file and line, priority.  The value of a
+ * key is the assignment with the highest priority, the latest one among
+ * equal priorities.  Keeping shadowed assignments costs a little memory but
+ * makes cfg_resolve() repeatable: the presets it loads are marked, dropped
+ * and reloaded on every call, so a caller may change model.name with an
+ * override and resolve again without the old preset leaking through.
+ *
+ * Types.  Values are typed as the file or the override text gives them; the
+ * key table decides what a key accepts.  An unquoted override value keeps
+ * its text, so "model.name=405" can still be a string key's value, while a
+ * quoted one is always a string.
+ *
+ * Presets are ordinary libconfig files using the full key names
+ * (`model: { num_layers = 80; ... };`), loaded at CFG_PRIO_PRESET, in the
+ * order model.name, cluster.topology, sim.params (so a parameter file from
+ * `parsim calibrate` overrides the topology's efficiencies).
+ */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "config.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <libconfig.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef PARSIM_DEFAULT_DATA_DIR
+#define PARSIM_DEFAULT_DATA_DIR "."
+#endif
+
+#define ORIGIN_CMDLINE "command line"
+#define KEY_MAX 128
+
+/* ---------------------------------------------------------------- values */
+
+typedef enum { CV_INT, CV_FLOAT, CV_BOOL, CV_STRING, CV_LIST } cv_kind;
+
+typedef struct cfg_value {
+    cv_kind kind;
+    int64_t i;
+    double f;
+    bool b;
+    /* CV_STRING: the string.  Other scalars: the override text when the
+     * value was written unquoted on the command line, else NULL. */
+    char *s;
+    bool bare;
+    /* CV_LIST: elements are all integers (elem CV_INT) or all strings
+     * (elem CV_STRING); an empty list has elem CV_LIST and fits both. */
+    cv_kind elem;
+    int n;
+    int64_t *ints;
+    char **strs;
+} cfg_value;
+
+typedef struct cfg_entry {
+    char *key;
+    cfg_value v;
+    char *file;      /* origin; ORIGIN_CMDLINE for overrides */
+    int line;        /* 0 if none */
+    cfg_prio prio;
+    bool auto_preset; /* loaded by cfg_resolve from a preset key */
+} cfg_entry;
+
+struct cfg {
+    char *data_dir;
+    cfg_entry *e;    /* in insertion order */
+    size_t n, cap;
+};
+
+static void value_free(cfg_value *v)
+{
+    free(v->s);
+    free(v->ints);
+    if (v->strs)
+        for (int k = 0; k < v->n; k++)
+            free(v->strs[k]);
+    free(v->strs);
+    memset(v, 0, sizeof *v);
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static char *dup_mem(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static const char *kind_name(cv_kind k)
+{
+    switch (k) {
+    case CV_INT: return "an integer";
+    case CV_FLOAT: return "a float";
+    case CV_BOOL: return "a boolean";
+    case CV_STRING: return "a string";
+    case CV_LIST: return "a list";
+    }
+    return "?";
+}
+
+/* Writes a value in config syntax (used by cfg_dump and error messages). */
+static void fmt_value(const cfg_value *v, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    switch (v->kind) {
+    case CV_INT:
+        snprintf(buf, len, "%" PRId64, v->i);
+        break;
+    case CV_FLOAT:
+        snprintf(buf, len, "%.15g", v->f);
+        /* keep it readable back as a float */
+        if (!strpbrk(buf, ".eEni"))
+            snprintf(buf + strlen(buf), len - strlen(buf), ".0");
+        break;
+    case CV_BOOL:
+        snprintf(buf, len, "%s", v->b ? "true" : "false");
+        break;
+    case CV_STRING:
+        snprintf(buf, len, "\"%s\"", v->s);
+        break;
+    case CV_LIST:
+        n += (size_t)snprintf(buf + n, len - n, "[");
+        for (int k = 0; k < v->n && n < len; k++) {
+            const char *sep = k ? ", " : "";
+            if (v->elem == CV_INT)
+                n += (size_t)snprintf(buf + n, len - n, "%s%" PRId64, sep, v->ints[k]);
+            else
+                n += (size_t)snprintf(buf + n, len - n, "%s\"%s\"", sep, v->strs[k]);
+        }
+        if (n < len)
+            snprintf(buf + n, len - n, "]");
+        break;
+    }
+}
+
+/* --------------------------------------------------------------- storage */
+
+cfg_t *cfg_create(const char *data_dir)
+{
+    cfg_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    if (!data_dir || !data_dir[0])
+        data_dir = getenv("PARSIM_DATA_DIR");
+    if (!data_dir || !data_dir[0])
+        data_dir = PARSIM_DEFAULT_DATA_DIR;
+    c->data_dir = dup_str(data_dir);
+    if (!c->data_dir) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void entry_free(cfg_entry *e)
+{
+    free(e->key);
+    free(e->file);
+    value_free(&e->v);
+}
+
+void cfg_destroy(cfg_t *c)
+{
+    if (!c)
+        return;
+    for (size_t k = 0; k < c->n; k++)
+        entry_free(&c->e[k]);
+    free(c->e);
+    free(c->data_dir);
+    free(c);
+}
+
+/* Takes ownership of *v (cleared on return, also on failure). */
+static int add_entry(cfg_t *c, const char *key, cfg_value *v, const char *file, int line,
+                     cfg_prio prio, bool auto_preset, sim_err *err)
+{
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        cfg_entry *e = realloc(c->e, cap * sizeof *e);
+        if (!e) {
+            value_free(v);
+            return sim_err_set(err, SIM_ENOMEM, "out of memory storing %s", key);
+        }
+        c->e = e;
+        c->cap = cap;
+    }
+    cfg_entry *e = &c->e[c->n];
+    e->key = dup_str(key);
+    e->file = dup_str(file ? file : "");
+    if (!e->key || !e->file) {
+        free(e->key);
+        free(e->file);
+        value_free(v);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory storing %s", key);
+    }
+    e->v = *v;
+    memset(v, 0, sizeof *v);
+    e->line = line;
+    e->prio = prio;
+    e->auto_preset = auto_preset;
+    c->n++;
+    return SIM_OK;
+}
+
+/* The winning assignment of key: highest priority, latest among equals. */
+static const cfg_entry *find(const cfg_t *c, const char *key)
+{
+    const cfg_entry *best = NULL;
+    for (size_t k = 0; k < c->n; k++) {
+        const cfg_entry *e = &c->e[k];
+        if (strcmp(e->key, key) == 0 && (!best || e->prio >= best->prio))
+            best = e;
+    }
+    return best;
+}
+
+static void drop_auto_presets(cfg_t *c)
+{
+    size_t w = 0;
+    for (size_t k = 0; k < c->n; k++) {
+        if (c->e[k].auto_preset)
+            entry_free(&c->e[k]);
+        else
+            c->e[w++] = c->e[k];
+    }
+    c->n = w;
+}
+
+bool cfg_origin(const cfg_t *c, const char *key, const char **file, int *line)
+{
+    const cfg_entry *e = c ? find(c, key) : NULL;
+    if (file)
+        *file = e ? e->file : NULL;
+    if (line)
+        *line = e ? e->line : 0;
+    return e != NULL;
+}
+
+int cfg_err_key(const cfg_t *c, sim_err *err, int code, const char *key, const char *fmt, ...)
+{
+    if (!err)
+        return code;
+    const char *file = NULL;
+    int line = 0;
+    cfg_origin(c, key, &file, &line);
+    char msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sim_err_set_at(err, code, file, line, key, "%s", msg);
+}
+
+/* ------------------------------------------------------- libconfig files */
+
+static int list_from_setting(const config_setting_t *s, const char *key, const char *file,
+                             int line, cfg_value *v, sim_err *err)
+{
+    int n = config_setting_length(s);
+    v->kind = CV_LIST;
+    v->elem = CV_LIST;
+    v->n = 0;
+    if (n == 0)
+        return SIM_OK;
+    int t0 = config_setting_type(config_setting_get_elem(s, 0));
+    if (t0 == CONFIG_TYPE_INT || t0 == CONFIG_TYPE_INT64) {
+        v->elem = CV_INT;
+        v->ints = calloc((size_t)n, sizeof *v->ints);
+    } else if (t0 == CONFIG_TYPE_STRING) {
+        v->elem = CV_STRING;
+        v->strs = calloc((size_t)n, sizeof *v->strs);
+    } else {
+        return sim_err_set_at(err, SIM_EINVAL, file, line, key,
+                              "list elements must be integers or strings");
+    }
+    if (!v->ints && !v->strs)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", key);
+    for (int k = 0; k < n; k++) {
+        const config_setting_t *el = config_setting_get_elem(s, (unsigned)k);
+        int t = config_setting_type(el);
+        bool is_int = t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
+        if ((v->elem == CV_INT) != is_int || (!is_int && t != CONFIG_TYPE_STRING)) {
+            value_free(v);
+            return sim_err_set_at(err, SIM_EINVAL, file, line, key,
+                                  "list elements must be all integers or all strings "
+                                  "(element %d differs)", k);
+        }
+        if (is_int) {
+            v->ints[k] = config_setting_get_int64(el);
+        } else {
+            v->strs[k] = dup_str(config_setting_get_string(el));
+            if (!v->strs[k]) {
+                v->n = k;
+                value_free(v);
+                return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", key);
+            }
+        }
+        v->n = k + 1;
+    }
+    return SIM_OK;
+}
+
+/* Flattens one group into dotted keys. */
+static int walk(cfg_t *c, const config_setting_t *g, const char *prefix, const char *path,
+                cfg_prio prio, bool auto_preset, sim_err *err)
+{
+    int n = config_setting_length(g);
+    for (int k = 0; k < n; k++) {
+        const config_setting_t *s = config_setting_get_elem(g, (unsigned)k);
+        const char *name = config_setting_name(s);
+        const char *file = config_setting_source_file(s);
+        int line = (int)config_setting_source_line(s);
+        char key[KEY_MAX];
+        if (!file)
+            file = path;
+        int kn = snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "",
+                          name ? name : "?");
+        if (kn < 0 || (size_t)kn >= sizeof key)
+            return sim_err_set_at(err, SIM_EINVAL, file, line, NULL, "key too long: %s.%s",
+                                  prefix, name ? name : "?");
+
+        cfg_value v = { 0 };
+        int rc = SIM_OK;
+        switch (config_setting_type(s)) {
+        case CONFIG_TYPE_GROUP:
+            rc = walk(c, s, key, path, prio, auto_preset, err);
+            if (rc)
+                return rc;
+            continue;
+        case CONFIG_TYPE_INT:
+        case CONFIG_TYPE_INT64:
+            v.kind = CV_INT;
+            v.i = config_setting_get_int64(s);
+            break;
+        case CONFIG_TYPE_FLOAT:
+            v.kind = CV_FLOAT;
+            v.f = config_setting_get_float(s);
+            break;
+        case CONFIG_TYPE_BOOL:
+            v.kind = CV_BOOL;
+            v.b = config_setting_get_bool(s) != 0;
+            break;
+        case CONFIG_TYPE_STRING:
+            v.kind = CV_STRING;
+            v.s = dup_str(config_setting_get_string(s));
+            if (!v.s)
+                return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", key);
+            break;
+        case CONFIG_TYPE_ARRAY:
+        case CONFIG_TYPE_LIST:
+            rc = list_from_setting(s, key, file, line, &v, err);
+            if (rc)
+                return rc;
+            break;
+        default:
+            return sim_err_set_at(err, SIM_EINVAL, file, line, key, "unsupported setting type");
+        }
+        rc = add_entry(c, key, &v, file, line, prio, auto_preset, err);
+        if (rc)
+            return rc;
+    }
+    return SIM_OK;
+}
+
+static int load_file(cfg_t *c, const char *path, cfg_prio prio, bool auto_preset, sim_err *err)
+{
+    config_t lc;
+    config_init(&lc);
+
+    /* @include "x.cfg" is relative to the including file. */
+    char dir[512];
+    const char *slash = strrchr(path, '/');
+    if (slash && (size_t)(slash - path) < sizeof dir) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+        config_set_include_dir(&lc, dir[0] ? dir : "/");
+    }
+
+    errno = 0;
+    if (config_read_file(&lc, path) != CONFIG_TRUE) {
+        int rc;
+        if (config_error_type(&lc) == CONFIG_ERR_FILE_IO) {
+            int e = errno;
+            rc = sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "cannot open%s%s",
+                                e ? ": " : "", e ? strerror(e) : "");
+        } else {
+            const char *f = config_error_file(&lc);
+            rc = sim_err_set_at(err, SIM_EINVAL, f ? f : path, config_error_line(&lc), NULL,
+                                "syntax error: %s", config_error_text(&lc));
+        }
+        config_destroy(&lc);
+        return rc;
+    }
+    int rc = walk(c, config_root_setting(&lc), "", path, prio, auto_preset, err);
+    config_destroy(&lc);
+    return rc;
+}
+
+int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err)
+{
+    return load_file(c, path, prio, false, err);
+}
+
+/* ------------------------------------------------------------- overrides */
+
+static void trim(const char **s, size_t *n)
+{
+    while (*n && isspace((unsigned char)**s)) {
+        (*s)++;
+        (*n)--;
+    }
+    while (*n && isspace((unsigned char)(*s)[*n - 1]))
+        (*n)--;
+}
+
+/* Parses a quoted string s[0..n) (with its quotes); handles \" and \\. */
+static int unquote(const char *s, size_t n, char **out)
+{
+    if (n < 2 || s[n - 1] != s[0])
+        return -1;
+    char *d = malloc(n);
+    if (!d)
+        return -2;
+    size_t w = 0;
+    for (size_t k = 1; k + 1 < n; k++) {
+        if (s[k] == '\\' && k + 2 < n)
+            k++;
+        else if (s[k] == s[0]) { /* stray quote inside */
+            free(d);
+            return -1;
+        }
+        d[w++] = s[k];
+    }
+    d[w] = '\0';
+    *out = d;
+    return 0;
+}
+
+static bool parse_int(const char *s, int64_t *out)
+{
+    if (!s[0])
+        return false;
+    bool hex = (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'));
+    if (!hex && !isdigit((unsigned char)s[0]) && !((s[0] == '-' || s[0] == '+') &&
+                                                   isdigit((unsigned char)s[1])))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, hex ? 16 : 10);
+    if (errno || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, double *out)
+{
+    /* strtod also takes "inf", "nan" and hex floats; a config number must
+     * start like a decimal number. */
+    const char *p = s + (s[0] == '-' || s[0] == '+');
+    if (!isdigit((unsigned char)p[0]) && !(p[0] == '.' && isdigit((unsigned char)p[1])))
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool ieq(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+            return false;
+    return *a == *b;
+}
+
+/* One scalar of override syntax.  Returns 0, -1 malformed, -2 no memory. */
+static int parse_scalar(const char *s, size_t n, cfg_value *v)
+{
+    memset(v, 0, sizeof *v);
+    trim(&s, &n);
+    if (n && (s[0] == '"' || s[0] == '\'')) {
+        v->kind = CV_STRING;
+        return unquote(s, n, &v->s);
+    }
+    v->s = dup_mem(s, n);
+    if (!v->s)
+        return -2;
+    v->bare = true;
+    if (parse_int(v->s, &v->i))
+        v->kind = CV_INT;
+    else if (parse_float(v->s, &v->f))
+        v->kind = CV_FLOAT;
+    else if (ieq(v->s, "true") || ieq(v->s, "false")) {
+        v->kind = CV_BOOL;
+        v->b = ieq(v->s, "true");
+    } else
+        v->kind = CV_STRING;
+    return 0;
+}
+
+/* Override syntax: a scalar or [a, b, ...] / (a, b, ...).  A list whose
+ * elements all read as integers is an integer list, else a string list.
+ * Returns 0, -1 malformed, -2 no memory. */
+static int parse_value(const char *s, cfg_value *v)
+{
+    size_t n = strlen(s);
+    trim(&s, &n);
+    memset(v, 0, sizeof *v);
+    if (!n || (s[0] != '[' && s[0] != '('))
+        return parse_scalar(s, n, v);
+    char close = s[0] == '[' ? ']' : ')';
+    if (n < 2 || s[n - 1] != close)
+        return -1;
+    s++;
+    n -= 2;
+    v->kind = CV_LIST;
+    v->elem = CV_LIST;
+    const char *t = s;
+    size_t tn = n;
+    trim(&t, &tn);
+    if (!tn)
+        return 0; /* [] */
+
+    size_t cap = 1;
+    for (size_t k = 0; k < n; k++)
+        cap += s[k] == ',';
+    cfg_value *items = calloc(cap, sizeof *items);
+    if (!items)
+        return -2;
+
+    /* split on commas outside quotes */
+    int count = 0, rc = 0;
+    size_t start = 0;
+    char q = 0;
+    for (size_t k = 0; k <= n && !rc; k++) {
+        if (k < n) {
+            char ch = s[k];
+            if (q) {
+                if (ch == '\\')
+                    k++;
+                else if (ch == q)
+                    q = 0;
+                continue;
+            }
+            if (ch == '"' || ch == '\'') {
+                q = ch;
+                continue;
+            }
+            if (ch != ',')
+                continue;
+        }
+        const char *it = s + start;
+        size_t in = k - start;
+        trim(&it, &in);
+        if (!in) { /* empty element, as in "[1,,2]" */
+            rc = -1;
+            break;
+        }
+        rc = parse_scalar(it, in, &items[count]);
+        if (!rc)
+            count++;
+        start = k + 1;
+    }
+    if (!rc && q)
+        rc = -1; /* unterminated quote */
+
+    bool all_int = true;
+    for (int k = 0; k < count; k++)
+        all_int = all_int && items[k].kind == CV_INT;
+    if (!rc) {
+        v->elem = all_int ? CV_INT : CV_STRING;
+        if (all_int)
+            v->ints = calloc((size_t)count, sizeof *v->ints);
+        else
+            v->strs = calloc((size_t)count, sizeof *v->strs);
+        if (!v->ints && !v->strs)
+            rc = -2;
+    }
+    for (int k = 0; k < count; k++) {
+        if (!rc && all_int) {
+            v->ints[k] = items[k].i;
+        } else if (!rc) {
+            v->strs[k] = items[k].s; /* the string, or the bare text */
+            items[k].s = NULL;
+        }
+        value_free(&items[k]);
+    }
+    free(items);
+    v->n = rc ? 0 : count;
+    if (rc)
+        value_free(v);
+    return rc;
+}
+
+static bool valid_key_syntax(const char *k, size_t n)
+{
+    if (!n || k[0] == '.' || k[n - 1] == '.')
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)k[i];
+        if (!(isalnum(ch) || ch == '_' || ch == '-' || (ch == '.' && k[i + 1] != '.')))
+            return false;
+    }
+    return true;
+}
+
+int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq)
+        return sim_err_set_at(err, SIM_EINVAL, ORIGIN_CMDLINE, 0, NULL,
+                              "\"%s\": an override is KEY=VALUE (e.g. "
+                              "model.tensor_model_parallel_size=4)", assignment);
+    const char *k = assignment;
+    size_t kn = (size_t)(eq - assignment);
+    trim(&k, &kn);
+    char key[KEY_MAX];
+    if (!valid_key_syntax(k, kn) || kn >= sizeof key)
+        return sim_err_set_at(err, SIM_EINVAL, ORIGIN_CMDLINE, 0, NULL,
+                              "\"%s\": not a valid key (dotted names such as model.seq_length)",
+                              assignment);
+    memcpy(key, k, kn);
+    key[kn] = '\0';
+
+    cfg_value v;
+    int rc = parse_value(eq + 1, &v);
+    if (rc == -2)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory storing %s", key);
+    if (rc)
+        return sim_err_set_at(err, SIM_EINVAL, ORIGIN_CMDLINE, 0, key,
+                              "malformed value \"%s\" (expected a number, true/false, a string "
+                              "or a [list])", eq + 1);
+    return add_entry(c, key, &v, ORIGIN_CMDLINE, 0, CFG_PRIO_CLI, false, err);
+}
+
+/* ------------------------------------------------------------ key table */
+
+typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STRING, KT_INT_LIST, KT_STR_LIST, KT_INT_OR_LIST } key_type;
+
+typedef enum {
+    RG_ANY = 0,
+    RG_GE0,     /* >= 0 ("0 = derived" fields, latencies) */
+    RG_GE1,     /* >= 1 (sizes, counts) */
+    RG_POS,     /* > 0 (peaks, bandwidths) */
+    RG_UNIT,    /* (0, 1] (efficiencies) */
+    RG_LAYERS,  /* [1, MODEL_MAX_LAYERS] */
+} range_kind;
+
+typedef struct key_def key_def;
+typedef int (*setter_fn)(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                         sim_err *err);
+
+struct key_def {
+    const char *key;
+    key_type type;
+    const char *def;   /* default in override syntax; NULL = required */
+    range_kind range;
+    size_t offset;     /* field in run_inputs when set == NULL */
+    size_t size;       /* KT_STRING: size of the char array */
+    double scale;      /* KT_FLOAT: config unit -> SI (0 = 1) */
+    setter_fn set;     /* converts and stores (enums, lists) */
+    bool late;         /* applied after all other keys (reads them) */
+    const char *help;
+};
+
+#define FIELD(f) offsetof(run_inputs, f)
+#define FSIZE(f) sizeof(((run_inputs *)0)->f)
+
+#define K_INT(k, f, d, rg, h) { .key = k, .type = KT_INT, .def = d, .range = rg, .offset = FIELD(f), .help = h }
+#define K_BOOL(k, f, d, h) { .key = k, .type = KT_BOOL, .def = d, .offset = FIELD(f), .help = h }
+#define K_FLT(k, f, d, rg, sc, h) \
+    { .key = k, .type = KT_FLOAT, .def = d, .range = rg, .offset = FIELD(f), .scale = sc, .help = h }
+#define K_STR(k, f, d, h) { .key = k, .type = KT_STRING, .def = d, .offset = FIELD(f), .size = FSIZE(f), .help = h }
+#define K_SET(k, t, d, fn, h) { .key = k, .type = t, .def = d, .set = fn, .help = h }
+
+static int set_norm(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_pos_emb(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_moe_layer_freq(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
+                              sim_err *);
+static int set_cp_comm(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_recompute(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
+                         sim_err *);
+static int set_recompute_mods(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
+                              sim_err *);
+static int set_precision(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
+                         sim_err *);
+static int set_fabric(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+
+/* Every key parsim accepts, in the order --help-config and cfg_dump list
+ * them.  Names follow Megatron Bridge (ConfigContainer fields) so recipe
+ * overrides work unchanged; cluster.* and sim.* are parsim's own and carry
+ * their unit in the name. */
+static const key_def keys[] = {
+    /* model: architecture */
+    K_STR("model.name", model.name, "\"\"", "model preset: loads <data_dir>/models/<name>.cfg"),
+    K_INT("model.num_layers", model.num_layers, NULL, RG_LAYERS, "transformer layers L"),
+    K_INT("model.hidden_size", model.hidden_size, NULL, RG_GE1, "hidden size h"),
+    K_INT("model.ffn_hidden_size", model.ffn_hidden_size, "0", RG_GE0,
+          "dense MLP hidden size F; 0 = 4*hidden_size"),
+    K_INT("model.num_attention_heads", model.num_attention_heads, NULL, RG_GE1,
+          "attention heads a"),
+    K_INT("model.num_query_groups", model.num_query_groups, "0", RG_GE0,
+          "KV heads g (GQA); 0 = num_attention_heads"),
+    K_INT("model.kv_channels", model.kv_channels, "0", RG_GE0,
+          "head dimension d; 0 = hidden_size/num_attention_heads"),
+    K_BOOL("model.gated_linear_unit", model.gated_linear_unit, "false",
+           "SwiGLU/GeGLU MLP (fc1 is 2F wide)"),
+    K_SET("model.normalization", KT_STRING, "\"LayerNorm\"", set_norm, "LayerNorm | RMSNorm"),
+    K_BOOL("model.share_embeddings_and_output_weights", model.share_embeddings_and_output_weights,
+           "true", "tie input embedding and output layer"),
+    K_BOOL("model.add_bias_linear", model.add_bias_linear, "true", "biases in linear layers"),
+    K_BOOL("model.qk_layernorm", model.qk_layernorm, "false", "norms on queries and keys"),
+    K_SET("model.position_embedding_type", KT_STRING, "\"learned_absolute\"", set_pos_emb,
+          "learned_absolute | rope | yarn | mrope | alibi | relative | none"),
+    K_INT("model.vocab_size", model.vocab_size, NULL, RG_GE1, "vocabulary size (unpadded)"),
+    K_INT("model.make_vocab_size_divisible_by", model.make_vocab_size_divisible_by, "128", RG_GE1,
+          "vocabulary padded to a multiple of this times TP"),
+    K_INT("model.seq_length", model.seq_length, NULL, RG_GE1, "sequence length s, tokens"),
+    /* model: MoE */
+    K_INT("model.num_moe_experts", model.num_moe_experts, "0", RG_GE0,
+          "routed experts E; 0 = dense model"),
+    K_INT("model.moe_router_topk", model.moe_router_topk, "2", RG_GE1, "experts per token k"),
+    K_INT("model.moe_ffn_hidden_size", model.moe_ffn_hidden_size, "0", RG_GE0,
+          "expert MLP hidden size; 0 = ffn_hidden_size"),
+    K_INT("model.moe_shared_expert_intermediate_size", model.moe_shared_expert_intermediate_size,
+          "0", RG_GE0, "shared experts' total hidden size; 0 = none"),
+    { .key = "model.moe_layer_freq", .type = KT_INT_OR_LIST, .def = "1", .set = set_moe_layer_freq,
+      .late = true,
+      .help = "MoE layer frequency f (layer i is MoE iff i % f == 0), or a 0/1 list of "
+              "num_layers entries" },
+    /* model: multi-latent attention, multi-token prediction */
+    K_BOOL("model.multi_latent_attention", model.multi_latent_attention, "false",
+           "DeepSeek multi-latent attention"),
+    K_INT("model.q_lora_rank", model.q_lora_rank, "0", RG_GE0, "MLA query latent; 0 = none"),
+    K_INT("model.kv_lora_rank", model.kv_lora_rank, "0", RG_GE0, "MLA key/value latent"),
+    K_INT("model.qk_head_dim", model.qk_head_dim, "0", RG_GE0, "MLA q/k head dim (no rope)"),
+    K_INT("model.qk_pos_emb_head_dim", model.qk_pos_emb_head_dim, "0", RG_GE0,
+          "MLA q/k rope head dim"),
+    K_INT("model.v_head_dim", model.v_head_dim, "0", RG_GE0, "MLA value head dim"),
+    K_INT("model.mtp_num_layers", model.mtp_num_layers, "0", RG_GE0,
+          "multi-token prediction layers"),
+    /* model: parallelism (Megatron ModelParallelConfig) */
+    K_INT("model.tensor_model_parallel_size", par.tp, "1", RG_GE1, "TP"),
+    K_INT("model.pipeline_model_parallel_size", par.pp, "1", RG_GE1, "PP"),
+    K_INT("model.virtual_pipeline_model_parallel_size", par.vp, "0", RG_GE0,
+          "virtual stages per PP rank (interleaved 1F1B); 0 = not interleaved"),
+    K_INT("model.context_parallel_size", par.cp, "1", RG_GE1, "CP"),
+    K_INT("model.expert_model_parallel_size", par.ep, "1", RG_GE1, "EP"),
+    K_INT("model.expert_tensor_parallel_size", par.etp, "0", RG_GE0,
+          "ETP; 0 = tensor_model_parallel_size"),
+    K_BOOL("model.sequence_parallel", par.sequence_parallel, "false",
+           "sequence parallelism (needs TP > 1)"),
+    K_SET("model.cp_comm_type", KT_STRING, "\"p2p\"", set_cp_comm,
+          "p2p | all_gather | a2a | a2a+p2p"),
+    K_SET("model.hierarchical_context_parallel_sizes", KT_INT_LIST, "[]", set_hier_cp,
+          "CP levels for a2a+p2p, product = context_parallel_size"),
+    K_SET("model.recompute_granularity", KT_STRING, "\"none\"", set_recompute,
+          "none | selective | full"),
+    K_SET("model.recompute_modules", KT_STR_LIST, "[core_attn]", set_recompute_mods,
+          "selective recompute: core_attn, mlp, moe, moe_act, layernorm, mla_up_proj, "
+          "shared_experts"),
+    K_INT("model.recompute_num_layers", par.recompute_num_layers, "1", RG_GE1,
+          "full recompute: layers per recompute group"),
+    K_INT("model.microbatch_group_size_per_vp_stage", par.microbatch_group_size_per_vp_stage,
+          "0", RG_GE0, "interleaved: microbatches per chunk group N; 0 = PP"),
+    K_BOOL("model.overlap_p2p_comm", par.overlap_p2p_comm, "true",
+           "interleaved: overlap pipeline send/recv with compute"),
+    K_BOOL("model.tp_comm_overlap", par.tp_comm_overlap, "false",
+           "overlap TP collectives with GEMMs (needs sequence_parallel)"),
+    /* train, ddp, precision */
+    K_INT("train.global_batch_size", train.global_batch_size, NULL, RG_GE1,
+          "sequences per step"),
+    K_INT("train.micro_batch_size", train.micro_batch_size, "1", RG_GE1,
+          "sequences per microbatch"),
+    K_BOOL("ddp.use_distributed_optimizer", ddp.use_distributed_optimizer, "false",
+           "shard optimizer state over data parallel ranks"),
+    K_BOOL("ddp.overlap_grad_reduce", ddp.overlap_grad_reduce, "false",
+           "overlap gradient reduction with backward"),
+    K_BOOL("ddp.overlap_param_gather", ddp.overlap_param_gather, "false",
+           "overlap parameter all-gather with forward (distributed optimizer)"),
+    K_BOOL("ddp.grad_reduce_in_fp32", ddp.grad_reduce_in_fp32, "true",
+           "reduce gradients in fp32 (else bf16)"),
+    K_SET("mixed_precision", KT_STRING, "\"bf16\"", set_precision,
+          "bf16 | fp16 | fp8 | fp8-cs | fp8-delayed | mxfp8 | fp8-blockwise | nvfp4, or a "
+          "Megatron Bridge recipe name (bf16_with_fp8_current_scaling_mixed, ...)"),
+    /* cluster */
+    K_STR("cluster.topology", cluster.name, "\"\"",
+          "topology preset: loads <data_dir>/topologies/<name>.cfg"),
+    K_INT("cluster.num_gpus", cluster.num_gpus, NULL, RG_GE1, "GPUs in the job (world size)"),
+    K_INT("cluster.gpus_per_node", cluster.gpus_per_node, NULL, RG_GE1, "GPUs per node"),
+    K_INT("cluster.nvlink_domain_gpus", cluster.nvlink_domain_gpus, NULL, RG_GE1,
+          "GPUs in one NVLink (scale-up) domain"),
+    K_STR("cluster.gpu.name", cluster.gpu.name, NULL, "GPU model"),
+    K_FLT("cluster.gpu.peak_bf16_tflops", cluster.gpu.peak_bf16_flops_per_s, NULL, RG_POS, 1e12,
+          "dense bf16 tensor-core peak, TFLOP/s"),
+    K_FLT("cluster.gpu.peak_fp8_tflops", cluster.gpu.peak_fp8_flops_per_s, "0", RG_GE0, 1e12,
+          "dense fp8 peak, TFLOP/s; 0 = unsupported"),
+    K_FLT("cluster.gpu.peak_fp4_tflops", cluster.gpu.peak_fp4_flops_per_s, "0", RG_GE0, 1e12,
+          "dense fp4 peak, TFLOP/s; 0 = unsupported"),
+    K_FLT("cluster.gpu.hbm_gbytes", cluster.gpu.hbm_capacity_bytes, NULL, RG_POS, 1e9,
+          "HBM capacity, GB (1e9 bytes)"),
+    K_FLT("cluster.gpu.hbm_bw_gbytes_per_s", cluster.gpu.hbm_bw_bytes_per_s, NULL, RG_POS, 1e9,
+          "HBM bandwidth peak, GB/s"),
+    K_FLT("cluster.compute.gemm_efficiency", cluster.compute.gemm_efficiency, NULL, RG_UNIT, 1,
+          "large bf16 GEMM / bf16 peak"),
+    K_FLT("cluster.compute.gemm_fp8_efficiency", cluster.compute.gemm_fp8_efficiency, NULL,
+          RG_UNIT, 1, "large fp8 GEMM / fp8 peak"),
+    K_FLT("cluster.compute.attention_fwd_efficiency", cluster.compute.attention_fwd_efficiency,
+          NULL, RG_UNIT, 1, "flash attention forward / bf16 peak"),
+    K_FLT("cluster.compute.attention_bwd_efficiency", cluster.compute.attention_bwd_efficiency,
+          NULL, RG_UNIT, 1, "flash attention backward / bf16 peak"),
+    K_FLT("cluster.compute.hbm_efficiency", cluster.compute.hbm_efficiency, NULL, RG_UNIT, 1,
+          "achievable / peak HBM bandwidth"),
+    K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0,
+          1e-6, "fixed cost per kernel launch, us"),
+    K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.nvlink.bw_bytes_per_s, NULL, RG_POS, 1e9,
+          "scale-up bandwidth per GPU, one direction, GB/s"),
+    K_FLT("cluster.nvlink.latency_us", cluster.nvlink.latency_s, NULL, RG_GE0, 1e-6,
+          "scale-up latency per algorithm step, us"),
+    K_FLT("cluster.scaleout.bw_gbytes_per_s", cluster.scaleout.bw_bytes_per_s, NULL, RG_POS, 1e9,
+          "scale-out bandwidth per GPU, one direction, GB/s"),
+    K_FLT("cluster.scaleout.latency_us", cluster.scaleout.latency_s, NULL, RG_GE0, 1e-6,
+          "scale-out latency per algorithm step, us"),
+    K_SET("cluster.scaleout.kind", KT_STRING, "\"infiniband\"", set_fabric,
+          "infiniband | roce | ethernet"),
+    /* sim */
+    K_BOOL("sim.ideal_pipeline", sim.ideal_pipeline, "false",
+           "zero communication, identical work per stage and chunk"),
+    K_INT("sim.seed", sim.seed, "1", RG_ANY, "seed for any randomness"),
+    K_STR("sim.params", sim.params_file, "\"\"",
+          "parameter file loaded as a preset (e.g. from parsim calibrate)"),
+};
+
+#define N_KEYS (sizeof keys / sizeof keys[0])
+
+static const key_def *key_lookup(const char *key)
+{
+    for (size_t k = 0; k < N_KEYS; k++)
+        if (strcmp(keys[k].key, key) == 0)
+            return &keys[k];
+    return NULL;
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 127 || lb > 127)
+        return (size_t)-1;
+    size_t row[128];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* A known key the user probably meant: a near spelling, else the same last
+ * name in another group (parallel.tensor_model_parallel_size), preferring
+ * one in the same top-level group. */
+static const char *closest_key(const char *key)
+{
+    const char *best = NULL;
+    size_t best_d = 4; /* more than 3 edits is not a typo */
+    for (size_t k = 0; k < N_KEYS; k++) {
+        size_t d = edit_distance(key, keys[k].key);
+        if (d < best_d) {
+            best_d = d;
+            best = keys[k].key;
+        }
+    }
+    if (best)
+        return best;
+    const char *last = strrchr(key, '.');
+    last = last ? last + 1 : key;
+    const char *dot = strchr(key, '.');
+    size_t group_len = dot ? (size_t)(dot - key) + 1 : 0;
+    for (size_t k = 0; k < N_KEYS; k++) {
+        const char *kl = strrchr(keys[k].key, '.');
+        kl = kl ? kl + 1 : keys[k].key;
+        if (strcmp(kl, last) != 0)
+            continue;
+        if (!best || (group_len && strncmp(keys[k].key, key, group_len) == 0))
+            best = keys[k].key;
+    }
+    return best;
+}
+
+/* ------------------------------------------------------- typed access */
+
+static double num(const cfg_value *v) { return v->kind == CV_INT ? (double)v->i : v->f; }
+
+static const char *type_name(key_type t)
+{
+    switch (t) {
+    case KT_INT: return "an integer";
+    case KT_FLOAT: return "a number";
+    case KT_BOOL: return "true or false";
+    case KT_STRING: return "a string";
+    case KT_INT_LIST: return "a list of integers";
+    case KT_STR_LIST: return "a list of names";
+    case KT_INT_OR_LIST: return "an integer or a list of integers";
+    }
+    return "?";
+}
+
+static bool type_ok(key_type t, const cfg_value *v)
+{
+    switch (t) {
+    case KT_INT: return v->kind == CV_INT;
+    case KT_FLOAT: return v->kind == CV_INT || v->kind == CV_FLOAT;
+    case KT_BOOL: return v->kind == CV_BOOL;
+    case KT_STRING: return v->kind == CV_STRING || v->bare;
+    case KT_INT_LIST: return v->kind == CV_LIST && v->elem != CV_STRING;
+    /* one name stands for a one-element list: model.recompute_modules=mlp */
+    case KT_STR_LIST:
+        return (v->kind == CV_LIST && v->elem != CV_INT) || v->kind == CV_STRING;
+    case KT_INT_OR_LIST:
+        return v->kind == CV_INT || (v->kind == CV_LIST && v->elem != CV_STRING);
+    }
+    return false;
+}
+
+static int check_range(const cfg_t *c, const key_def *k, const cfg_value *v, sim_err *err)
+{
+    if (k->type != KT_INT && k->type != KT_FLOAT)
+        return SIM_OK;
+    double x = num(v);
+    char got[64];
+    fmt_value(v, got, sizeof got);
+    switch (k->range) {
+    case RG_ANY:
+        return SIM_OK;
+    case RG_GE0:
+        if (x < 0)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 0 (got %s)", got);
+        return SIM_OK;
+    case RG_GE1:
+        if (x < 1)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 1 (got %s)", got);
+        return SIM_OK;
+    case RG_POS:
+        if (!(x > 0))
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be > 0 (got %s)", got);
+        return SIM_OK;
+    case RG_UNIT:
+        if (!(x > 0 && x <= 1))
+            return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                               "must be in (0, 1] (a fraction of the peak; got %s)", got);
+        return SIM_OK;
+    case RG_LAYERS:
+        if (x < 1 || x > MODEL_MAX_LAYERS)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be in [1, %d] (got %s)",
+                               MODEL_MAX_LAYERS, got);
+        return SIM_OK;
+    }
+    return SIM_OK;
+}
+
+/* Index of s in names[], or an error listing them. */
+static int pick_name(const cfg_t *c, const key_def *k, const char *s, const char *const *names,
+                     int n, int *out, sim_err *err)
+{
+    char list[256];
+    size_t w = 0;
+    list[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return SIM_OK;
+        }
+        if (w < sizeof list)
+            w += (size_t)snprintf(list + w, sizeof list - w, "%s%s", i ? ", " : "", names[i]);
+    }
+    return cfg_err_key(c, err, SIM_EINVAL, k->key, "unknown value \"%s\" (expected one of: %s)",
+                       s, list);
+}
+
+static int set_norm(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                    sim_err *err)
+{
+    static const char *const names[] = { "LayerNorm", "RMSNorm" };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 2, &i, err);
+    in->model.normalization = i == 1 ? NORM_RMSNORM : NORM_LAYERNORM;
+    return rc;
+}
+
+static int set_pos_emb(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                       sim_err *err)
+{
+    /* Megatron Core's choices; only learned_absolute adds parameters. */
+    static const char *const names[] = { "learned_absolute", "rope", "yarn", "mrope",
+                                         "alibi", "relative", "none" };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, (int)(sizeof names / sizeof names[0]), &i, err);
+    if (!rc)
+        snprintf(in->model.position_embedding_type, sizeof in->model.position_embedding_type,
+                 "%s", names[i]);
+    return rc;
+}
+
+static int set_cp_comm(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                       sim_err *err)
+{
+    static const char *const names[] = { "p2p", "all_gather", "a2a", "a2a+p2p" };
+    static const cp_comm_kind kinds[] = { CP_COMM_P2P, CP_COMM_ALL_GATHER, CP_COMM_A2A,
+                                          CP_COMM_A2A_P2P };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 4, &i, err);
+    in->par.cp_comm_type = kinds[i];
+    return rc;
+}
+
+static int set_recompute(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                         sim_err *err)
+{
+    static const char *const names[] = { "none", "selective", "full" };
+    static const recompute_kind kinds[] = { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 3, &i, err);
+    in->par.recompute_granularity = kinds[i];
+    return rc;
+}
+
+static int set_fabric(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                      sim_err *err)
+{
+    static const char *const names[] = { "infiniband", "roce", "ethernet" };
+    static const fabric_kind kinds[] = { FABRIC_INFINIBAND, FABRIC_ROCE, FABRIC_ETHERNET };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 3, &i, err);
+    in->cluster.scaleout_kind = kinds[i];
+    return rc;
+}
+
+static int set_recompute_mods(const cfg_t *c, const key_def *k, const cfg_value *v,
+                              run_inputs *in, sim_err *err)
+{
+    static const char *const names[] = { "core_attn", "mlp", "moe", "moe_act", "layernorm",
+                                         "mla_up_proj", "shared_experts" };
+    static const unsigned bits[] = { RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_MOD_MLP,
+                                     RECOMPUTE_MOD_MOE, RECOMPUTE_MOD_MOE_ACT,
+                                     RECOMPUTE_MOD_LAYERNORM, RECOMPUTE_MOD_MLA_UP_PROJ,
+                                     RECOMPUTE_MOD_SHARED_EXPERTS };
+    unsigned mask = 0;
+    int n = v->kind == CV_STRING ? 1 : v->n;
+    for (int j = 0; j < n; j++) {
+        const char *s = v->kind == CV_STRING ? v->s : v->strs[j];
+        int i = 0;
+        int rc = pick_name(c, k, s, names, (int)(sizeof names / sizeof names[0]), &i, err);
+        if (rc)
+            return rc;
+        mask |= bits[i];
+    }
+    in->par.recompute_modules = mask;
+    return SIM_OK;
+}
+
+static int set_hier_cp(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                       sim_err *err)
+{
+    if (v->n > MAX_HIER_CP)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "at most %d levels (got %d)", MAX_HIER_CP,
+                           v->n);
+    for (int j = 0; j < v->n; j++) {
+        if (v->ints[j] < 1)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                               "sizes must be >= 1 (element %d is %" PRId64 ")", j, v->ints[j]);
+        in->par.hierarchical_cp_sizes[j] = v->ints[j];
+    }
+    in->par.n_hierarchical_cp_sizes = v->n;
+    return SIM_OK;
+}
+
+static int set_precision(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                         sim_err *err)
+{
+    if (!precision_from_name(v->s, &in->par.precision))
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "unknown precision \"%s\" (expected bf16, fp16, fp8, fp8-cs, "
+                           "fp8-delayed, mxfp8, fp8-blockwise, nvfp4 or a Megatron Bridge recipe "
+                           "name such as bf16_with_fp8_current_scaling_mixed)", v->s);
+    return SIM_OK;
+}
+
+/* Runs after num_layers and num_moe_experts are set (late key). */
+static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value *v,
+                              run_inputs *in, sim_err *err)
+{
+    model_spec *m = &in->model;
+    int64_t L = m->num_layers;
+    if (v->kind == CV_INT) {
+        if (v->i < 1)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 1 (got %" PRId64 ")",
+                               v->i);
+        for (int64_t i = 0; i < L; i++)
+            m->moe_layer_pattern[i] = (i % v->i == 0);
+    } else {
+        if (v->n != L)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                               "list has %d entries but model.num_layers is %" PRId64
+                               " (one 0/1 entry per layer)", v->n, L);
+        for (int i = 0; i < v->n; i++) {
+            if (v->ints[i] != 0 && v->ints[i] != 1)
+                return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                                   "list entries must be 0 or 1 (entry %d is %" PRId64 ")", i,
+                                   v->ints[i]);
+            m->moe_layer_pattern[i] = (uint8_t)v->ints[i];
+        }
+    }
+    /* The pattern describes where experts go; a dense model has none. */
+    if (m->num_moe_experts == 0)
+        memset(m->moe_layer_pattern, 0, sizeof m->moe_layer_pattern);
+    return SIM_OK;
+}
+
+static int apply_key(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                     sim_err *err)
+{
+    if (!type_ok(k->type, v)) {
+        char got[96];
+        fmt_value(v, got, sizeof got);
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "expected %s, got %s (%s)",
+                           type_name(k->type), kind_name(v->kind), got);
+    }
+    int rc = check_range(c, k, v, err);
+    if (rc)
+        return rc;
+    if (k->set)
+        return k->set(c, k, v, in, err);
+    char *field = (char *)in + k->offset;
+    switch (k->type) {
+    case KT_INT:
+        *(int64_t *)(void *)field = v->i;
+        break;
+    case KT_FLOAT:
+        *(double *)(void *)field = num(v) * (k->scale != 0 ? k->scale : 1.0);
+        break;
+    case KT_BOOL:
+        *(bool *)(void *)field = v->b;
+        break;
+    case KT_STRING:
+        if (strlen(v->s) >= k->size)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "too long (at most %zu characters)",
+                               k->size - 1);
+        memcpy(field, v->s, strlen(v->s) + 1);
+        break;
+    default:
+        return sim_err_set(err, SIM_ESIM, "%s: list key without a setter", k->key);
+    }
+    return SIM_OK;
+}
+
+/* ---------------------------------------------------------------- presets */
+
+static bool readable(const char *path) { return access(path, R_OK) == 0; }
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* "a, b, c" of the *.cfg names in dir (sorted), or "none". */
+static void list_presets(const char *dir, char *buf, size_t len)
+{
+    snprintf(buf, len, "none");
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char *names[256];
+    int n = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) && n < 256) {
+        size_t l = strlen(ent->d_name);
+        if (l > 4 && strcmp(ent->d_name + l - 4, ".cfg") == 0)
+            if ((names[n] = dup_mem(ent->d_name, l - 4)))
+                n++;
+    }
+    closedir(d);
+    if (n == 0)
+        return;
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (w + 8 < len)
+            w += (size_t)snprintf(buf + w, len - w, "%s%s", i ? ", " : "", names[i]);
+        else if (w + 4 < len)
+            w += (size_t)snprintf(buf + w, len - w, ", ...");
+        free(names[i]);
+    }
+}
+
+typedef struct preset_key {
+    const char *key;
+    const char *subdir;  /* under data_dir; NULL = key is a path */
+    const char *what;
+} preset_key;
+
+static const preset_key preset_keys[] = {
+    { "model.name", "models", "model" },
+    { "cluster.topology", "topologies", "topology" },
+    { "sim.params", NULL, "parameter file" },
+};
+
+/* Finds the file a preset key names; fills tried with where it looked. */
+static bool preset_path(const cfg_t *c, const preset_key *pk, const cfg_entry *e,
+                        char *path, size_t len, char *tried, size_t tlen)
+{
+    const char *name = e->v.s;
+    if (pk->subdir) {
+        snprintf(path, len, "%s/%s/%s.cfg", c->data_dir, pk->subdir, name);
+        snprintf(tried, tlen, "%s", path);
+        return readable(path);
+    }
+    /* A relative sim.params is taken relative to the file that names it,
+     * then to the working directory. */
+    tried[0] = '\0';
+    const char *slash = strrchr(e->file, '/');
+    if (name[0] != '/' && slash && strcmp(e->file, ORIGIN_CMDLINE) != 0) {
+        snprintf(path, len, "%.*s/%s", (int)(slash - e->file), e->file, name);
+        snprintf(tried, tlen, "%s, ", path);
+        if (readable(path))
+            return true;
+    }
+    snprintf(path, len, "%s", name);
+    size_t tl = strlen(tried);
+    snprintf(tried + tl, tlen - tl, "%s", path);
+    return readable(path);
+}
+
+static int load_presets(cfg_t *c, sim_err *err)
+{
+    enum { NP = sizeof preset_keys / sizeof preset_keys[0] };
+    bool loaded[NP] = { false };
+    /* A preset may itself name another (a params file naming a topology);
+     * repeat until nothing new loads.  Each key loads at most once. */
+    for (bool again = true; again;) {
+        again = false;
+        for (size_t p = 0; p < NP; p++) {
+            const preset_key *pk = &preset_keys[p];
+            const cfg_entry *e = find(c, pk->key);
+            if (loaded[p] || !e)
+                continue;
+            if (!type_ok(KT_STRING, &e->v))
+                return cfg_err_key(c, err, SIM_EINVAL, pk->key, "expected a %s name, got %s",
+                                   pk->what, kind_name(e->v.kind));
+            loaded[p] = true;
+            if (!e->v.s[0])
+                continue;
+            char path[1024], tried[2100];
+            if (!preset_path(c, pk, e, path, sizeof path, tried, sizeof tried)) {
+                if (!pk->subdir)
+                    return cfg_err_key(c, err, SIM_EINVAL, pk->key,
+                                       "cannot open %s \"%s\" (looked for %s)", pk->what,
+                                       e->v.s, tried);
+                char dir[1024], avail[1024];
+                snprintf(dir, sizeof dir, "%s/%s", c->data_dir, pk->subdir);
+                list_presets(dir, avail, sizeof avail);
+                return cfg_err_key(c, err, SIM_EINVAL, pk->key,
+                                   "unknown %s preset \"%s\" (looked for %s; presets there: %s; "
+                                   "set PARSIM_DATA_DIR to look elsewhere)",
+                                   pk->what, e->v.s, tried, avail);
+            }
+            int rc = load_file(c, path, CFG_PRIO_PRESET, true, err);
+            if (rc)
+                return rc;
+            again = true;
+        }
+    }
+    return SIM_OK;
+}
+
+/* --------------------------------------------------------------- resolve */
+
+static int check_known_keys(const cfg_t *c, sim_err *err)
+{
+    for (size_t k = 0; k < c->n; k++) {
+        const cfg_entry *e = &c->e[k];
+        if (key_lookup(e->key))
+            continue;
+        const char *near = closest_key(e->key);
+        if (near)
+            return sim_err_set_at(err, SIM_EINVAL, e->file, e->line, e->key,
+                                  "unknown key (did you mean %s?)", near);
+        return sim_err_set_at(err, SIM_EINVAL, e->file, e->line, e->key,
+                              "unknown key (parsim --help-config lists them)");
+    }
+    return SIM_OK;
+}
+
+/* Rules between model keys that the key table cannot express alone. */
+static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
+{
+    model_spec *m = &in->model;
+    if (m->ffn_hidden_size == 0)
+        m->ffn_hidden_size = 4 * m->hidden_size; /* Megatron TransformerConfig default */
+    if (m->num_moe_experts > 0 && m->moe_router_topk > m->num_moe_experts)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.moe_router_topk",
+                           "routes each token to %" PRId64 " experts but the model has only %"
+                           PRId64 " (model.num_moe_experts)", m->moe_router_topk,
+                           m->num_moe_experts);
+    if (m->multi_latent_attention) {
+        static const char *const need[] = { "model.kv_lora_rank", "model.qk_head_dim",
+                                            "model.v_head_dim" };
+        const int64_t vals[] = { m->kv_lora_rank, m->qk_head_dim, m->v_head_dim };
+        for (int i = 0; i < 3; i++)
+            if (vals[i] < 1)
+                return cfg_err_key(c, err, SIM_EINVAL, need[i],
+                                   "multi_latent_attention needs it >= 1 (got %" PRId64 ")",
+                                   vals[i]);
+    }
+    return SIM_OK;
+}
+
+int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err)
+{
+    drop_auto_presets(c);
+    int rc = load_presets(c, err);
+    if (!rc)
+        rc = check_known_keys(c, err);
+    if (rc)
+        return rc;
+
+    memset(in, 0, sizeof *in);
+    cluster_defaults(&in->cluster);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < N_KEYS; k++) {
+            const key_def *kd = &keys[k];
+            if (kd->late != (pass == 1))
+                continue;
+            const cfg_entry *e = find(c, kd->key);
+            if (e) {
+                rc = apply_key(c, kd, &e->v, in, err);
+            } else if (!kd->def) {
+                rc = cfg_err_key(c, err, SIM_EINVAL, kd->key,
+                                 "required key not set (set it, or name a preset with "
+                                 "model.name / cluster.topology)");
+            } else {
+                cfg_value v;
+                if (parse_value(kd->def, &v) != 0)
+                    return sim_err_set(err, SIM_ENOMEM, "%s: cannot build default", kd->key);
+                rc = apply_key(c, kd, &v, in, err);
+                value_free(&v);
+            }
+            if (rc)
+                return rc;
+        }
+    }
+    return check_model(c, in, err);
+}
+
+/* ------------------------------------------------------------ printing */
+
+void cfg_dump(const cfg_t *c, FILE *out)
+{
+    char val[4096];
+    for (size_t k = 0; k < N_KEYS; k++) {
+        const key_def *kd = &keys[k];
+        const cfg_entry *e = find(c, kd->key);
+        if (e) {
+            fmt_value(&e->v, val, sizeof val);
+            if (e->line > 0)
+                fprintf(out, "%s = %s;  # %s:%d\n", kd->key, val, e->file, e->line);
+            else
+                fprintf(out, "%s = %s;  # %s\n", kd->key, val, e->file);
+        } else if (kd->def) {
+            fprintf(out, "%s = %s;  # default\n", kd->key, kd->def);
+        } else {
+            fprintf(out, "# %s: required, not set\n", kd->key);
+        }
+    }
+    for (size_t k = 0; k < c->n; k++) {
+        if (key_lookup(c->e[k].key))
+            continue;
+        fmt_value(&c->e[k].v, val, sizeof val);
+        fprintf(out, "# unknown: %s = %s;  # %s:%d\n", c->e[k].key, val, c->e[k].file,
+                c->e[k].line);
+    }
+}
+
+void cfg_print_keys(FILE *out)
+{
+    fprintf(out, "%-45s %-10s %-14s %s\n", "key", "type", "default", "meaning");
+    for (size_t k = 0; k < N_KEYS; k++) {
+        const key_def *kd = &keys[k];
+        static const char *const tn[] = { "int", "float", "bool", "string", "int list",
+                                          "name list", "int|list" };
+        fprintf(out, "%-45s %-10s %-14s %s\n", kd->key, tn[kd->type],
+                kd->def ? kd->def : "(required)", kd->help);
+    }
+}
+
+/* -------------------------------------------------------------- precision */
+
+static const struct {
+    const char *name;
+    precision_kind kind;
+} precision_names[] = {
+    /* canonical short names first: precision_name() returns these */
+    { "bf16", PREC_BF16 },
+    { "fp16", PREC_FP16 },
+    { "fp8-delayed", PREC_FP8_DELAYED },
+    { "fp8-cs", PREC_FP8_CS },
+    { "mxfp8", PREC_MXFP8 },
+    { "fp8-blockwise", PREC_FP8_BLOCKWISE },
+    { "nvfp4", PREC_NVFP4 },
+    /* fp8 alone means Transformer Engine's current default recipe,
+     * per-tensor current scaling */
+    { "fp8", PREC_FP8_CS },
+    /* Megatron Bridge recipe names (bridge/training/mixed_precision.py) */
+    { "bf16_mixed", PREC_BF16 },
+    { "fp16_mixed", PREC_FP16 },
+    { "bf16_with_fp8_delayed_scaling_mixed", PREC_FP8_DELAYED },
+    { "bf16_with_fp8_current_scaling_mixed", PREC_FP8_CS },
+    { "bf16_with_mxfp8_mixed", PREC_MXFP8 },
+    { "bf16_with_fp8_subchannel_scaling_mixed", PREC_FP8_BLOCKWISE },
+    { "bf16_with_nvfp4_mixed", PREC_NVFP4 },
+};
+
+bool precision_from_name(const char *name, precision_kind *out)
+{
+    for (size_t k = 0; k < sizeof precision_names / sizeof precision_names[0]; k++) {
+        if (strcmp(name, precision_names[k].name) == 0) {
+            *out = precision_names[k].kind;
+            return true;
+        }
+    }
+    return false;
+}
+
+const char *precision_name(precision_kind p)
+{
+    for (size_t k = 0; k < sizeof precision_names / sizeof precision_names[0]; k++)
+        if (precision_names[k].kind == p)
+            return precision_names[k].name;
+    return "?";
+}

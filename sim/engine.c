@@ -1,0 +1,535 @@
+/* engine: the discrete-event core (contract in engine.h).
+ *
+ * Storage.  Everything lives in a handful of flat arrays owned by the
+ * engine_t, sized from the hints of eng_create and grown by doubling (with
+ * overflow-checked sizes) when a hint was short:
+ *   tasks   one 32-byte record per task: duration, start, the count of
+ *           predecessors not yet ended, the next task of its stream, stream
+ *           and tag.  A task's end is start + duration, so it is not stored.
+ *   edges   (before, after) pairs in the order eng_add_dep saw them.
+ *   deltas  (task, counter, at_start, at_end) records in the order added.
+ * Streams are intrusive singly linked lists threaded through the task
+ * records (stream_next), with a head and a tail per stream.
+ *
+ * Dependencies: CSR built at eng_run start.  While the graph is being
+ * built, eng_add_dep only appends to the edge list (O(1), no per-task
+ * bookkeeping beyond the predecessor count).  eng_run then turns the list
+ * into compressed sparse rows (an offset per task, successors contiguous in
+ * one array) with a stable counting sort: two sequential passes over the
+ * edges.  The event loop then walks each ended task's successors as one
+ * contiguous slice instead of chasing pointers through a pool, which is
+ * what the hot path wants; the price is a second copy of the edges (4 bytes
+ * each) during the run, and that edges cannot be added after eng_run (they
+ * cannot anyway: eng_run runs once).  Counter deltas get the same treatment
+ * so that a task's deltas are contiguous.
+ *
+ * Streams as dependencies.  Stream order is folded into the predecessor
+ * count: every task but the first of its stream counts its stream
+ * predecessor as one more unfinished predecessor, released when that
+ * predecessor ends.  "Head of its stream and all deps ended" is then just
+ * "pending == 0", and at most one task per stream is ready or running at a
+ * time, so the event heap and the ready list never hold more than n_streams
+ * entries: both are allocated once per run, and the heap stays shallow.
+ *
+ * The loop.  Only completions are events; a start happens at the instant
+ * its last predecessor ends.  Each instant t is processed in rounds:
+ *   ends phase    pop every completion with time t (in (time, seq) order),
+ *                 apply the end deltas, release successors and the stream
+ *                 successor; those whose count drops to 0 join the ready
+ *                 list in that order;
+ *   starts phase  start every ready task at t, apply the start deltas, push
+ *                 its completion at t + duration with the next seq.
+ * A zero-duration task started in a starts phase pushes a completion at t
+ * itself, which the next round at the same instant ends; so zero-duration
+ * tasks start and end properly and ordering among them is by seq.
+ *
+ * Counter peaks.  Within a phase the changes happen at the same instant,
+ * so no intermediate value is observable.  Peaks are therefore taken at
+ * phase boundaries only: after all the ends of a round and after all its
+ * starts (through a small list of counters touched in the phase).  With the
+ * usual allocate-at-start / free-at-end deltas this is the rule of
+ * engine.h: a buffer freed at t and another allocated at t never count
+ * together.  Peaks include the initial value 0.
+ *
+ * Events: eng_events counts task starts plus task ends, so a run that
+ * completes has exactly 2 * eng_num_tasks events.
+ */
+#include "engine.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NEVER UINT64_MAX            /* start of a task that never started */
+#define MAX_TASKS ((size_t)INT32_MAX)
+#define MAX_EDGES ((size_t)UINT32_MAX - 1)  /* CSR offsets are uint32_t */
+#define MAX_DELTAS ((size_t)UINT32_MAX - 1)
+
+typedef struct eng__task {
+    sim_time_ps duration_ps;
+    sim_time_ps start_ps;   /* NEVER until the task starts */
+    int32_t pending;        /* predecessors not ended, stream predecessor included */
+    int32_t stream_next;    /* next task of the same stream, -1 at the tail */
+    int32_t stream;
+    int32_t tag;
+} eng__task;
+
+typedef struct eng__edge {
+    int32_t before, after;
+} eng__edge;
+
+typedef struct eng__delta {
+    int32_t task;           /* owner; unused once sorted per task */
+    int32_t counter;
+    int64_t at_start, at_end;
+} eng__delta;
+
+/* A pending completion.  seq is taken from a per-run counter when the task
+ * starts; every task starts at most once, so it fits 32 bits. */
+typedef struct eng__event {
+    sim_time_ps time_ps;
+    uint32_t seq;
+    int32_t task;
+} eng__event;
+
+struct engine {
+    int n_streams;
+    int n_counters;
+
+    eng__task *tasks;
+    size_t n_tasks, cap_tasks;
+    eng__edge *edges;       /* freed by eng_run once the CSR exists */
+    size_t n_edges, cap_edges;
+    eng__delta *deltas;     /* sorted by task by eng_run */
+    size_t n_deltas, cap_deltas;
+
+    int32_t *stream_head;   /* first task of each stream, -1 if empty */
+    int32_t *stream_tail;   /* last task of each stream, -1 if empty */
+    int64_t *counter_value; /* current (after eng_run: final) value */
+    int64_t *counter_peak;
+
+    sim_time_ps makespan_ps;
+    uint64_t events;
+    bool ran;
+};
+
+/* Grows *p (an array of *cap elements of size elem) to at least need
+ * elements, doubling, never past limit.  Returns SIM_OK or SIM_ENOMEM; *p is
+ * untouched on failure. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t limit)
+{
+    if (need <= *cap)
+        return SIM_OK;
+    if (need > limit)
+        return SIM_ENOMEM;
+    size_t nc = *cap < 16 ? 16 : *cap;
+    while (nc < need)
+        nc = nc > limit / 2 ? limit : nc * 2;
+    if (nc > SIZE_MAX / elem)
+        return SIM_ENOMEM;
+    void *q = realloc(*p, nc * elem);
+    if (!q)
+        return SIM_ENOMEM;
+    *p = q;
+    *cap = nc;
+    return SIM_OK;
+}
+
+engine_t *eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep_hint)
+{
+    if (n_streams < 0 || n_counters < 0)
+        return NULL;
+    engine_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->n_streams = n_streams;
+    e->n_counters = n_counters;
+    size_t ns = n_streams > 0 ? (size_t)n_streams : 1;
+    size_t nc = n_counters > 0 ? (size_t)n_counters : 1;
+    e->stream_head = malloc(ns * sizeof *e->stream_head);
+    e->stream_tail = malloc(ns * sizeof *e->stream_tail);
+    e->counter_value = calloc(nc, sizeof *e->counter_value);
+    e->counter_peak = calloc(nc, sizeof *e->counter_peak);
+    if (!e->stream_head || !e->stream_tail || !e->counter_value || !e->counter_peak)
+        goto fail;
+    for (size_t s = 0; s < ns; s++)
+        e->stream_head[s] = e->stream_tail[s] = -1;
+    if (grow((void **)&e->tasks, &e->cap_tasks, task_hint < MAX_TASKS ? task_hint : MAX_TASKS,
+             sizeof *e->tasks, MAX_TASKS) != SIM_OK)
+        goto fail;
+    if (grow((void **)&e->edges, &e->cap_edges, dep_hint < MAX_EDGES ? dep_hint : MAX_EDGES,
+             sizeof *e->edges, MAX_EDGES) != SIM_OK)
+        goto fail;
+    return e;
+fail:
+    eng_destroy(e);
+    return NULL;
+}
+
+void eng_destroy(engine_t *e)
+{
+    if (!e)
+        return;
+    free(e->tasks);
+    free(e->edges);
+    free(e->deltas);
+    free(e->stream_head);
+    free(e->stream_tail);
+    free(e->counter_value);
+    free(e->counter_peak);
+    free(e);
+}
+
+eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t tag)
+{
+    assert(!e->ran && "eng_add_task after eng_run");
+    assert(stream >= 0 && stream < e->n_streams);
+    if (e->ran || stream < 0 || stream >= e->n_streams)
+        return -1;
+    if (grow((void **)&e->tasks, &e->cap_tasks, e->n_tasks + 1, sizeof *e->tasks,
+             MAX_TASKS) != SIM_OK)
+        return -1;
+    eng_task id = (eng_task)e->n_tasks++;
+    int32_t tail = e->stream_tail[stream];
+    e->tasks[id] = (eng__task){
+        .duration_ps = duration_ps,
+        .start_ps = NEVER,
+        .pending = tail >= 0 ? 1 : 0,
+        .stream_next = -1,
+        .stream = stream,
+        .tag = tag,
+    };
+    if (tail >= 0)
+        e->tasks[tail].stream_next = id;
+    else
+        e->stream_head[stream] = id;
+    e->stream_tail[stream] = id;
+    return id;
+}
+
+static bool valid_task(const engine_t *e, eng_task t)
+{
+    return t >= 0 && (size_t)t < e->n_tasks;
+}
+
+int eng_add_dep(engine_t *e, eng_task before, eng_task after)
+{
+    assert(!e->ran && "eng_add_dep after eng_run");
+    assert(valid_task(e, before) && valid_task(e, after));
+    if (e->ran || !valid_task(e, before) || !valid_task(e, after))
+        return SIM_EINVAL;
+    if (e->tasks[after].pending == INT32_MAX)
+        return SIM_ENOMEM;
+    if (grow((void **)&e->edges, &e->cap_edges, e->n_edges + 1, sizeof *e->edges,
+             MAX_EDGES) != SIM_OK)
+        return SIM_ENOMEM;
+    e->edges[e->n_edges++] = (eng__edge){before, after};
+    e->tasks[after].pending++;
+    return SIM_OK;
+}
+
+int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start, int64_t at_end)
+{
+    assert(!e->ran && "eng_add_counter_delta after eng_run");
+    assert(valid_task(e, t) && counter >= 0 && counter < e->n_counters);
+    if (e->ran || !valid_task(e, t) || counter < 0 || counter >= e->n_counters)
+        return SIM_EINVAL;
+    if (grow((void **)&e->deltas, &e->cap_deltas, e->n_deltas + 1, sizeof *e->deltas,
+             MAX_DELTAS) != SIM_OK)
+        return SIM_ENOMEM;
+    e->deltas[e->n_deltas++] = (eng__delta){t, counter, at_start, at_end};
+    return SIM_OK;
+}
+
+/* ---- the run ---------------------------------------------------------- */
+
+/* State that exists only while eng_run runs. */
+typedef struct run {
+    uint32_t *succ_off;     /* CSR: successors of t are succ[succ_off[t] .. succ_off[t+1]) */
+    int32_t *succ;
+    uint32_t *delta_off;    /* deltas of t are e->deltas[delta_off[t] .. delta_off[t+1]) */
+    eng__event *heap;       /* completions, a binary min-heap on (time, seq) */
+    size_t heap_n;
+    int32_t *ready;         /* tasks that start at the current instant, in order */
+    size_t ready_n;
+    size_t cap;             /* of heap and ready: one entry per stream at most */
+    int32_t *dirty;         /* counters changed in the current phase */
+    size_t dirty_n;
+    uint8_t *is_dirty;
+} run;
+
+static inline bool ev_before(const eng__event *a, const eng__event *b)
+{
+    return a->time_ps < b->time_ps || (a->time_ps == b->time_ps && a->seq < b->seq);
+}
+
+static inline void heap_push(run *r, eng__event ev)
+{
+    assert(r->heap_n < r->cap);
+    size_t i = r->heap_n++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!ev_before(&ev, &r->heap[up]))
+            break;
+        r->heap[i] = r->heap[up];
+        i = up;
+    }
+    r->heap[i] = ev;
+}
+
+static inline eng__event heap_pop(run *r)
+{
+    eng__event top = r->heap[0];
+    eng__event last = r->heap[--r->heap_n];
+    size_t n = r->heap_n, i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && ev_before(&r->heap[c + 1], &r->heap[c]))
+            c++;
+        if (!ev_before(&r->heap[c], &last))
+            break;
+        r->heap[i] = r->heap[c];
+        i = c;
+    }
+    if (n > 0)
+        r->heap[i] = last;
+    return top;
+}
+
+static inline void apply_deltas(engine_t *e, run *r, int32_t t, bool at_start)
+{
+    for (uint32_t k = r->delta_off[t], end = r->delta_off[t + 1]; k < end; k++) {
+        const eng__delta *d = &e->deltas[k];
+        e->counter_value[d->counter] += at_start ? d->at_start : d->at_end;
+        if (!r->is_dirty[d->counter]) {
+            r->is_dirty[d->counter] = 1;
+            r->dirty[r->dirty_n++] = d->counter;
+        }
+    }
+}
+
+/* End of a phase: the values now are what the counters hold at this
+ * instant, so this is where peaks are taken. */
+static inline void flush_peaks(engine_t *e, run *r)
+{
+    for (size_t k = 0; k < r->dirty_n; k++) {
+        int32_t c = r->dirty[k];
+        if (e->counter_value[c] > e->counter_peak[c])
+            e->counter_peak[c] = e->counter_value[c];
+        r->is_dirty[c] = 0;
+    }
+    r->dirty_n = 0;
+}
+
+static void run_free(run *r)
+{
+    free(r->succ_off);
+    free(r->succ);
+    free(r->delta_off);
+    free(r->heap);
+    free(r->ready);
+    free(r->dirty);
+    free(r->is_dirty);
+}
+
+/* Builds the CSR of successors and sorts the deltas by task (both stable,
+ * so per-task order is the order of the add calls).  Frees the edge list. */
+static int run_prepare(engine_t *e, run *r)
+{
+    size_t n = e->n_tasks, ns = e->n_streams > 0 ? (size_t)e->n_streams : 1;
+    size_t nc = e->n_counters > 0 ? (size_t)e->n_counters : 1;
+    r->succ_off = calloc(n + 1, sizeof *r->succ_off);
+    r->succ = malloc((e->n_edges ? e->n_edges : 1) * sizeof *r->succ);
+    r->delta_off = calloc(n + 1, sizeof *r->delta_off);
+    r->cap = ns;
+    r->heap = malloc(ns * sizeof *r->heap);
+    r->ready = malloc(ns * sizeof *r->ready);
+    r->dirty = malloc(nc * sizeof *r->dirty);
+    r->is_dirty = calloc(nc, 1);
+    if (!r->succ_off || !r->succ || !r->delta_off || !r->heap || !r->ready || !r->dirty ||
+        !r->is_dirty)
+        return SIM_ENOMEM;
+
+    /* Counting sort of the edges by `before`: count, prefix-sum, place. */
+    for (size_t k = 0; k < e->n_edges; k++)
+        r->succ_off[e->edges[k].before + 1]++;
+    for (size_t t = 0; t < n; t++)
+        r->succ_off[t + 1] += r->succ_off[t];
+    for (size_t k = 0; k < e->n_edges; k++) {
+        /* succ_off[t] serves as the fill cursor, then is shifted back. */
+        int32_t b = e->edges[k].before;
+        r->succ[r->succ_off[b]++] = e->edges[k].after;
+    }
+    memmove(r->succ_off + 1, r->succ_off, n * sizeof *r->succ_off);
+    r->succ_off[0] = 0;
+    free(e->edges);
+    e->edges = NULL;
+    e->cap_edges = 0;
+
+    /* The same for the deltas, into a new array. */
+    if (e->n_deltas) {
+        eng__delta *sorted = malloc(e->n_deltas * sizeof *sorted);
+        if (!sorted)
+            return SIM_ENOMEM;
+        for (size_t k = 0; k < e->n_deltas; k++)
+            r->delta_off[e->deltas[k].task + 1]++;
+        for (size_t t = 0; t < n; t++)
+            r->delta_off[t + 1] += r->delta_off[t];
+        for (size_t k = 0; k < e->n_deltas; k++)
+            sorted[r->delta_off[e->deltas[k].task]++] = e->deltas[k];
+        memmove(r->delta_off + 1, r->delta_off, n * sizeof *r->delta_off);
+        r->delta_off[0] = 0;
+        free(e->deltas);
+        e->deltas = sorted;
+        e->cap_deltas = e->n_deltas;
+    }
+    return SIM_OK;
+}
+
+int eng_run(engine_t *e, sim_err *err)
+{
+    if (e->ran)
+        return sim_err_set(err, SIM_EINVAL, "engine: eng_run called twice on one engine");
+    e->ran = true;
+
+    run r = {0};
+    if (run_prepare(e, &r) != SIM_OK) {
+        run_free(&r);
+        return sim_err_set(err, SIM_ENOMEM, "engine: out of memory preparing %zu tasks",
+                           e->n_tasks);
+    }
+
+    eng__task *tasks = e->tasks;
+    size_t n = e->n_tasks, started = 0;
+    uint64_t events = 0;
+    uint32_t seq = 0;
+    sim_time_ps now = 0;
+    bool overflow = false;
+
+    /* Tasks ready at time 0: stream heads without dependencies. */
+    for (size_t t = 0; t < n; t++)
+        if (tasks[t].pending == 0)
+            r.ready[r.ready_n++] = (int32_t)t;
+
+    for (;;) {
+        /* Starts phase. */
+        for (size_t k = 0; k < r.ready_n; k++) {
+            int32_t t = r.ready[k];
+            eng__task *T = &tasks[t];
+            if (T->duration_ps > NEVER - 1 - now) {
+                overflow = true;
+                break;
+            }
+            T->start_ps = now;
+            if (r.delta_off[t] != r.delta_off[t + 1])
+                apply_deltas(e, &r, t, true);
+            heap_push(&r, (eng__event){now + T->duration_ps, seq++, t});
+        }
+        if (overflow)
+            break;
+        started += r.ready_n;
+        events += r.ready_n;
+        r.ready_n = 0;
+        flush_peaks(e, &r);
+
+        if (r.heap_n == 0)
+            break;
+
+        /* Ends phase: every completion at the earliest pending instant. */
+        now = r.heap[0].time_ps;
+        do {
+            int32_t t = heap_pop(&r).task;
+            events++;
+            if (r.delta_off[t] != r.delta_off[t + 1])
+                apply_deltas(e, &r, t, false);
+            for (uint32_t k = r.succ_off[t], end = r.succ_off[t + 1]; k < end; k++) {
+                int32_t s = r.succ[k];
+                if (--tasks[s].pending == 0)
+                    r.ready[r.ready_n++] = s;
+            }
+            int32_t s = tasks[t].stream_next;
+            if (s >= 0 && --tasks[s].pending == 0)
+                r.ready[r.ready_n++] = s;
+            assert(r.ready_n <= r.cap);
+        } while (r.heap_n > 0 && r.heap[0].time_ps == now);
+        flush_peaks(e, &r);
+    }
+    run_free(&r);
+
+    e->events = events;
+    e->makespan_ps = now;
+    if (overflow)
+        return sim_err_set(err, SIM_ESIM,
+                           "engine: simulated time overflows 2^64 ps at %llu ps",
+                           (unsigned long long)now);
+    if (started < n) {
+        size_t first = 0;
+        while (tasks[first].start_ps != NEVER)
+            first++;
+        return sim_err_set(err, SIM_ESIM,
+                           "engine: %zu of %zu tasks can never start (dependency cycle or "
+                           "inconsistent stream order), e.g. task %zu (stream %d, tag %d) "
+                           "with %d predecessors unfinished",
+                           n - started, n, first, (int)tasks[first].stream,
+                           (int)tasks[first].tag, (int)tasks[first].pending);
+    }
+    return SIM_OK;
+}
+
+/* ---- results ---------------------------------------------------------- */
+
+size_t eng_num_tasks(const engine_t *e) { return e->n_tasks; }
+
+int eng_task_stream(const engine_t *e, eng_task t)
+{
+    assert(valid_task(e, t));
+    return e->tasks[t].stream;
+}
+
+int32_t eng_task_tag(const engine_t *e, eng_task t)
+{
+    assert(valid_task(e, t));
+    return e->tasks[t].tag;
+}
+
+sim_time_ps eng_task_start(const engine_t *e, eng_task t)
+{
+    assert(valid_task(e, t));
+    return e->tasks[t].start_ps;
+}
+
+sim_time_ps eng_task_end(const engine_t *e, eng_task t)
+{
+    assert(valid_task(e, t));
+    const eng__task *T = &e->tasks[t];
+    return T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps;
+}
+
+sim_time_ps eng_makespan(const engine_t *e) { return e->makespan_ps; }
+
+int64_t eng_counter_peak(const engine_t *e, int counter)
+{
+    assert(counter >= 0 && counter < e->n_counters);
+    return e->counter_peak[counter];
+}
+
+int64_t eng_counter_final(const engine_t *e, int counter)
+{
+    assert(counter >= 0 && counter < e->n_counters);
+    return e->counter_value[counter];
+}
+
+uint64_t eng_events(const engine_t *e) { return e->events; }
+
+size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap)
+{
+    assert(stream >= 0 && stream < e->n_streams);
+    size_t k = 0;
+    for (int32_t t = e->stream_head[stream]; t >= 0; t = e->tasks[t].stream_next, k++)
+        if (k < cap)
+            ids[k] = t;
+    return k;
+}

@@ -1,0 +1,205 @@
+#include "memory.h"
+
+#include "schedule.h"
+
+/* Bytes per parameter (reference §2.2): bf16 weights, gradients in fp32
+ * when grad_reduce_in_fp32 (Megatron's main_grad) else in bf16, and fp32
+ * master weights + Adam m and v (12 B) sharded over D ranks by the
+ * distributed optimizer. */
+#define WEIGHT_BYTES 2.0
+#define MASTER_AND_ADAM_BYTES 12.0
+
+static bool is_first_virtual(const strategy_t *s, int64_t stage, int64_t chunk)
+{
+    (void)s;
+    return stage == 0 && chunk == 0;
+}
+
+static bool is_last_virtual(const strategy_t *s, int64_t stage, int64_t chunk)
+{
+    return stage == s->pp - 1 && chunk == s->v - 1;
+}
+
+void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stage,
+                         int64_t chunk, double *dense, double *expert)
+{
+    const model_spec *m = &in->model;
+    const double h = (double)m->hidden_size;
+    const double norm = m->normalization == NORM_RMSNORM ? 1.0 : 2.0;
+    double tp_sharded = 0, replicated = 0, routed = 0;
+
+    int64_t first, count;
+    sched_chunk_layers(m->num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    for (int64_t l = first; l < first + count; l++) {
+        model_layer_params p;
+        bool moe = model_layer_is_moe(m, l);
+        model_layer_param_counts(m, moe, &p);
+        tp_sharded += p.attention + (moe ? p.shared_experts : p.dense_mlp);
+        replicated += p.replicated;
+        routed += moe ? p.routed_experts : 0.0;
+    }
+    const double vocab = (double)model_padded_vocab(m, s->tp);
+    if (is_first_virtual(s, stage, chunk)) {
+        tp_sharded += h * vocab; /* word embedding */
+        if (m->position_embedding_type[0] == 'l')
+            replicated += h * (double)m->seq_length; /* learned positions */
+    }
+    if (is_last_virtual(s, stage, chunk)) {
+        replicated += norm * h; /* final norm */
+        /* The output layer: its own weight when untied; with tied weights
+         * and PP > 1 the last stage keeps a copy of the embedding. */
+        if (!m->share_embeddings_and_output_weights || s->pp > 1)
+            tp_sharded += h * vocab;
+        /* MTP blocks live on the last stage: a layer of the type of the
+         * last decoder layer, the eh projection (2h -> h) and two norms. */
+        if (m->mtp_num_layers > 0) {
+            model_layer_params p;
+            bool moe = model_layer_is_moe(m, m->num_layers - 1);
+            model_layer_param_counts(m, moe, &p);
+            double k = (double)m->mtp_num_layers;
+            tp_sharded += k * (p.attention + (moe ? p.shared_experts : p.dense_mlp) + 2.0 * h * h);
+            replicated += k * (p.replicated + 2.0 * norm * h);
+            routed += moe ? k * p.routed_experts : 0.0;
+        }
+    }
+    *dense = tp_sharded / (double)s->tp + replicated;
+    *expert = routed / (double)(s->ep * s->etp);
+}
+
+void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out)
+{
+    double dense = 0, expert = 0;
+    for (int64_t c = 0; c < s->v; c++) {
+        double d, e;
+        memory_chunk_params(in, s, stage, c, &d, &e);
+        dense += d;
+        expert += e;
+    }
+    double grad_bytes = in->ddp.grad_reduce_in_fp32 ? 4.0 : 2.0;
+    /* Dense parameters shard over DP x CP, expert ones over expert-DP. */
+    double d_dense = in->ddp.use_distributed_optimizer ? (double)(s->dp * s->cp) : 1.0;
+    double d_expert = in->ddp.use_distributed_optimizer ? (double)s->edp : 1.0;
+    out->dense_params = dense;
+    out->expert_params = expert;
+    out->weights_bytes = WEIGHT_BYTES * (dense + expert);
+    out->gradients_bytes = grad_bytes * (dense + expert);
+    out->optimizer_bytes = MASTER_AND_ADAM_BYTES * (dense / d_dense + expert / d_expert);
+}
+
+/* Per-layer activations (Korthikanti et al. 2022, Table 2 and §4.1),
+ * generalised: Q, K, V and the core-attention output at their GQA/MLA
+ * widths, the MLP at width F (2F for the GLU input), MoE rows after
+ * dispatch.  The s^2 score tensors are never stored: attention runs as a
+ * fused flash kernel, so "none" and "selective core_attn" store the same.
+ * Bytes at 2 per bf16 element, 1 per dropout-mask element. */
+double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer)
+{
+    const model_spec *m = &in->model;
+    const parallel_spec *par = &s->par;
+    const double t = (double)s->tp;
+    const double sb = (double)m->seq_length / (double)s->cp * (double)in->train.micro_batch_size;
+    const double h = (double)m->hidden_size;
+    const bool sp = par->sequence_parallel;
+    const double shard = sp ? t : 1.0; /* sequence-sharded part of the layer */
+
+    if (par->recompute_granularity == RECOMPUTE_FULL) {
+        /* Only the input of each recompute group is kept. */
+        double per_group = 2.0 * sb * h / shard;
+        double n = par->recompute_num_layers > 0 ? (double)par->recompute_num_layers : 1.0;
+        return per_group / n;
+    }
+    unsigned mods = par->recompute_granularity == RECOMPUTE_SELECTIVE ? par->recompute_modules : 0u;
+
+    double q, kv_k, kv_v;
+    if (m->multi_latent_attention) {
+        double a = (double)m->num_attention_heads;
+        q = a * (double)(m->qk_head_dim + m->qk_pos_emb_head_dim);
+        kv_k = q;
+        kv_v = a * (double)m->v_head_dim;
+    } else {
+        double d = (double)model_kv_channels(m);
+        q = d * (double)m->num_attention_heads;
+        kv_k = kv_v = d * (double)model_query_groups(m);
+    }
+    double core_out = m->multi_latent_attention ? kv_v : q;
+
+    /* Not split by TP (split by SP): two norm inputs (4), the two GEMM
+     * inputs after the norms (4; dropped when layernorm is recomputed),
+     * two dropout masks (2). */
+    double ln_out = (mods & RECOMPUTE_MOD_LAYERNORM) ? 0.0 : 4.0;
+    double seq_part = (4.0 + ln_out + 2.0) * sb * h;
+
+    /* Split by TP: Q, K, V and the core-attention output. */
+    double tp_part = 2.0 * sb * (q + kv_k + kv_v + core_out);
+
+    double glu = m->gated_linear_unit ? 2.0 : 1.0;
+    double moe_part = 0.0;
+    if (!moe_layer) {
+        double F = (double)m->ffn_hidden_size;
+        if (!(mods & RECOMPUTE_MOD_MLP))
+            tp_part += 2.0 * sb * F * glu + 2.0 * sb * F; /* fc1 out, activation out */
+    } else {
+        double Fsh = (double)m->moe_shared_expert_intermediate_size;
+        if (Fsh > 0 && !(mods & RECOMPUTE_MOD_SHARED_EXPERTS))
+            tp_part += 2.0 * sb * Fsh * glu + 2.0 * sb * Fsh;
+        if (!(mods & RECOMPUTE_MOD_MOE)) {
+            /* Rows an expert rank holds: its tokens times top-k, gathered
+             * over ETP (uniform routing). */
+            double tokens = sb / shard;
+            double rows = tokens * (double)m->moe_router_topk * (double)s->etp;
+            double Fe = (double)model_moe_ffn(m) / (double)s->etp;
+            double act = (mods & RECOMPUTE_MOD_MOE_ACT) ? 0.0 : 2.0 * rows * Fe;
+            moe_part = 2.0 * rows * h + 2.0 * rows * Fe * glu + act
+                       + tokens * (double)m->num_moe_experts * 4.0; /* router logits fp32 */
+        }
+    }
+    return seq_part / shard + tp_part / t + moe_part;
+}
+
+double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
+                                     int64_t stage, int64_t chunk)
+{
+    const model_spec *m = &in->model;
+    int64_t first, count;
+    sched_chunk_layers(m->num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    double bytes = 0;
+    for (int64_t l = first; l < first + count; l++)
+        bytes += memory_layer_activation_bytes(in, s, model_layer_is_moe(m, l));
+
+    const double t = (double)s->tp;
+    const double sb = (double)m->seq_length / (double)s->cp * (double)in->train.micro_batch_size;
+    const double h = (double)m->hidden_size;
+    const bool sp = s->par.sequence_parallel;
+    if (is_first_virtual(s, stage, chunk)) {
+        /* Token ids (int64) and the embedding dropout output (reference
+         * §2.3, "8sbp + sbhp"). */
+        double e = 8.0 * sb + sb * h;
+        bytes += sp ? e / t : e;
+    }
+    if (is_last_virtual(s, stage, chunk)) {
+        /* Input of the output layer and fp32 logits for the loss. */
+        double V = (double)model_padded_vocab(m, s->tp);
+        bytes += sp ? 4.0 * sb * h * (1.0 + V / h) / t : 2.0 * (sb * V / t + sb * h);
+    }
+    return bytes;
+}
+
+double memory_chunk_backward_transient_bytes(const run_inputs *in, const strategy_t *s,
+                                             int64_t stage, int64_t chunk)
+{
+    if (s->par.recompute_granularity != RECOMPUTE_FULL)
+        return 0.0;
+    /* The backward of a fully recomputed layer first rebuilds that layer's
+     * activations; one layer's worth is alive at a time. */
+    strategy_t st = *s;
+    st.par.recompute_granularity = RECOMPUTE_NONE;
+    int64_t first, count;
+    sched_chunk_layers(in->model.num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    double worst = 0;
+    for (int64_t l = first; l < first + count; l++) {
+        double b = memory_layer_activation_bytes(in, &st, model_layer_is_moe(&in->model, l));
+        if (b > worst)
+            worst = b;
+    }
+    return worst;
+}

@@ -1,0 +1,476 @@
+#include "step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory.h"
+#include "model.h"
+#include "schedule.h"
+
+/* Counters per stage: activation bytes held, (microbatch, chunk) passes in
+ * flight. */
+enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
+
+/* One forward or backward pass of one microbatch on one chunk, as placed in
+ * the engine: its ops are the contiguous tasks [first, last]; send is the
+ * pipeline p2p task that carries its output on (-1 if none). */
+typedef struct pass_ref {
+    eng_task first, last, send;
+} pass_ref;
+
+struct step {
+    engine_t *eng;
+    workload_t *wl;
+    step_task_info *info;   /* per task */
+    size_t n_info, cap_info;
+    step_result res;
+    int64_t pp, v, M;
+    pass_ref *passes;       /* [stage][kind][microbatch][chunk] */
+};
+
+static size_t pass_index(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk)
+{
+    return (size_t)(((stage * 2 + kind) * st->M + mb) * st->v + chunk);
+}
+
+static int stream_of(int64_t stage, stream_kind k)
+{
+    return (int)(stage * STREAM_KINDS + k);
+}
+
+/* Adds a task and records what it is. */
+static eng_task add(step_t *st, int64_t stage, stream_kind k, sim_time_ps d, const char *name,
+                    int32_t mb, int32_t chunk)
+{
+    if (st->n_info == st->cap_info) {
+        size_t cap = st->cap_info ? 2 * st->cap_info : 1024;
+        step_task_info *p = realloc(st->info, cap * sizeof *p);
+        if (!p)
+            return -1;
+        st->info = p;
+        st->cap_info = cap;
+    }
+    eng_task t = eng_add_task(st->eng, stream_of(stage, k), d, (int32_t)st->n_info);
+    if (t < 0)
+        return -1;
+    st->info[st->n_info++] = (step_task_info){stage, k, name, mb, chunk};
+    return t;
+}
+
+static int dep(step_t *st, eng_task a, eng_task b)
+{
+    if (a < 0 || b < 0)
+        return SIM_OK;
+    return eng_add_dep(st->eng, a, b);
+}
+
+/* Instantiates one pass's op template; returns SIM_OK or SIM_ENOMEM. */
+static int add_pass(step_t *st, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk,
+                    pass_ref *ref)
+{
+    eng_task base = -1;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        const wl_op *op = &p->ops[i];
+        eng_task t = add(st, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb, chunk);
+        if (t < 0)
+            return SIM_ENOMEM;
+        if (i == 0)
+            base = t;
+        for (int j = 0; j < 2; j++)
+            if (op->dep_back[j] && dep(st, t - op->dep_back[j], t) != SIM_OK)
+                return SIM_ENOMEM;
+    }
+    ref->first = base;
+    ref->last = base < 0 ? -1 : base + p->n_ops - 1;
+    return SIM_OK;
+}
+
+static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    const int64_t pp = s->pp, v = s->v, M = s->num_microbatches;
+    const int64_t n_items = sched_len(M, v);
+    const bool distopt = in->ddp.use_distributed_optimizer;
+    sched_item *items = malloc((size_t)n_items * sizeof *items);
+    eng_task *grad_rs = malloc((size_t)v * sizeof *grad_rs);
+    eng_task *param_ag = malloc((size_t)v * sizeof *param_ag);
+    bool *first_f_of_chunk = malloc((size_t)v * sizeof *first_f_of_chunk);
+    int64_t *last_b_item = malloc((size_t)v * sizeof *last_b_item);
+    if (!items || !grad_rs || !param_ag || !first_f_of_chunk || !last_b_item) {
+        free(items);
+        free(grad_rs);
+        free(param_ag);
+        free(first_f_of_chunk);
+        free(last_b_item);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
+    }
+    int rc = SIM_OK;
+
+    for (int64_t r = 0; r < pp && rc == SIM_OK; r++) {
+        const wl_stage *ws = &st->wl->stages[r];
+        rc = sched_build(pp, v, M, s->group_size_n, r, items, err);
+        if (rc != SIM_OK)
+            break;
+        int ctr_act = (int)(r * CTR_PER_STAGE + CTR_ACT), ctr_fl = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
+
+        /* Parameters must be gathered before a chunk's first forward.  With
+         * overlap_param_gather the gather of this step overlaps the forward
+         * of earlier chunks; without it, it follows the optimizer step. */
+        bool ag_first = distopt && in->ddp.overlap_param_gather;
+        for (int64_t c = 0; c < v; c++) {
+            param_ag[c] = ag_first ? add(st, r, STREAM_DP, time_from_s(ws->param_gather_s[c]), "dp_ag", -1,
+                                         (int32_t)c)
+                                   : -1;
+            first_f_of_chunk[c] = false;
+            last_b_item[c] = -1;
+            grad_rs[c] = -1;
+        }
+        for (int64_t i = 0; i < n_items; i++)
+            if (items[i].kind == SCHED_B)
+                last_b_item[items[i].chunk] = i;
+
+        for (int64_t i = 0; i < n_items && rc == SIM_OK; i++) {
+            const sched_item *it = &items[i];
+            const wl_chunk *ch = &ws->chunks[it->chunk];
+            pass_ref *ref = &st->passes[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
+            const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
+            if ((rc = add_pass(st, r, p, it->microbatch, it->chunk, ref)) != SIM_OK)
+                break;
+            if (it->kind == SCHED_F) {
+                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->act_bytes, 0);
+                eng_add_counter_delta(st->eng, ref->first, ctr_fl, 1, 0);
+                if (ag_first && !first_f_of_chunk[it->chunk]) {
+                    first_f_of_chunk[it->chunk] = true;
+                    dep(st, param_ag[it->chunk], ref->first);
+                }
+            } else {
+                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->bwd_transient_bytes,
+                                      -ch->act_bytes - ch->bwd_transient_bytes);
+                eng_add_counter_delta(st->eng, ref->last, ctr_fl, 0, -1);
+                /* The backward of a microbatch follows its own forward. */
+                pass_ref *f = &st->passes[pass_index(st, r, SCHED_F, it->microbatch, it->chunk)];
+                dep(st, f->last, ref->first);
+            }
+            /* Pipeline send of the output (forward) or input gradient
+             * (backward) to the neighbouring virtual stage. */
+            int64_t vstage = it->chunk * pp + r;
+            bool sends = it->kind == SCHED_F ? vstage < pp * v - 1 : vstage > 0;
+            ref->send = -1;
+            if (sends && pp > 1) {
+                ref->send = add(st, r, STREAM_PP, time_from_s(ws->p2p_s), it->kind == SCHED_F ? "send_fwd" : "send_bwd",
+                                it->microbatch, it->chunk);
+                if (ref->send < 0) {
+                    rc = SIM_ENOMEM;
+                    break;
+                }
+                dep(st, ref->last, ref->send);
+            }
+            /* Gradient reduction of a chunk starts after its last backward
+             * when overlapped; otherwise after the whole pipeline. */
+            if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == last_b_item[it->chunk]) {
+                grad_rs[it->chunk] = add(st, r, STREAM_DP, time_from_s(ws->grad_reduce_s[it->chunk]),
+                                         distopt ? "dp_rs" : "dp_ar", -1, it->chunk);
+                dep(st, ref->last, grad_rs[it->chunk]);
+            }
+        }
+        if (rc != SIM_OK)
+            break;
+        const pass_ref *last = &st->passes[pass_index(st, r, items[n_items - 1].kind,
+                                                      items[n_items - 1].microbatch, items[n_items - 1].chunk)];
+        if (!in->ddp.overlap_grad_reduce)
+            for (int64_t c = 0; c < v; c++) {
+                grad_rs[c] = add(st, r, STREAM_DP, time_from_s(ws->grad_reduce_s[c]), distopt ? "dp_rs" : "dp_ar", -1,
+                                 (int32_t)c);
+                dep(st, last->last, grad_rs[c]);
+            }
+        eng_task opt = add(st, r, STREAM_COMPUTE, time_from_s(ws->optimizer_s), "optimizer", -1, -1);
+        if (opt < 0) {
+            rc = SIM_ENOMEM;
+            break;
+        }
+        dep(st, last->last, opt);
+        for (int64_t c = 0; c < v; c++)
+            dep(st, grad_rs[c], opt);
+        if (distopt && !ag_first)
+            for (int64_t c = 0; c < v; c++) {
+                eng_task ag = add(st, r, STREAM_DP, time_from_s(ws->param_gather_s[c]), "dp_ag", -1, (int32_t)c);
+                dep(st, opt, ag);
+            }
+    }
+
+    /* Cross-stage edges: a forward waits for the previous virtual stage's
+     * send, a backward for the next one's. */
+    for (int64_t r = 0; r < pp && rc == SIM_OK; r++)
+        for (int64_t mb = 0; mb < M; mb++)
+            for (int64_t c = 0; c < v; c++) {
+                int64_t vs = c * pp + r;
+                if (vs > 0) {
+                    int64_t pr = (vs - 1) % pp, pc = (vs - 1) / pp;
+                    rc |= dep(st, st->passes[pass_index(st, pr, SCHED_F, mb, pc)].send,
+                              st->passes[pass_index(st, r, SCHED_F, mb, c)].first);
+                }
+                if (vs < pp * v - 1) {
+                    int64_t nr = (vs + 1) % pp, nc = (vs + 1) / pp;
+                    rc |= dep(st, st->passes[pass_index(st, nr, SCHED_B, mb, nc)].send,
+                              st->passes[pass_index(st, r, SCHED_B, mb, c)].first);
+                }
+            }
+    free(items);
+    free(grad_rs);
+    free(param_ag);
+    free(first_f_of_chunk);
+    free(last_b_item);
+    if (rc == SIM_ENOMEM)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
+    return rc;
+}
+
+/* ---- measuring the timeline ------------------------------------------- */
+
+typedef struct interval {
+    sim_time_ps a, b;
+} interval;
+
+/* Merges intervals sorted by start into a disjoint union in place. */
+static size_t merge(interval *iv, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (iv[i].b <= iv[i].a)
+            continue;
+        if (k > 0 && iv[i].a <= iv[k - 1].b) {
+            if (iv[i].b > iv[k - 1].b)
+                iv[k - 1].b = iv[i].b;
+        } else {
+            iv[k++] = iv[i];
+        }
+    }
+    return k;
+}
+
+static int cmp_interval(const void *x, const void *y)
+{
+    const interval *a = x, *b = y;
+    return a->a < b->a ? -1 : a->a > b->a ? 1 : (a->b < b->b ? -1 : a->b > b->b);
+}
+
+/* Length of the part of union u not covered by union c (both disjoint,
+ * sorted). */
+static sim_time_ps uncovered(const interval *u, size_t nu, const interval *c, size_t nc)
+{
+    sim_time_ps total = 0;
+    size_t j = 0;
+    for (size_t i = 0; i < nu; i++) {
+        sim_time_ps a = u[i].a, b = u[i].b, covered = 0;
+        while (j < nc && c[j].b <= a)
+            j++;
+        for (size_t k = j; k < nc && c[k].a < b; k++) {
+            sim_time_ps lo = c[k].a > a ? c[k].a : a, hi = c[k].b < b ? c[k].b : b;
+            if (hi > lo)
+                covered += hi - lo;
+        }
+        total += (b - a) - covered;
+    }
+    return total;
+}
+
+static size_t stream_intervals(const engine_t *e, int stream, eng_task *ids, size_t cap, interval *out)
+{
+    size_t n = eng_stream_tasks(e, stream, ids, cap);
+    if (n > cap)
+        n = cap;
+    for (size_t i = 0; i < n; i++)
+        out[i] = (interval){eng_task_start(e, ids[i]), eng_task_end(e, ids[i])};
+    return n;
+}
+
+static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    step_result *res = &st->res;
+    const engine_t *e = st->eng;
+    const int64_t pp = s->pp, v = s->v, M = s->num_microbatches;
+    size_t n_tasks = eng_num_tasks(e);
+    eng_task *ids = malloc((n_tasks + 1) * sizeof *ids);
+    interval *comp = malloc((n_tasks + 1) * sizeof *comp);
+    interval *comm = malloc((n_tasks + 1) * sizeof *comm);
+    interval *all = malloc((n_tasks + 1) * sizeof *all);
+    res->stages = calloc((size_t)pp, sizeof *res->stages);
+    if (!ids || !comp || !comm || !all || !res->stages) {
+        free(ids);
+        free(comp);
+        free(comm);
+        free(all);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
+    }
+    res->n_stages = pp;
+    res->step_time_s = time_as_s(eng_makespan(e));
+
+    sim_time_ps pipe_end = 0;
+    for (size_t i = 0; i < (size_t)(pp * 2 * M * v); i++)
+        if (st->passes[i].last >= 0 && eng_task_end(e, st->passes[i].last) > pipe_end)
+            pipe_end = eng_task_end(e, st->passes[i].last);
+    res->pipeline_s = time_as_s(pipe_end);
+
+    double bubble_sum = 0;
+    for (int64_t r = 0; r < pp; r++) {
+        stage_result *sr = &res->stages[r];
+        sr->stage = r;
+        /* Busy = union of forward/backward pass spans. */
+        size_t n = 0;
+        for (int kind = 0; kind < 2; kind++)
+            for (int64_t mb = 0; mb < M; mb++)
+                for (int64_t c = 0; c < v; c++) {
+                    const pass_ref *p = &st->passes[pass_index(st, r, kind, mb, c)];
+                    if (p->first >= 0)
+                        all[n++] = (interval){eng_task_start(e, p->first), eng_task_end(e, p->last)};
+                }
+        qsort(all, n, sizeof *all, cmp_interval);
+        n = merge(all, n);
+        sim_time_ps busy = 0;
+        for (size_t i = 0; i < n; i++)
+            busy += all[i].b - all[i].a;
+        sr->busy_s = time_as_s(busy);
+        sr->bubble_s = time_as_s(pipe_end - busy);
+        if (pipe_end > 0)
+            bubble_sum += (double)(pipe_end - busy) / (double)pipe_end;
+
+        /* Exposed communication: comm-stream time with the compute stream
+         * idle. */
+        size_t nc = stream_intervals(e, stream_of(r, STREAM_COMPUTE), ids, n_tasks, comp);
+        nc = merge(comp, nc);
+        size_t n_all = 0;
+        for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+            size_t nk = stream_intervals(e, stream_of(r, (stream_kind)k), ids, n_tasks, comm);
+            sim_time_ps total = 0;
+            for (size_t i = 0; i < nk; i++)
+                total += comm[i].b - comm[i].a;
+            memcpy(all + n_all, comm, nk * sizeof *comm);
+            n_all += nk;
+            nk = merge(comm, nk);
+            sr->comm_s[k] = time_as_s(total);
+            sr->exposed_s[k] = time_as_s(uncovered(comm, nk, comp, nc));
+            if (sr->comm_s[k] > res->comm_s[k])
+                res->comm_s[k] = sr->comm_s[k];
+            if (sr->exposed_s[k] > res->exposed_s[k])
+                res->exposed_s[k] = sr->exposed_s[k];
+        }
+        qsort(all, n_all, sizeof *all, cmp_interval);
+        n_all = merge(all, n_all);
+        double exposed = time_as_s(uncovered(all, n_all, comp, nc));
+        sr->exposed_s[STREAM_COMPUTE] = exposed;
+        if (exposed > res->exposed_total_s)
+            res->exposed_total_s = exposed;
+
+        /* Memory. */
+        stage_static_mem sm;
+        memory_static(in, s, r, &sm);
+        sr->weights_bytes = sm.weights_bytes;
+        sr->gradients_bytes = sm.gradients_bytes;
+        sr->optimizer_bytes = sm.optimizer_bytes;
+        sr->activations_peak_bytes = (double)eng_counter_peak(e, (int)(r * CTR_PER_STAGE + CTR_ACT));
+        sr->inflight_microbatches_max = eng_counter_peak(e, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT));
+        sr->peak_bytes = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + sr->activations_peak_bytes;
+        if (sr->peak_bytes > res->peak_bytes)
+            res->peak_bytes = sr->peak_bytes;
+    }
+    res->bubble_fraction = bubble_sum / (double)pp;
+
+    const model_spec *m = &in->model;
+    double world = (double)s->world;
+    res->model_flops = model_flops_per_step(m, in->train.global_batch_size, s->tp);
+    double tokens = (double)in->train.global_batch_size * (double)m->seq_length;
+    if (res->step_time_s > 0) {
+        res->tokens_per_s_per_gpu = tokens / res->step_time_s / world;
+        res->model_tflops_per_gpu = res->model_flops / res->step_time_s / world / 1e12;
+        res->mfu = res->model_flops / res->step_time_s / world / in->cluster.gpu.peak_bf16_flops_per_s;
+    }
+    res->events = eng_events(e);
+    res->tasks = n_tasks;
+    free(ids);
+    free(comp);
+    free(comm);
+    free(all);
+    return SIM_OK;
+}
+
+int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    *out = NULL;
+    step_t *st = calloc(1, sizeof *st);
+    if (!st)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    st->pp = s->pp;
+    st->v = s->v;
+    st->M = s->num_microbatches;
+    int rc = workload_build(&st->wl, in, s, err);
+    if (rc != SIM_OK) {
+        step_destroy(st);
+        return rc;
+    }
+    /* Size the engine from the templates: every pass instantiates its
+     * ops once per microbatch, plus sends and the DP/optimizer tail. */
+    size_t ops = 0;
+    for (int64_t r = 0; r < s->pp; r++)
+        for (int64_t c = 0; c < s->v; c++)
+            ops += (size_t)(st->wl->stages[r].chunks[c].fwd.n_ops + st->wl->stages[r].chunks[c].bwd.n_ops);
+    size_t hint = ops * (size_t)s->num_microbatches + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8);
+    st->eng = eng_create((int)(s->pp * STREAM_KINDS), (int)(s->pp * CTR_PER_STAGE), hint, hint * 2);
+    st->passes = malloc((size_t)(s->pp * 2 * s->num_microbatches * s->v) * sizeof *st->passes);
+    if (!st->eng || !st->passes) {
+        step_destroy(st);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < (size_t)(s->pp * 2 * s->num_microbatches * s->v); i++)
+        st->passes[i] = (pass_ref){-1, -1, -1};
+    if ((rc = build(st, in, s, err)) != SIM_OK || (rc = eng_run(st->eng, err)) != SIM_OK ||
+        (rc = measure(st, in, s, err)) != SIM_OK) {
+        step_destroy(st);
+        return rc;
+    }
+    *out = st;
+    return SIM_OK;
+}
+
+const step_result *step_result_get(const step_t *st)
+{
+    return &st->res;
+}
+
+const engine_t *step_engine(const step_t *st)
+{
+    return st->eng;
+}
+
+void step_task_describe(const step_t *st, eng_task t, step_task_info *out)
+{
+    *out = st->info[eng_task_tag(st->eng, t)];
+}
+
+void step_shape(const step_t *st, int64_t *pp, int64_t *v, int64_t *M)
+{
+    *pp = st->pp;
+    *v = st->v;
+    *M = st->M;
+}
+
+bool step_pass_span(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk,
+                    sim_time_ps *start, sim_time_ps *end)
+{
+    const pass_ref *p = &st->passes[pass_index(st, stage, kind, mb, chunk)];
+    if (p->first < 0)
+        return false;
+    *start = eng_task_start(st->eng, p->first);
+    *end = eng_task_end(st->eng, p->last);
+    return true;
+}
+
+void step_destroy(step_t *st)
+{
+    if (!st)
+        return;
+    eng_destroy(st->eng);
+    workload_destroy(st->wl);
+    free(st->info);
+    free(st->passes);
+    free(st->res.stages);
+    free(st);
+}

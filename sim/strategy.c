@@ -1,0 +1,415 @@
+/* strategy: Megatron's rules for a parallel layout, the sizes derived from
+ * it and where its groups sit on the fabric.
+ *
+ * The rules are checked in a fixed order and the first one violated is
+ * reported, naming the config key a user would change (with its file:line
+ * when a cfg is given), the rule and the numbers.  Sources: reference §5.1
+ * (world-size relations), §5.4 (asserts) and §3.3 (interleaved schedule).
+ *
+ * One deliberate difference from the usual statement: the smallest world is
+ * pp * lcm(tp*cp, ep*etp), because Megatron requires the world size to be a
+ * multiple of both tp*cp*pp and etp*ep*pp; the often-quoted
+ * pp * max(tp*cp, ep*etp) is right only when one of the two divides the
+ * other.  Errors and the layout view say so when the two differ.
+ */
+#include "strategy.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "config.h"
+
+/* Sizes come from config as int64; products of four of them can overflow.
+ * Every caller treats an overflowing product as "larger than the world". */
+static bool mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+    if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a))
+        return false;
+    *out = a * b;
+    return true;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Span of the group containing rank 0: members 0, stride, 2*stride, ...
+ * Members are increasing, so a change of node (or domain) id between
+ * consecutive members is a new node (domain). */
+static group_span span_of(const cluster_spec *c, int64_t size, int64_t stride)
+{
+    group_span g = { .size = size, .stride = stride };
+    int64_t node = -1, dom = -1, run = 0;
+    for (int64_t k = 0; k < size; k++) {
+        int64_t r = k * stride;
+        int64_t nd = cluster_node_of(c, r), dm = cluster_domain_of(c, r);
+        if (nd != node) {
+            g.nodes++;
+            node = nd;
+            run = 0;
+        }
+        if (++run > g.ranks_per_node)
+            g.ranks_per_node = run;
+        if (dm != dom) {
+            g.domains++;
+            dom = dm;
+        }
+    }
+    g.in_nvlink_domain = g.domains <= 1;
+    return g;
+}
+
+#define BAD(key, ...) cfg_err_key(cfg, err, SIM_EINVAL, key, __VA_ARGS__)
+
+#define K_TP "model.tensor_model_parallel_size"
+#define K_PP "model.pipeline_model_parallel_size"
+#define K_VP "model.virtual_pipeline_model_parallel_size"
+#define K_CP "model.context_parallel_size"
+#define K_EP "model.expert_model_parallel_size"
+#define K_ETP "model.expert_tensor_parallel_size"
+#define K_WORLD "cluster.num_gpus"
+#define K_GBS "train.global_batch_size"
+#define K_MBS "train.micro_batch_size"
+#define K_N "model.microbatch_group_size_per_vp_stage"
+
+/* Rule 1: every size is a positive count (0 means "default" only where
+ * the key says so). */
+static int check_sizes(const model_spec *m, const cluster_spec *c, const parallel_spec *p,
+                       const train_spec *t, const struct cfg *cfg, sim_err *err)
+{
+    const struct {
+        const char *key;
+        int64_t v;
+        int64_t min;
+    } sizes[] = {
+        { K_TP, p->tp, 1 },          { K_PP, p->pp, 1 },
+        { K_VP, p->vp, 0 },          { K_CP, p->cp, 1 },
+        { K_EP, p->ep, 1 },          { K_ETP, p->etp, 0 },
+        { K_N, p->microbatch_group_size_per_vp_stage, 0 },
+        { K_WORLD, c->num_gpus, 1 }, { "cluster.gpus_per_node", c->gpus_per_node, 1 },
+        { "cluster.nvlink_domain_gpus", c->nvlink_domain_gpus, 1 },
+        { K_GBS, t->global_batch_size, 1 }, { K_MBS, t->micro_batch_size, 1 },
+        { "model.num_layers", m->num_layers, 1 },
+        { "model.num_attention_heads", m->num_attention_heads, 1 },
+        { "model.seq_length", m->seq_length, 1 },
+        { "model.num_query_groups", m->num_query_groups, 0 },
+        { "model.num_moe_experts", m->num_moe_experts, 0 },
+    };
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+        if (sizes[k].v < sizes[k].min)
+            return BAD(sizes[k].key, "must be >= %" PRId64 " (got %" PRId64 ")", sizes[k].min,
+                       sizes[k].v);
+    return SIM_OK;
+}
+
+/* Rule 7: the world holds whole dense (tp*cp*pp) and expert (etp*ep*pp)
+ * model replicas. */
+static int check_world(strategy_t *s, const struct cfg *cfg, sim_err *err)
+{
+    int64_t dense_mp = 0, expert_mp = 0, tpcp = 0, epetp = 0, lcm = 0, min_gpus = 0;
+    bool ok = mul_ok(s->tp, s->cp, &tpcp) && mul_ok(tpcp, s->pp, &dense_mp) &&
+              mul_ok(s->ep, s->etp, &epetp) && mul_ok(epetp, s->pp, &expert_mp) &&
+              mul_ok(tpcp / gcd64(tpcp, epetp), epetp, &lcm) && mul_ok(s->pp, lcm, &min_gpus);
+    if (!ok)
+        return BAD(K_WORLD, "the parallel sizes multiply past any world size "
+                            "(tp %" PRId64 ", cp %" PRId64 ", pp %" PRId64 ", ep %" PRId64
+                            ", etp %" PRId64 ")", s->tp, s->cp, s->pp, s->ep, s->etp);
+    s->min_gpus = min_gpus;
+    s->min_gpus_common = s->pp * (tpcp > epetp ? tpcp : epetp);
+
+    if (s->world % dense_mp == 0 && s->world % expert_mp == 0)
+        return SIM_OK;
+    char note[200] = "";
+    if (s->min_gpus != s->min_gpus_common)
+        snprintf(note, sizeof note,
+                 ", not pp*max(tp*cp, ep*etp) = %" PRId64 ", since neither %" PRId64
+                 " nor %" PRId64 " divides the other", s->min_gpus_common, tpcp, epetp);
+    return BAD(K_WORLD,
+               "%" PRId64 " GPUs: the world size must be a multiple of tp*cp*pp = %" PRId64
+               " (%" PRId64 "x%" PRId64 "x%" PRId64 ") and of etp*ep*pp = %" PRId64
+               " (%" PRId64 "x%" PRId64 "x%" PRId64 "); the smallest such world is "
+               "pp*lcm(tp*cp, ep*etp) = %" PRId64 " GPUs%s",
+               s->world, dense_mp, s->tp, s->cp, s->pp, expert_mp, s->etp, s->ep, s->pp,
+               s->min_gpus, note);
+}
+
+int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c,
+                     const parallel_spec *par, const train_spec *train, const ddp_spec *ddp,
+                     const struct cfg *cfg, sim_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int rc = check_sizes(m, c, par, train, cfg, err);
+    if (rc)
+        return rc;
+
+    strategy_t *s = out;
+    s->par = *par;
+    s->train = *train;
+    s->ddp = *ddp;
+    s->world = c->num_gpus;
+    s->tp = par->tp;
+    s->pp = par->pp;
+    s->cp = par->cp;
+    s->ep = par->ep;
+    s->etp = par->etp ? par->etp : par->tp;  /* Megatron: ETP defaults to TP */
+    s->v = par->vp ? par->vp : 1;
+    s->group_size_n = par->microbatch_group_size_per_vp_stage ? par->microbatch_group_size_per_vp_stage
+                                                               : par->pp;
+    s->par.etp = s->etp;
+    s->par.vp = s->v;
+    s->par.microbatch_group_size_per_vp_stage = s->group_size_n;
+
+    const int64_t L = m->num_layers, a = m->num_attention_heads;
+    const int64_t g = m->num_query_groups ? m->num_query_groups : a;
+
+    /* 2. sequence parallelism shards along the TP group */
+    if (par->sequence_parallel && s->tp <= 1)
+        return BAD("model.sequence_parallel",
+                   "sequence parallelism requires tensor_model_parallel_size > 1 (got %" PRId64
+                   ")", s->tp);
+
+    /* 3. CP splits each sequence into 2*cp chunks (load balancing for the
+     * causal mask) */
+    if (s->cp > 1 && m->seq_length % (2 * s->cp) != 0)
+        return BAD(K_CP,
+                   "seq_length (%" PRId64 ") must be a multiple of 2 * context_parallel_size "
+                   "(2*%" PRId64 " = %" PRId64 ")", m->seq_length, s->cp, 2 * s->cp);
+
+    /* 4. experts */
+    if (s->ep > 1 && m->num_moe_experts == 0)
+        return BAD(K_EP,
+                   "expert parallelism (%" PRId64 ") needs a MoE model (model.num_moe_experts "
+                   "is 0)", s->ep);
+    if (m->num_moe_experts > 0 && m->num_moe_experts % s->ep != 0)
+        return BAD(K_EP,
+                   "num_moe_experts (%" PRId64 ") must be a multiple of "
+                   "expert_model_parallel_size (%" PRId64 ")", m->num_moe_experts, s->ep);
+
+    /* 5. heads split over TP */
+    if (a % s->tp != 0)
+        return BAD(K_TP,
+                   "num_attention_heads (%" PRId64 ") must be a multiple of "
+                   "tensor_model_parallel_size (%" PRId64 ")", a, s->tp);
+    if (g % s->tp != 0 && s->tp % g != 0)
+        return BAD(K_TP,
+                   "num_query_groups (%" PRId64 ") must be a multiple or a divisor of "
+                   "tensor_model_parallel_size (%" PRId64 ")", g, s->tp);
+
+    /* 6. layers split over stages and virtual stages */
+    if (L % s->pp != 0)
+        return BAD(K_PP,
+                   "num_layers (%" PRId64 ") must be divisible by "
+                   "pipeline_model_parallel_size (%" PRId64 ")", L, s->pp);
+    if (s->v > 1) {
+        if (s->pp <= 1)
+            return BAD(K_VP,
+                       "an interleaved schedule (virtual size %" PRId64 ") needs "
+                       "pipeline_model_parallel_size > 1 (got %" PRId64 ")", s->v, s->pp);
+        if ((L / s->pp) % s->v != 0)
+            return BAD(K_VP,
+                       "layers per pipeline stage (%" PRId64 " = %" PRId64 "/%" PRId64
+                       ") must be divisible by virtual_pipeline_model_parallel_size (%" PRId64
+                       ")", L / s->pp, L, s->pp, s->v);
+        if (!par->overlap_p2p_comm && s->pp <= 2)
+            return BAD(K_VP,
+                       "an interleaved schedule without model.overlap_p2p_comm needs "
+                       "pipeline_model_parallel_size > 2 (got %" PRId64 ")", s->pp);
+    }
+    s->layers_per_chunk = L / (s->pp * s->v);
+
+    /* 7. world size */
+    rc = check_world(s, cfg, err);
+    if (rc)
+        return rc;
+    s->dp = s->world / (s->tp * s->cp * s->pp);
+    s->edp = s->world / (s->etp * s->ep * s->pp);
+
+    /* 8. batch */
+    int64_t per_step = 0;
+    if (!mul_ok(train->micro_batch_size, s->dp, &per_step) ||
+        train->global_batch_size % per_step != 0)
+        return BAD(K_GBS,
+                   "global batch size (%" PRId64 ") is not divisible by micro batch size (%"
+                   PRId64 ") times data parallel size (%" PRId64 ")",
+                   train->global_batch_size, train->micro_batch_size, s->dp);
+    s->num_microbatches = train->global_batch_size / per_step;
+
+    /* 9. interleaved: microbatches go through the chunks in groups of N */
+    if (s->v > 1) {
+        const char *key = par->microbatch_group_size_per_vp_stage ? K_N : K_GBS;
+        int64_t M = s->num_microbatches, N = s->group_size_n;
+        if (N < s->pp || N > M)
+            return BAD(key,
+                       "interleaved schedule: microbatch_group_size_per_vp_stage (%" PRId64
+                       ") must be in [pp = %" PRId64 ", M = %" PRId64 "] (M = microbatches "
+                       "per step = gbs / (mbs * dp))", N, s->pp, M);
+        int64_t r = M % N;
+        if (r > 0 && r < s->pp)
+            return BAD(key,
+                       "interleaved schedule: the remainder of M = %" PRId64 " microbatches "
+                       "divided by N = %" PRId64 " is %" PRId64 "; it must be 0 or >= pp = %"
+                       PRId64, M, N, r, s->pp);
+    }
+
+    /* 10. context-parallel communication */
+    if (s->cp > 1 && par->cp_comm_type == CP_COMM_A2A && (a / s->tp) % s->cp != 0)
+        return BAD("model.cp_comm_type",
+                   "cp_comm_type a2a needs the heads per TP rank (%" PRId64 " = %" PRId64
+                   "/%" PRId64 ") to be a multiple of context_parallel_size (%" PRId64 ")",
+                   a / s->tp, a, s->tp, s->cp);
+    if (par->cp_comm_type == CP_COMM_A2A_P2P && par->n_hierarchical_cp_sizes == 0)
+        return BAD("model.hierarchical_context_parallel_sizes",
+                   "must be set when cp_comm_type is a2a+p2p");
+    if (par->n_hierarchical_cp_sizes > 0) {
+        int64_t prod = 1;
+        for (int k = 0; k < par->n_hierarchical_cp_sizes; k++)
+            if (!mul_ok(prod, par->hierarchical_cp_sizes[k], &prod))
+                prod = -1;
+        if (prod != s->cp)
+            return BAD("model.hierarchical_context_parallel_sizes",
+                       "the product of the sizes (%" PRId64 ") must equal "
+                       "context_parallel_size (%" PRId64 ")", prod, s->cp);
+        if (par->cp_comm_type == CP_COMM_A2A_P2P &&
+            (a / s->tp) % par->hierarchical_cp_sizes[0] != 0)
+            return BAD("model.hierarchical_context_parallel_sizes",
+                       "the a2a level (%" PRId64 ") must divide the heads per TP rank (%"
+                       PRId64 ")", par->hierarchical_cp_sizes[0], a / s->tp);
+    }
+
+    /* 11. overlap options */
+    if (ddp->overlap_param_gather && !(ddp->use_distributed_optimizer && ddp->overlap_grad_reduce))
+        return BAD("ddp.overlap_param_gather",
+                   "requires ddp.use_distributed_optimizer and ddp.overlap_grad_reduce");
+    if (par->tp_comm_overlap && !par->sequence_parallel)
+        return BAD("model.tp_comm_overlap",
+                   "tensor parallel communication/GEMM overlap requires "
+                   "model.sequence_parallel");
+
+    /* Groups, Megatron's default order: dense tp-cp-dp-pp, expert
+     * etp-ep-edp-pp, leftmost fastest. */
+    int64_t tpcp = s->tp * s->cp, tpcpdp = tpcp * s->dp;
+    s->groups[GROUP_TP] = span_of(c, s->tp, 1);
+    s->groups[GROUP_CP] = span_of(c, s->cp, s->tp);
+    s->groups[GROUP_DP] = span_of(c, s->dp, tpcp);
+    s->groups[GROUP_DP_CP] = span_of(c, s->cp * s->dp, s->tp);
+    s->groups[GROUP_PP] = span_of(c, s->pp, tpcpdp);
+    s->groups[GROUP_ETP] = span_of(c, s->etp, 1);
+    s->groups[GROUP_EP] = span_of(c, s->ep, s->etp);
+    s->groups[GROUP_EDP] = span_of(c, s->edp, s->etp * s->ep);
+    return SIM_OK;
+}
+
+void strategy_coords(const strategy_t *s, int64_t rank, rank_coords *out)
+{
+    out->tp = rank % s->tp;
+    out->cp = rank / s->tp % s->cp;
+    out->dp = rank / (s->tp * s->cp) % s->dp;
+    out->pp = rank / (s->tp * s->cp * s->dp);
+    out->etp = rank % s->etp;
+    out->ep = rank / s->etp % s->ep;
+    out->edp = rank / (s->etp * s->ep) % s->edp;
+}
+
+const char *group_kind_name(group_kind g)
+{
+    switch (g) {
+    case GROUP_TP: return "tp";
+    case GROUP_CP: return "cp";
+    case GROUP_DP: return "dp";
+    case GROUP_DP_CP: return "dp_cp";
+    case GROUP_PP: return "pp";
+    case GROUP_EP: return "ep";
+    case GROUP_ETP: return "etp";
+    case GROUP_EDP: return "edp";
+    case GROUP_COUNT: break;
+    }
+    return "?";
+}
+
+static const char *const group_label[GROUP_COUNT] = {
+    [GROUP_TP] = "TP", [GROUP_CP] = "CP",   [GROUP_DP] = "DP",   [GROUP_DP_CP] = "DP-CP",
+    [GROUP_PP] = "PP", [GROUP_EP] = "EP",   [GROUP_ETP] = "ETP", [GROUP_EDP] = "EDP",
+};
+
+/* Groups whose collectives sit on the critical path of every layer; the
+ * layout view warns when they leave the NVLink domain. */
+static const group_kind warn_kinds[] = { GROUP_TP, GROUP_EP, GROUP_ETP };
+
+int strategy_layout_warnings(const strategy_t *s, char *buf, size_t len)
+{
+    int count = 0;
+    size_t w = 0;
+    if (buf && len)
+        buf[0] = '\0';
+    for (size_t k = 0; k < sizeof warn_kinds / sizeof warn_kinds[0]; k++) {
+        const group_span *g = &s->groups[warn_kinds[k]];
+        if (g->size <= 1 || g->in_nvlink_domain)
+            continue;
+        count++;
+        if (!buf || w >= len)
+            continue;
+        if (g->nodes > 1)
+            w += (size_t)snprintf(buf + w, len - w,
+                                  "warning: %s group spans %" PRId64 " nodes: its collectives "
+                                  "leave the NVLink domain\n", group_label[warn_kinds[k]],
+                                  g->nodes);
+        else
+            w += (size_t)snprintf(buf + w, len - w,
+                                  "warning: %s group spans %" PRId64 " NVLink domains: its "
+                                  "collectives leave the NVLink domain\n",
+                                  group_label[warn_kinds[k]], g->domains);
+    }
+    return count;
+}
+
+void strategy_print_layout(const strategy_t *s, const cluster_spec *c, FILE *out)
+{
+    enum { MAX_RANKS = 64, MAX_MEMBERS = 16 };
+    fprintf(out, "layout: world %" PRId64 " = tp %" PRId64 " x cp %" PRId64 " x dp %" PRId64
+                 " x pp %" PRId64 "; experts: etp %" PRId64 " x ep %" PRId64 " x edp %" PRId64
+                 " x pp %" PRId64 "\n",
+            s->world, s->tp, s->cp, s->dp, s->pp, s->etp, s->ep, s->edp, s->pp);
+    fprintf(out, "min GPUs: pp*lcm(tp*cp, ep*etp) = %" PRId64, s->min_gpus);
+    if (s->min_gpus != s->min_gpus_common)
+        fprintf(out, " (the usual pp*max(tp*cp, ep*etp) = %" PRId64 " is too few: neither "
+                     "size divides the other)", s->min_gpus_common);
+    fprintf(out, "\n\n%6s %5s | %4s %4s %4s %4s | %4s %4s %4s\n", "rank", "node", "tp", "cp",
+            "dp", "pp", "etp", "ep", "edp");
+    int64_t shown = s->world < MAX_RANKS ? s->world : MAX_RANKS;
+    for (int64_t r = 0; r < shown; r++) {
+        rank_coords rc;
+        strategy_coords(s, r, &rc);
+        fprintf(out, "%6" PRId64 " %5" PRId64 " | %4" PRId64 " %4" PRId64 " %4" PRId64
+                     " %4" PRId64 " | %4" PRId64 " %4" PRId64 " %4" PRId64 "\n",
+                r, cluster_node_of(c, r), rc.tp, rc.cp, rc.dp, rc.pp, rc.etp, rc.ep, rc.edp);
+    }
+    if (s->world > shown)
+        fprintf(out, "  ... %" PRId64 " more ranks omitted\n", s->world - shown);
+
+    fprintf(out, "\n%-6s %6s %7s %6s  %-11s %s\n", "group", "size", "stride", "nodes", "tier",
+            "group of rank 0");
+    for (int k = 0; k < GROUP_COUNT; k++) {
+        const group_span *g = &s->groups[k];
+        const char *tier = g->size <= 1          ? "-"
+                           : g->in_nvlink_domain ? "nvlink"
+                                                 : fabric_kind_name(c->scaleout_kind);
+        fprintf(out, "%-6s %6" PRId64 " %7" PRId64 " %6" PRId64 "  %-11s [", group_label[k],
+                g->size, g->stride, g->nodes, tier);
+        int64_t n = g->size < MAX_MEMBERS ? g->size : MAX_MEMBERS;
+        for (int64_t m = 0; m < n; m++)
+            fprintf(out, "%s%" PRId64, m ? ", " : "", m * g->stride);
+        if (g->size > n)
+            fprintf(out, ", ... %" PRId64 " more", g->size - n);
+        fprintf(out, "]\n");
+    }
+
+    char warn[1024];
+    if (strategy_layout_warnings(s, warn, sizeof warn) > 0)
+        fprintf(out, "\n%s", warn);
+}

@@ -1,0 +1,567 @@
+#include "workload.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute.h"
+#include "memory.h"
+#include "net.h"
+#include "schedule.h"
+
+const char *stream_kind_name(stream_kind k)
+{
+    static const char *const names[STREAM_KINDS] = {"compute", "tp", "cp", "ep", "dp", "pp"};
+    return (k >= 0 && k < STREAM_KINDS) ? names[k] : "?";
+}
+
+/* ---- op list under construction ---------------------------------------- */
+
+typedef struct opbuf {
+    wl_op *ops;
+    int32_t n, cap;
+    double flops;
+    int oom;
+} opbuf;
+
+#define NONE (-1)
+
+/* Appends an op that depends on the ops at absolute indices d0 and d1
+ * (NONE for no dependency).  Returns the new op's index. */
+static int32_t push(opbuf *b, const char *name, stream_kind st, double seconds, int32_t d0, int32_t d1)
+{
+    if (b->n == b->cap) {
+        int32_t cap = b->cap ? 2 * b->cap : 64;
+        wl_op *ops = realloc(b->ops, (size_t)cap * sizeof *ops);
+        if (!ops) {
+            b->oom = 1;
+            return b->n - 1;
+        }
+        b->ops = ops;
+        b->cap = cap;
+    }
+    wl_op *op = &b->ops[b->n];
+    op->name = name;
+    op->stream = (uint8_t)st;
+    op->duration_ps = time_from_s(seconds > 0 ? seconds : 0.0);
+    int32_t d[2] = {d0, d1};
+    for (int j = 0; j < 2; j++) {
+        int32_t back = d[j] == NONE ? 0 : b->n - d[j];
+        op->dep_back[j] = (uint8_t)(back > 0 && back < 256 ? back : 0);
+    }
+    return b->n++;
+}
+
+/* Appends an op that follows the last one. */
+static int32_t then(opbuf *b, const char *name, stream_kind st, double seconds)
+{
+    return push(b, name, st, seconds, b->n - 1, NONE);
+}
+
+/* ---- the costing context --------------------------------------------- */
+
+typedef struct ctx {
+    const run_inputs *in;
+    const strategy_t *s;
+    const cluster_spec *c;
+    const model_spec *m;
+    bool ideal;            /* sim.ideal_pipeline: no communication */
+    gemm_dtype dt;
+    double t;              /* TP size */
+    double T;              /* tokens of one microbatch on this rank after SP gather */
+    double T_sp;           /* tokens held between the TP regions (T/t with SP) */
+    double h;
+    double q, kv_k, kv_v, core_out; /* projection widths */
+    double attn_fwd_flops; /* one layer, this rank */
+    bool sp;
+} ctx;
+
+static double gemm(const ctx *x, opbuf *b, double m, double n, double k)
+{
+    b->flops += 2.0 * m * n * k;
+    return compute_gemm_s(x->c, m, n, k, x->dt);
+}
+
+static double mem(const ctx *x, double bytes)
+{
+    return compute_memory_s(x->c, bytes);
+}
+
+static double coll(const ctx *x, group_kind g, coll_kind k, double bytes)
+{
+    if (x->ideal)
+        return 0.0;
+    return net_collective_s(x->c, &x->s->groups[g], k, bytes);
+}
+
+/* A communication op exists only when its group has more than one rank
+ * and the run is not the ideal pipeline. */
+static bool has(const ctx *x, group_kind g)
+{
+    return !x->ideal && x->s->groups[g].size > 1;
+}
+
+/* TP entry into a column-parallel GEMM: SP all-gather of the sequence. */
+static void tp_enter(const ctx *x, opbuf *b, const char *name)
+{
+    if (x->sp && has(x, GROUP_TP))
+        then(b, name, STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0));
+}
+
+/* TP exit from a row-parallel GEMM: reduce-scatter (SP) or all-reduce. */
+static void tp_exit(const ctx *x, opbuf *b, const char *name)
+{
+    if (!has(x, GROUP_TP))
+        return;
+    coll_kind k = x->sp ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
+    then(b, name, STREAM_TP, coll(x, GROUP_TP, k, x->T * x->h * 2.0));
+}
+
+/* ---- attention ------------------------------------------------------- */
+
+static double attn_bytes(const ctx *x)
+{
+    return 2.0 * x->T * (x->q + x->kv_k + x->kv_v + x->core_out) / x->t;
+}
+
+/* Core attention with context parallelism, forward or backward. */
+static void core_attention(const ctx *x, opbuf *b, bool bwd)
+{
+    const strategy_t *s = x->s;
+    double flops = bwd ? 2.5 * x->attn_fwd_flops : x->attn_fwd_flops;
+    double bytes = attn_bytes(x) * (bwd ? 2.0 : 1.0);
+    int64_t cp = s->cp;
+    b->flops += flops;
+    /* K and V of the local sequence chunk. */
+    double kv_bytes = 2.0 * x->T * (x->kv_k + x->kv_v) / x->t;
+
+    if (cp <= 1 || x->ideal) {
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, bwd));
+        return;
+    }
+    cp_comm_kind kind = s->par.cp_comm_type;
+    int64_t ring = cp, a2a_size = 1;
+    if (kind == CP_COMM_A2A_P2P && s->par.n_hierarchical_cp_sizes > 0) {
+        a2a_size = s->par.hierarchical_cp_sizes[0];
+        ring = cp / a2a_size;
+    } else if (kind == CP_COMM_A2A) {
+        a2a_size = cp;
+        ring = 1;
+    }
+    group_span a2a_span;
+    net_group_span(x->c, a2a_size, s->tp, &a2a_span);
+    double a2a_qkv = 2.0 * x->T * (x->q + x->kv_k + x->kv_v) / x->t;
+    double a2a_out = 2.0 * x->T * x->core_out / x->t;
+
+    if (kind == CP_COMM_ALL_GATHER) {
+        /* Gather the whole sequence's K and V (again in backward, then
+         * reduce-scatter dK, dV); not asynchronous. */
+        then(b, "cp_ag_kv", STREAM_CP, coll(x, GROUP_CP, COLL_ALL_GATHER, kv_bytes * (double)cp));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, bwd));
+        if (bwd)
+            then(b, "cp_rs_dkv", STREAM_CP, coll(x, GROUP_CP, COLL_REDUCE_SCATTER, kv_bytes * (double)cp));
+        return;
+    }
+    if (a2a_size > 1) {
+        /* Ulysses: scatter heads, gather sequence (q, k, v in; out back). */
+        double in_bytes = bwd ? a2a_out : a2a_qkv;
+        then(b, "cp_a2a", STREAM_CP, net_collective_s(x->c, &a2a_span, COLL_ALL_TO_ALL, in_bytes));
+        kv_bytes *= (double)a2a_size; /* the ring then moves the gathered K, V */
+    }
+    if (ring <= 1) {
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, bwd));
+    } else {
+        /* Ring of `ring` steps: step i computes on the K, V block received
+         * at step i-1 while sending it on.  Forward sends ring-1 K+V blocks;
+         * backward 2(ring-1) (K+V forward round, dK+dV back).  With
+         * load-balanced (zig-zag) chunks every step has equal work. */
+        double step_s = compute_attention_s(x->c, flops / (double)ring, bytes / (double)ring, bwd);
+        double send_s = net_p2p_s(x->c, s->tp * a2a_size, kv_bytes);
+        if (bwd)
+            send_s *= 2.0;
+        int32_t start = b->n - 1, prev_attn = NONE, prev_send = NONE;
+        for (int64_t i = 0; i < ring; i++) {
+            int32_t send = NONE;
+            if (i + 1 < ring)
+                send = push(b, "cp_p2p", STREAM_CP, send_s, prev_send == NONE ? start : prev_send, NONE);
+            int32_t attn = push(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, step_s,
+                                prev_attn == NONE ? start : prev_attn, prev_send);
+            prev_attn = attn;
+            prev_send = send;
+        }
+    }
+    if (a2a_size > 1) {
+        double out_bytes = bwd ? a2a_qkv : a2a_out;
+        then(b, "cp_a2a", STREAM_CP, net_collective_s(x->c, &a2a_span, COLL_ALL_TO_ALL, out_bytes));
+    }
+}
+
+static void attention_fwd(const ctx *x, opbuf *b)
+{
+    double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
+    then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
+    tp_enter(x, b, "tp_ag");
+    then(b, "qkv", STREAM_COMPUTE, gemm(x, b, x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h));
+    core_attention(x, b, false);
+    then(b, "proj", STREAM_COMPUTE, gemm(x, b, x->T, x->h, x->core_out / x->t));
+    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
+}
+
+static void attention_bwd(const ctx *x, opbuf *b, bool recompute_attn)
+{
+    then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
+    tp_enter(x, b, "tp_ag"); /* row-parallel input grad gathered (SP) */
+    then(b, "proj_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->core_out / x->t, x->h));
+    then(b, "proj_wgrad", STREAM_COMPUTE, gemm(x, b, x->core_out / x->t, x->h, x->T));
+    if (recompute_attn)
+        core_attention(x, b, false);
+    core_attention(x, b, true);
+    tp_enter(x, b, "tp_ag"); /* re-gather of the input for the wgrad (SP) */
+    double qkv = (x->q + x->kv_k + x->kv_v) / x->t;
+    then(b, "qkv_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->h, qkv));
+    then(b, "qkv_wgrad", STREAM_COMPUTE, gemm(x, b, qkv, x->h, x->T));
+    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    then(b, "ln1_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
+}
+
+/* ---- MLP ------------------------------------------------------------- */
+
+static void dense_mlp_fwd(const ctx *x, opbuf *b, double F, const char *pfx_fc1,
+                          const char *pfx_act, const char *pfx_fc2)
+{
+    double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
+    tp_enter(x, b, "tp_ag");
+    then(b, pfx_fc1, STREAM_COMPUTE, gemm(x, b, x->T, F * glu / x->t, x->h));
+    then(b, pfx_act, STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (glu + 1.0) / x->t));
+    then(b, pfx_fc2, STREAM_COMPUTE, gemm(x, b, x->T, x->h, F / x->t));
+    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+}
+
+static void dense_mlp_bwd(const ctx *x, opbuf *b, double F)
+{
+    double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
+    tp_enter(x, b, "tp_ag");
+    then(b, "fc2_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, F / x->t, x->h));
+    then(b, "fc2_wgrad", STREAM_COMPUTE, gemm(x, b, F / x->t, x->h, x->T));
+    then(b, "act_bwd", STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (2.0 * glu + 1.0) / x->t));
+    tp_enter(x, b, "tp_ag");
+    then(b, "fc1_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->h, F * glu / x->t));
+    then(b, "fc1_wgrad", STREAM_COMPUTE, gemm(x, b, F * glu / x->t, x->h, x->T));
+    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+}
+
+/* Routed experts with the all-to-all dispatcher: tokens of this rank times
+ * top-k leave through the EP all-to-all, are gathered over ETP, run
+ * through this rank's experts (grouped GEMMs) and come back. */
+static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
+{
+    const model_spec *m = x->m;
+    const strategy_t *s = x->s;
+    double glu = m->gated_linear_unit ? 2.0 : 1.0;
+    double k = (double)m->moe_router_topk;
+    double etp = (double)s->etp;
+    double sent = x->T_sp * k;                 /* rows this rank dispatches */
+    double rows = sent * etp;                  /* rows its experts process */
+    double Fe = (double)model_moe_ffn(m) / etp;
+    double a2a_bytes = sent * x->h * 2.0;
+    if (!bwd) {
+        then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
+        then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        if (has(x, GROUP_EP))
+            then(b, "ep_dispatch", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
+        if (has(x, GROUP_ETP))
+            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
+        then(b, "expert_fc1", STREAM_COMPUTE, gemm(x, b, rows, Fe * glu, x->h));
+        then(b, "expert_act", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (glu + 1.0)));
+        then(b, "expert_fc2", STREAM_COMPUTE, gemm(x, b, rows, x->h, Fe));
+        if (has(x, GROUP_ETP))
+            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
+        if (has(x, GROUP_EP))
+            then(b, "ep_combine", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
+        then(b, "unpermute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+    } else {
+        then(b, "unpermute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        if (has(x, GROUP_EP))
+            then(b, "ep_combine_bwd", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
+        if (has(x, GROUP_ETP))
+            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
+        then(b, "expert_fc2_dgrad", STREAM_COMPUTE, gemm(x, b, rows, Fe, x->h));
+        then(b, "expert_fc2_wgrad", STREAM_COMPUTE, gemm(x, b, Fe, x->h, rows));
+        then(b, "expert_act_bwd", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (2.0 * glu + 1.0)));
+        then(b, "expert_fc1_dgrad", STREAM_COMPUTE, gemm(x, b, rows, x->h, Fe * glu));
+        then(b, "expert_fc1_wgrad", STREAM_COMPUTE, gemm(x, b, Fe * glu, x->h, rows));
+        if (has(x, GROUP_ETP))
+            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
+        if (has(x, GROUP_EP))
+            then(b, "ep_dispatch_bwd", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
+        then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        then(b, "router_bwd", STREAM_COMPUTE,
+             gemm(x, b, x->T_sp, x->h, (double)m->num_moe_experts) +
+                 compute_gemm_s(x->c, (double)m->num_moe_experts, x->h, x->T_sp, x->dt));
+    }
+}
+
+static void mlp_fwd(const ctx *x, opbuf *b, bool moe)
+{
+    then(b, "ln2", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
+    if (!moe) {
+        dense_mlp_fwd(x, b, (double)x->m->ffn_hidden_size, "fc1", "act", "fc2");
+    } else {
+        double Fsh = (double)x->m->moe_shared_expert_intermediate_size;
+        if (Fsh > 0)
+            dense_mlp_fwd(x, b, Fsh, "shared_fc1", "shared_act", "shared_fc2");
+        moe_fwd(x, b, false);
+    }
+    then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
+}
+
+static void mlp_bwd(const ctx *x, opbuf *b, bool moe, bool recompute_mlp)
+{
+    then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
+    if (!moe) {
+        double F = (double)x->m->ffn_hidden_size;
+        if (recompute_mlp)
+            dense_mlp_fwd(x, b, F, "fc1", "act", "fc2");
+        dense_mlp_bwd(x, b, F);
+    } else {
+        moe_fwd(x, b, true);
+        double Fsh = (double)x->m->moe_shared_expert_intermediate_size;
+        if (Fsh > 0)
+            dense_mlp_bwd(x, b, Fsh);
+    }
+    then(b, "ln2_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
+}
+
+/* ---- embedding and output layer ---------------------------------------- */
+
+static void embedding_fwd(const ctx *x, opbuf *b)
+{
+    then(b, "embedding", STREAM_COMPUTE, mem(x, 2.0 * x->T * x->h));
+    if (has(x, GROUP_TP))
+        then(b, x->sp ? "tp_rs" : "tp_ar", STREAM_TP,
+             coll(x, GROUP_TP, x->sp ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE, x->T * x->h * 2.0));
+}
+
+static void embedding_bwd(const ctx *x, opbuf *b)
+{
+    tp_enter(x, b, "tp_ag");
+    then(b, "embedding_bwd", STREAM_COMPUTE, mem(x, 6.0 * x->T * x->h));
+}
+
+static double padded_vocab_local(const ctx *x)
+{
+    return (double)model_padded_vocab(x->m, x->s->tp) / x->t;
+}
+
+static void output_fwd(const ctx *x, opbuf *b)
+{
+    double V = padded_vocab_local(x);
+    then(b, "final_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
+    tp_enter(x, b, "tp_ag");
+    then(b, "logits", STREAM_COMPUTE, gemm(x, b, x->T, V, x->h));
+    /* Vocab-parallel cross entropy: fp32 logits read/written, three small
+     * all-reduces (max, target logit, sum of exp) over TP. */
+    then(b, "cross_entropy", STREAM_COMPUTE, mem(x, 3.0 * 4.0 * x->T * V));
+    if (has(x, GROUP_TP))
+        then(b, "tp_ar_ce", STREAM_TP, 3.0 * coll(x, GROUP_TP, COLL_ALL_REDUCE, x->T * 4.0));
+}
+
+static void output_bwd(const ctx *x, opbuf *b)
+{
+    double V = padded_vocab_local(x);
+    then(b, "cross_entropy_bwd", STREAM_COMPUTE, mem(x, 2.0 * 4.0 * x->T * V));
+    then(b, "logits_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->h, V));
+    then(b, "logits_wgrad", STREAM_COMPUTE, gemm(x, b, V, x->h, x->T));
+    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    then(b, "final_norm_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
+}
+
+/* ---- one chunk ------------------------------------------------------- */
+
+static void layer_fwd(const ctx *x, opbuf *b, bool moe)
+{
+    attention_fwd(x, b);
+    mlp_fwd(x, b, moe);
+}
+
+static void layer_bwd(const ctx *x, opbuf *b, bool moe)
+{
+    const parallel_spec *p = &x->s->par;
+    bool full = p->recompute_granularity == RECOMPUTE_FULL;
+    unsigned mods = p->recompute_granularity == RECOMPUTE_SELECTIVE ? p->recompute_modules : 0u;
+    if (full)
+        layer_fwd(x, b, moe); /* rebuild the layer's activations first */
+    mlp_bwd(x, b, moe, (mods & RECOMPUTE_MOD_MLP) && !moe);
+    attention_bwd(x, b, (mods & RECOMPUTE_MOD_CORE_ATTN) != 0);
+}
+
+static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
+{
+    memset(x, 0, sizeof *x);
+    x->in = in;
+    x->s = s;
+    x->c = &in->cluster;
+    x->m = &in->model;
+    x->ideal = in->sim.ideal_pipeline;
+    x->dt = compute_gemm_dtype(s->par.precision);
+    x->t = (double)s->tp;
+    x->sp = s->par.sequence_parallel;
+    x->h = (double)x->m->hidden_size;
+    double s_loc = (double)x->m->seq_length / (double)s->cp;
+    double b = (double)in->train.micro_batch_size;
+    x->T = s_loc * b;
+    x->T_sp = x->sp ? x->T / x->t : x->T;
+    const model_spec *m = x->m;
+    double a = (double)m->num_attention_heads;
+    double qk_dim, v_dim;
+    if (m->multi_latent_attention) {
+        qk_dim = (double)(m->qk_head_dim + m->qk_pos_emb_head_dim);
+        v_dim = (double)m->v_head_dim;
+        x->q = a * qk_dim;
+        x->kv_k = x->q;
+        x->kv_v = a * v_dim;
+        x->core_out = x->kv_v;
+    } else {
+        qk_dim = v_dim = (double)model_kv_channels(m);
+        x->q = a * qk_dim;
+        x->kv_k = x->kv_v = qk_dim * (double)model_query_groups(m);
+        x->core_out = x->q;
+    }
+    /* Causal forward: QK^T and PV over the lower triangle of s x s, per
+     * head, split over TP (heads) and CP (queries). */
+    double s_full = (double)m->seq_length;
+    x->attn_fwd_flops = b * s_full * s_full * a * (qk_dim + v_dim) / (x->t * (double)s->cp);
+}
+
+static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out)
+{
+    const strategy_t *s = x->s;
+    opbuf f = {0}, b = {0};
+    int64_t first, count;
+    sched_chunk_layers(x->m->num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    bool first_virtual = stage == 0 && chunk == 0;
+    bool last_virtual = stage == s->pp - 1 && chunk == s->v - 1;
+    /* The ideal pipeline runs identical work everywhere: layers only, all
+     * of the first layer's type. */
+    bool ideal = x->ideal;
+
+    if (first_virtual && !ideal)
+        embedding_fwd(x, &f);
+    for (int64_t l = first; l < first + count; l++)
+        layer_fwd(x, &f, model_layer_is_moe(x->m, ideal ? 0 : l));
+    if (last_virtual && !ideal)
+        output_fwd(x, &f);
+
+    if (last_virtual && !ideal)
+        output_bwd(x, &b);
+    for (int64_t l = first + count - 1; l >= first; l--)
+        layer_bwd(x, &b, model_layer_is_moe(x->m, ideal ? 0 : l));
+    if (first_virtual && !ideal)
+        embedding_bwd(x, &b);
+
+    if (f.oom || b.oom) {
+        free(f.ops);
+        free(b.ops);
+        return SIM_ENOMEM;
+    }
+    out->fwd = (wl_pass){f.ops, f.n, f.flops};
+    out->bwd = (wl_pass){b.ops, b.n, b.flops};
+    if (ideal) {
+        out->act_bytes = (int64_t)memory_chunk_activation_bytes(x->in, s, 0, 0);
+        out->bwd_transient_bytes = 0;
+    } else {
+        out->act_bytes = (int64_t)memory_chunk_activation_bytes(x->in, s, stage, chunk);
+        out->bwd_transient_bytes = (int64_t)memory_chunk_backward_transient_bytes(x->in, s, stage, chunk);
+    }
+    return SIM_OK;
+}
+
+/* ---- data parallelism and the optimizer ------------------------------- */
+
+static void build_dp(const ctx *x, int64_t stage, wl_stage *st)
+{
+    const strategy_t *s = x->s;
+    const ddp_spec *ddp = &x->in->ddp;
+    double grad_bytes = ddp->grad_reduce_in_fp32 ? 4.0 : 2.0;
+    double shard_params = 0;
+    for (int64_t c = 0; c < s->v; c++) {
+        double dense, expert;
+        memory_chunk_params(x->in, s, stage, c, &dense, &expert);
+        double rs = 0, ag = 0;
+        if (ddp->use_distributed_optimizer) {
+            rs = coll(x, GROUP_DP_CP, COLL_REDUCE_SCATTER, dense * grad_bytes) +
+                 coll(x, GROUP_EDP, COLL_REDUCE_SCATTER, expert * grad_bytes);
+            ag = coll(x, GROUP_DP_CP, COLL_ALL_GATHER, dense * 2.0) +
+                 coll(x, GROUP_EDP, COLL_ALL_GATHER, expert * 2.0);
+            shard_params += dense / (double)(s->dp * s->cp) + expert / (double)s->edp;
+        } else {
+            rs = coll(x, GROUP_DP_CP, COLL_ALL_REDUCE, dense * grad_bytes) +
+                 coll(x, GROUP_EDP, COLL_ALL_REDUCE, expert * grad_bytes);
+            shard_params += dense + expert;
+        }
+        st->grad_reduce_s[c] = rs;
+        st->param_gather_s[c] = ag;
+    }
+    /* Adam on the local shard: read grad, master, m, v; write master, m, v
+     * (fp32) and the bf16 weight. */
+    st->optimizer_s = x->ideal ? 0.0 : mem(x, shard_params * (4.0 + 12.0 + 12.0 + 2.0));
+}
+
+int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    *out = NULL;
+    workload_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
+    w->pp = s->pp;
+    w->v = s->v;
+    w->stages = calloc((size_t)s->pp, sizeof *w->stages);
+    if (!w->stages)
+        goto oom;
+    ctx x;
+    ctx_init(&x, in, s);
+    /* One activation (forward) or its gradient (backward) per microbatch
+     * crosses each stage boundary: (s/cp [/t with SP]) x b x h in bf16. */
+    double p2p_bytes = x.T_sp * x.h * 2.0;
+    double p2p_s = x.ideal ? 0.0 : net_p2p_s(x.c, s->groups[GROUP_PP].stride, p2p_bytes);
+
+    for (int64_t r = 0; r < s->pp; r++) {
+        wl_stage *st = &w->stages[r];
+        st->chunks = calloc((size_t)s->v, sizeof *st->chunks);
+        st->grad_reduce_s = calloc((size_t)s->v, sizeof(double));
+        st->param_gather_s = calloc((size_t)s->v, sizeof(double));
+        if (!st->chunks || !st->grad_reduce_s || !st->param_gather_s)
+            goto oom;
+        st->p2p_s = s->pp > 1 ? p2p_s : 0.0;
+        for (int64_t c = 0; c < s->v; c++)
+            if (build_chunk(&x, x.ideal ? 0 : r, x.ideal ? 0 : c, &st->chunks[c]) != SIM_OK)
+                goto oom;
+        build_dp(&x, r, st);
+    }
+    *out = w;
+    return SIM_OK;
+oom:
+    workload_destroy(w);
+    return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
+}
+
+void workload_destroy(workload_t *w)
+{
+    if (!w)
+        return;
+    if (w->stages) {
+        for (int64_t r = 0; r < w->pp; r++) {
+            wl_stage *st = &w->stages[r];
+            if (st->chunks)
+                for (int64_t c = 0; c < w->v; c++) {
+                    free(st->chunks[c].fwd.ops);
+                    free(st->chunks[c].bwd.ops);
+                }
+            free(st->chunks);
+            free(st->grad_reduce_s);
+            free(st->param_gather_s);
+        }
+        free(w->stages);
+    }
+    free(w);
+}

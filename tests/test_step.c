@@ -1,0 +1,335 @@
+/* One simulated step, checked against closed forms: the ideal pipeline's
+ * bubble, 1F1B in-flight counts, warmup counts read back from the trace,
+ * and stage memory against Megatron's theoretical_memory_usage.py. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "schedule.h"
+#include "step.h"
+#include "strategy.h"
+#include "trace.h"
+
+typedef struct sim {
+    cfg_t *cfg;
+    run_inputs in;
+    strategy_t s;
+    step_t *st;
+} sim;
+
+/* Resolves overrides (NULL-terminated) and runs the step. */
+static void sim_run(sim *x, const char *const *kv)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    x->cfg = cfg_create(PARSIM_SOURCE_DIR);
+    cr_assert_not_null(x->cfg);
+    for (; *kv; kv++)
+        cr_assert_eq(cfg_set_override(x->cfg, *kv, &err), SIM_OK, "%s: %s", *kv, err.msg);
+    char buf[1024];
+    int rc = cfg_resolve(x->cfg, &x->in, &err);
+    sim_err_format(&err, buf, sizeof buf);
+    cr_assert_eq(rc, SIM_OK, "%s", buf);
+    rc = strategy_resolve(&x->s, &x->in.model, &x->in.cluster, &x->in.par, &x->in.train, &x->in.ddp, x->cfg, &err);
+    sim_err_format(&err, buf, sizeof buf);
+    cr_assert_eq(rc, SIM_OK, "%s", buf);
+    rc = step_run(&x->st, &x->in, &x->s, &err);
+    sim_err_format(&err, buf, sizeof buf);
+    cr_assert_eq(rc, SIM_OK, "%s", buf);
+}
+
+static void sim_free(sim *x)
+{
+    step_destroy(x->st);
+    cfg_destroy(x->cfg);
+}
+
+/* --- ideal pipeline bubble ------------------------------------------------ */
+
+static void check_ideal(int p, int v, int m, const char *topk_model)
+{
+    char pp[64], vp[80], gpus[64], gbs[64];
+    snprintf(pp, sizeof pp, "model.pipeline_model_parallel_size=%d", p);
+    snprintf(vp, sizeof vp, "model.virtual_pipeline_model_parallel_size=%d", v > 1 ? v : 0);
+    snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", p * 2);
+    snprintf(gbs, sizeof gbs, "train.global_batch_size=%d", m * 2); /* DP 2 */
+    const char *kv[] = {topk_model, "cluster.topology=dgx-h100", gpus, pp, vp, gbs, "model.num_layers=48",
+                        "model.seq_length=2048", "sim.ideal_pipeline=true", NULL};
+    sim x;
+    sim_run(&x, kv);
+    const step_result *r = step_result_get(x.st);
+    double expect = (double)(p - 1) / (double)(v * m + p - 1);
+    cr_assert(fabs(r->bubble_fraction - expect) <= 1e-9 * fmax(expect, 1e-12) + 1e-15,
+              "p=%d v=%d m=%d: bubble %.12f, expected %.12f", p, v, m, r->bubble_fraction, expect);
+    sim_free(&x);
+}
+
+Test(step, ideal_pipeline_bubble_1f1b)
+{
+    check_ideal(4, 1, 8, "model.name=llama3-8b");
+    check_ideal(8, 1, 16, "model.name=llama3-8b");
+    check_ideal(2, 1, 3, "model.name=llama3-8b");
+    check_ideal(1, 1, 4, "model.name=llama3-8b");
+}
+
+Test(step, ideal_pipeline_bubble_interleaved)
+{
+    check_ideal(4, 2, 8, "model.name=llama3-8b");
+    check_ideal(4, 3, 12, "model.name=llama3-8b");
+    check_ideal(2, 4, 6, "model.name=llama3-8b");
+    check_ideal(8, 2, 16, "model.name=llama3-8b");
+}
+
+Test(step, ideal_pipeline_bubble_moe)
+{
+    check_ideal(4, 2, 8, "model.name=mixtral-8x7b");
+}
+
+/* --- in-flight microbatches --------------------------------------------- */
+
+static void check_inflight(int p, int M)
+{
+    char pp[64], gpus[64], gbs[64];
+    snprintf(pp, sizeof pp, "model.pipeline_model_parallel_size=%d", p);
+    snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", p);
+    snprintf(gbs, sizeof gbs, "train.global_batch_size=%d", M);
+    const char *kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", gpus, pp, gbs,
+                        "model.seq_length=4096", NULL};
+    sim x;
+    sim_run(&x, kv);
+    const step_result *r = step_result_get(x.st);
+    for (int s = 0; s < p; s++) {
+        int64_t expect = (p - s) < M ? (p - s) : M;
+        cr_assert_eq(r->stages[s].inflight_microbatches_max, expect, "p=%d M=%d stage %d: %lld, expected %lld", p, M,
+                     s, (long long)r->stages[s].inflight_microbatches_max, (long long)expect);
+    }
+    sim_free(&x);
+}
+
+Test(step, inflight_1f1b_is_min_p_minus_r_M)
+{
+    check_inflight(4, 8);
+    check_inflight(4, 2);
+    check_inflight(8, 16);
+    check_inflight(2, 1);
+}
+
+/* --- warmup counts from the trace ---------------------------------------- */
+
+typedef struct ev {
+    int pid;
+    double ts;
+    char name;
+} ev;
+
+static int cmp_ev(const void *a, const void *b)
+{
+    const ev *x = a, *y = b;
+    return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* Reads the F/B events of the trace and counts, per stage, the forwards
+ * that start before the stage's first backward. */
+static void warmup_from_trace(const char *text, int p, int *f_before_b)
+{
+    size_t cap = 4096, n = 0;
+    ev *evs = malloc(cap * sizeof *evs);
+    const char *q = text;
+    while ((q = strstr(q, "{\"ph\":\"X\",\"name\":\"")) != NULL) {
+        q += strlen("{\"ph\":\"X\",\"name\":\"");
+        char name = q[0];
+        if ((name == 'F' || name == 'B') && q[1] == '"') {
+            int pid;
+            double ts;
+            const char *pp = strstr(q, "\"pid\":"), *tt = strstr(q, "\"ts\":");
+            cr_assert(pp && tt);
+            sscanf(pp, "\"pid\":%d", &pid);
+            sscanf(tt, "\"ts\":%lf", &ts);
+            if (n == cap)
+                evs = realloc(evs, (cap *= 2) * sizeof *evs);
+            evs[n++] = (ev){pid, ts, name};
+        }
+    }
+    qsort(evs, n, sizeof *evs, cmp_ev);
+    for (int s = 0; s < p; s++) {
+        int count = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (evs[i].pid != s)
+                continue;
+            if (evs[i].name == 'B')
+                break;
+            count++;
+        }
+        f_before_b[s] = count;
+    }
+    free(evs);
+}
+
+static void check_warmup(int p, int v, int M)
+{
+    char pp[64], vp[80], gpus[64], gbs[64];
+    snprintf(pp, sizeof pp, "model.pipeline_model_parallel_size=%d", p);
+    snprintf(vp, sizeof vp, "model.virtual_pipeline_model_parallel_size=%d", v > 1 ? v : 0);
+    snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", p);
+    snprintf(gbs, sizeof gbs, "train.global_batch_size=%d", M);
+    const char *kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", gpus, pp, vp, gbs,
+                        "model.num_layers=48", "model.seq_length=2048", NULL};
+    sim x;
+    sim_run(&x, kv);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    trace_write(f, x.st);
+    fclose(f);
+    cr_assert(strstr(buf, "\"traceEvents\"") != NULL);
+    int counts[64];
+    warmup_from_trace(buf, p, counts);
+    for (int s = 0; s < p; s++) {
+        int64_t w = sched_warmup(p, v, M, p, s);
+        /* The steady state starts with one more forward before the first
+         * backward, unless everything was warmup. */
+        int64_t expect = w < (int64_t)M * v ? w + 1 : w;
+        cr_assert_eq(counts[s], expect, "p=%d v=%d M=%d stage %d: %d forwards before the first backward, expected %lld",
+                     p, v, M, s, counts[s], (long long)expect);
+    }
+    free(buf);
+    sim_free(&x);
+}
+
+Test(step, warmup_counts_from_trace)
+{
+    check_warmup(4, 1, 8);
+    check_warmup(4, 1, 2);
+    check_warmup(4, 2, 8);
+    check_warmup(8, 3, 16);
+}
+
+/* --- memory against Megatron's estimator ----------------------------------
+ * Transcribed from megatron/training/theoretical_memory_usage.py (HEAD):
+ * compute_weight_and_optimizer_memory and compute_activation_memory, for a
+ * dense GPT (MHA, 4h GeLU MLP, LayerNorm) with SP and selective recompute. */
+
+typedef struct gpt {
+    double L, h, F, a, V, s, b, t, p, v, dp, M;
+} gpt;
+
+static double megatron_weights_and_optimizer(const gpt *g)
+{
+    double attention = 2.0 * g->h * g->h * 2.0; /* 2h(q+kv), q = kv = h */
+    double mlp = 2.0 * g->h * g->F;
+    double layernorm = 2.0 * g->h * 2.0;
+    double tp_sharded = (attention + mlp) * g->L;
+    double replicated = layernorm * g->L + 2.0 * g->h;
+    double embedding = g->h * g->V;
+    double tp_part = (tp_sharded / g->p + embedding) / g->t;
+    double repl_part = replicated / g->p;
+    return (tp_part + repl_part) * (6.0 + 12.0 / g->dp);
+}
+
+static double megatron_activations(const gpt *g)
+{
+    double A = g->s * g->b * g->h * (18.0 + 4.0 * g->F / g->h);
+    A *= g->L;
+    A += 8.0 * g->s * g->b * g->p;
+    A += g->s * g->b * g->h * g->p;
+    if (g->v > 1) {
+        A *= 1.0 + (g->p - 1.0) / (g->p * g->v);
+    } else if (g->p > 1) {
+        A *= fmin(1.0, g->M / g->p);
+    }
+    if (g->p == 1)
+        A += g->s * g->b * g->h * 4.0 * (1.0 + g->V / g->h);
+    return A / g->t;
+}
+
+static void check_memory(int p, int v, int M)
+{
+    gpt g = {.L = 48, .h = 4096, .F = 16384, .a = 32, .V = 51200, .s = 4096, .b = 1, .t = 4, .p = p, .v = v,
+             .dp = 2, .M = M};
+    char pp[64], vp[80], gpus[64], gbs[64];
+    snprintf(pp, sizeof pp, "model.pipeline_model_parallel_size=%d", p);
+    snprintf(vp, sizeof vp, "model.virtual_pipeline_model_parallel_size=%d", v > 1 ? v : 0);
+    snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", 8 * p);
+    snprintf(gbs, sizeof gbs, "train.global_batch_size=%d", 2 * M);
+    /* Rotary positions: Megatron's estimator does not count a learned
+     * position table, so the comparison leaves it out. */
+    const char *kv[] = {"model.num_layers=48", "model.hidden_size=4096", "model.ffn_hidden_size=16384",
+                        "model.num_attention_heads=32", "model.vocab_size=51200", "model.seq_length=4096",
+                        "model.normalization=LayerNorm", "model.gated_linear_unit=false",
+                        "model.position_embedding_type=rope", "model.share_embeddings_and_output_weights=true",
+                        "model.tensor_model_parallel_size=4", "model.sequence_parallel=true",
+                        "model.recompute_granularity=selective", "ddp.use_distributed_optimizer=true",
+                        "cluster.topology=dgx-h100", gpus, pp, vp, gbs, NULL};
+    sim x;
+    sim_run(&x, kv);
+    const stage_result *s0 = &step_result_get(x.st)->stages[0];
+    double ours = s0->weights_bytes + s0->gradients_bytes + s0->optimizer_bytes;
+    double theirs = megatron_weights_and_optimizer(&g);
+    cr_assert(fabs(ours / theirs - 1.0) < 0.005, "p=%d v=%d: weights+grads+optimizer %.6g vs Megatron %.6g", p, v,
+              ours, theirs);
+    double act = s0->activations_peak_bytes, act_m = megatron_activations(&g);
+    cr_assert(fabs(act / act_m - 1.0) < 0.03, "p=%d v=%d M=%d: activation peak %.6g vs Megatron %.6g (%.2f%%)", p, v,
+              M, act, act_m, 100.0 * (act / act_m - 1.0));
+    sim_free(&x);
+}
+
+Test(step, memory_matches_megatron_1f1b)
+{
+    check_memory(4, 1, 8);
+    check_memory(2, 1, 16);
+    check_memory(4, 1, 2);
+}
+
+Test(step, memory_matches_megatron_interleaved)
+{
+    check_memory(4, 2, 8);
+    check_memory(4, 3, 16);
+    check_memory(2, 4, 8);
+}
+
+Test(step, memory_matches_megatron_no_pipeline)
+{
+    check_memory(1, 1, 4);
+}
+
+/* --- the cost of a step does not grow with DP ---------------------------- */
+
+Test(step, cost_independent_of_dp)
+{
+    const char *small[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=16",
+                           "model.pipeline_model_parallel_size=2", "train.global_batch_size=64", NULL};
+    const char *big[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=4096",
+                         "model.pipeline_model_parallel_size=2", "train.global_batch_size=16384", NULL};
+    sim a, b;
+    sim_run(&a, small);
+    sim_run(&b, big);
+    cr_assert_eq(step_result_get(a.st)->tasks, step_result_get(b.st)->tasks);
+    sim_free(&a);
+    sim_free(&b);
+}
+
+/* --- determinism -------------------------------------------------------- */
+
+Test(step, same_inputs_same_bytes)
+{
+    const char *kv[] = {"model.name=mixtral-8x7b", "cluster.topology=dgx-h100", "cluster.num_gpus=64",
+                        "model.tensor_model_parallel_size=2", "model.sequence_parallel=true",
+                        "model.pipeline_model_parallel_size=4", "model.expert_model_parallel_size=8",
+                        "model.expert_tensor_parallel_size=1", "train.global_batch_size=64", NULL};
+    char *out[2];
+    for (int i = 0; i < 2; i++) {
+        sim x;
+        sim_run(&x, kv);
+        size_t len;
+        FILE *f = open_memstream(&out[i], &len);
+        trace_write(f, x.st);
+        fclose(f);
+        sim_free(&x);
+    }
+    cr_assert_str_eq(out[0], out[1]);
+    free(out[0]);
+    free(out[1]);
+}
