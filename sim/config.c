@@ -1201,35 +1201,49 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* "a, b, c" of the *.cfg names in dir (sorted), or "none". */
-static void list_presets(const char *dir, char *buf, size_t len)
+/* Describes the presets in dir for an error about the name `want`: the
+ * nearest name if one is close, then the first few names (sorted). */
+static void list_presets(const char *dir, const char *want, char *buf, size_t len)
 {
-    snprintf(buf, len, "none");
+    enum { MAX_NAMES = 512, MAX_SHOWN = 10 };
+    snprintf(buf, len, "no presets there");
     DIR *d = opendir(dir);
     if (!d)
         return;
-    char *names[256];
+    char **names = calloc(MAX_NAMES, sizeof *names);
     int n = 0;
     struct dirent *ent;
-    while ((ent = readdir(d)) && n < 256) {
+    while (names && (ent = readdir(d)) && n < MAX_NAMES) {
         size_t l = strlen(ent->d_name);
         if (l > 4 && strcmp(ent->d_name + l - 4, ".cfg") == 0)
             if ((names[n] = dup_mem(ent->d_name, l - 4)))
                 n++;
     }
     closedir(d);
-    if (n == 0)
-        return;
-    qsort(names, (size_t)n, sizeof names[0], cmp_str);
-    size_t w = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        if (w + 8 < len)
+    if (n > 0) {
+        qsort(names, (size_t)n, sizeof names[0], cmp_str);
+        const char *near = NULL;
+        size_t near_d = 4; /* more than 3 edits is not a typo */
+        for (int i = 0; i < n; i++) {
+            size_t dist = edit_distance(want, names[i]);
+            if (dist < near_d) {
+                near_d = dist;
+                near = names[i];
+            }
+        }
+        size_t w = 0;
+        if (near)
+            w += (size_t)snprintf(buf, len, "did you mean %s? ", near);
+        if (w < len)
+            w += (size_t)snprintf(buf + w, len - w, "%d there: ", n);
+        for (int i = 0; i < n && i < MAX_SHOWN && w < len; i++)
             w += (size_t)snprintf(buf + w, len - w, "%s%s", i ? ", " : "", names[i]);
-        else if (w + 4 < len)
-            w += (size_t)snprintf(buf + w, len - w, ", ...");
-        free(names[i]);
+        if (n > MAX_SHOWN && w < len)
+            snprintf(buf + w, len - w, ", ...");
     }
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
 }
 
 typedef struct preset_key {
@@ -1297,11 +1311,10 @@ static int load_presets(cfg_t *c, sim_err *err)
                                        e->v.s, tried);
                 char dir[1024], avail[1024];
                 snprintf(dir, sizeof dir, "%s/%s", c->data_dir, pk->subdir);
-                list_presets(dir, avail, sizeof avail);
+                list_presets(dir, e->v.s, avail, sizeof avail);
                 return cfg_err_key(c, err, SIM_EINVAL, pk->key,
-                                   "unknown %s preset \"%s\" (looked for %s; presets there: %s; "
-                                   "set PARSIM_DATA_DIR to look elsewhere)",
-                                   pk->what, e->v.s, tried, avail);
+                                   "unknown %s preset \"%s\" (looked for %s; %s)", pk->what,
+                                   e->v.s, tried, avail);
             }
             int rc = load_file(c, path, CFG_PRIO_PRESET, true, err);
             if (rc)

@@ -92,7 +92,10 @@ static void expect_bad(const run *r, const char *key)
     cr_assert_eq(r->rc, SIM_EINVAL, "expected an error naming %s", key);
     cr_assert_not(r->cfg_failed, "config rejected it first: %s", buf);
     cr_assert_str_eq(r->err.key, key, "%s", buf);
-    cr_assert_str_eq(r->err.file, "command line", "%s", buf);
+    /* the origin of the key, or none if it was defaulted */
+    const char *file = NULL;
+    cfg_origin(r->cfg, key, &file, NULL);
+    cr_assert_str_eq(r->err.file, file ? file : "", "%s", buf);
 }
 
 static bool msg_has(const run *r, const char *text) { return strstr(r->err.msg, text) != NULL; }
