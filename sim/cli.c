@@ -1,0 +1,69 @@
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cli_fail(const sim_err *err)
+{
+    char buf[1024];
+    sim_err_format(err, buf, sizeof buf);
+    fprintf(stderr, "parsim: %s\n", buf);
+    return err->code == SIM_EINVAL ? EXIT_BAD_INPUT : EXIT_FAILURE;
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("parsim: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs(" (parsim --help for usage)\n", stderr);
+    va_end(ap);
+    return EXIT_BAD_INPUT;
+}
+
+int cli_config_arg(cfg_t *cfg, const char *arg, bool *have_file, sim_err *err)
+{
+    if (strchr(arg, '='))
+        return cfg_set_override(cfg, arg, err);
+    if (*have_file)
+        return sim_err_set(err, SIM_EINVAL, "one config file only, got another: '%s'", arg);
+    *have_file = true;
+    return cfg_load_file(cfg, arg, CFG_PRIO_FILE, err);
+}
+
+int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err)
+{
+    int rc = cfg_resolve(cfg, in, err);
+    if (rc != SIM_OK)
+        return rc;
+    return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, cfg, err);
+}
+
+int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err)
+{
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+        free(tmp);
+        return SIM_EIO;
+    }
+    writer(f, ctx);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+        remove(tmp);
+        free(tmp);
+        return SIM_EIO;
+    }
+    free(tmp);
+    return SIM_OK;
+}

@@ -1,0 +1,41 @@
+/* cli: what every parsim command shares — exit codes, error printing, the
+ * "[CONFIG.cfg] [KEY=VALUE ...]" argument convention, and writing an output
+ * file whole or not at all.  One cmd_<name>() per command, each in
+ * sim/cmd_<name>.c; main.c only dispatches.
+ */
+#ifndef PARSIM_CLI_H
+#define PARSIM_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "err.h"
+#include "step.h"
+#include "strategy.h"
+
+#define EXIT_BAD_INPUT 2
+
+/* Prints "parsim: <file:line: key: message>" and returns the exit status
+ * for err (2 for SIM_EINVAL, 1 otherwise). */
+int cli_fail(const sim_err *err);
+
+/* Prints "parsim: <message>" and returns 2. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Feeds one argument to cfg: a KEY=VALUE override, or the config file if
+ * none was given yet (*have_file tracks that).  Returns SIM_OK, or
+ * SIM_EINVAL for a second file name or a bad override/file. */
+int cli_config_arg(cfg_t *cfg, const char *arg, bool *have_file, sim_err *err);
+
+/* cfg_resolve + strategy_resolve. */
+int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err);
+
+/* Writes path through writer into a temporary file beside it and renames
+ * it into place, so the file appears whole or not at all. */
+int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err);
+
+/* Commands. argv[0] is the first argument after the command name. */
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,122 @@
+/* parsim run: one training step, simulated and reported. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "config.h"
+#include "report.h"
+#include "step.h"
+#include "strategy.h"
+#include "trace.h"
+
+static void trace_writer(FILE *out, void *ctx)
+{
+    trace_write(out, ctx);
+}
+
+typedef enum { FMT_TEXT, FMT_JSON, FMT_CSV } out_format;
+
+int cmd_run(int argc, char **argv)
+{
+    out_format fmt = FMT_TEXT;
+    const char *trace_path = NULL;
+    int layout = 0, dump = 0;
+    sim_err err;
+    sim_err_clear(&err);
+    cfg_t *cfg = cfg_create(NULL);
+    if (!cfg) {
+        fputs("parsim: out of memory\n", stderr);
+        return EXIT_FAILURE;
+    }
+    int rc = EXIT_SUCCESS;
+    bool have_file = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--format")) {
+            if (++i >= argc) {
+                rc = cli_usage_error("%s needs a value", a);
+                goto out;
+            }
+            if (!strcmp(argv[i], "text"))
+                fmt = FMT_TEXT;
+            else if (!strcmp(argv[i], "json"))
+                fmt = FMT_JSON;
+            else if (!strcmp(argv[i], "csv"))
+                fmt = FMT_CSV;
+            else {
+                rc = cli_usage_error("unknown format '%s' (text, json or csv)", argv[i]);
+                goto out;
+            }
+        } else if (!strcmp(a, "--trace")) {
+            if (++i >= argc) {
+                rc = cli_usage_error("%s needs a file name", a);
+                goto out;
+            }
+            trace_path = argv[i];
+        } else if (!strcmp(a, "--layout")) {
+            layout = 1;
+        } else if (!strcmp(a, "--dump-config")) {
+            dump = 1;
+        } else if (a[0] == '-' && a[1] == '-') {
+            rc = cli_usage_error("unknown option '%s'", a);
+            goto out;
+        } else if (cli_config_arg(cfg, a, &have_file, &err) != SIM_OK) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+    }
+
+    run_inputs in;
+    strategy_t s;
+    if (cli_resolve(cfg, &in, &s, &err) != SIM_OK) {
+        rc = cli_fail(&err);
+        goto out;
+    }
+    if (dump) {
+        cfg_dump(cfg, stdout);
+        goto out;
+    }
+    if (layout) {
+        strategy_print_layout(&s, &in.cluster, stdout);
+        goto out;
+    }
+    step_t *st = NULL;
+    if (step_run(&st, &in, &s, &err) != SIM_OK) {
+        rc = cli_fail(&err);
+        goto out;
+    }
+    if (trace_path && cli_write_file(trace_path, trace_writer, st, &err) != SIM_OK) {
+        rc = cli_fail(&err);
+        step_destroy(st);
+        goto out;
+    }
+    /* The report is built in memory and written in one piece. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        step_destroy(st);
+        fputs("parsim: out of memory\n", stderr);
+        rc = EXIT_FAILURE;
+        goto out;
+    }
+    const step_result *res = step_result_get(st);
+    if (fmt == FMT_JSON)
+        report_json(mem, &in, &s, res);
+    else if (fmt == FMT_CSV) {
+        report_csv_header(mem);
+        report_csv_row(mem, &in, &s, res);
+    } else
+        report_text(mem, &in, &s, res);
+    fclose(mem);
+    if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0) {
+        fputs("parsim: cannot write the report\n", stderr);
+        rc = EXIT_FAILURE;
+    }
+    free(buf);
+    step_destroy(st);
+out:
+    cfg_destroy(cfg);
+    return rc;
+}
