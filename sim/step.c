@@ -128,6 +128,12 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
             if (items[i].kind == SCHED_B)
                 last_b_item[items[i].chunk] = i;
 
+        /* Megatron's p2p is synchronous (the rank waits for its send before
+         * the next pass) in the non-interleaved schedule and in the
+         * interleaved one without overlap_p2p_comm; with it, sends are
+         * asynchronous and only the receiver waits. */
+        const bool blocking_p2p = v == 1 || !s->par.overlap_p2p_comm;
+        eng_task pending_send = -1;
         for (int64_t i = 0; i < n_items && rc == SIM_OK; i++) {
             const sched_item *it = &items[i];
             const wl_chunk *ch = &ws->chunks[it->chunk];
@@ -135,6 +141,9 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
             const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
             if ((rc = add_pass(st, r, p, it->microbatch, it->chunk, ref)) != SIM_OK)
                 break;
+            if (blocking_p2p && pending_send >= 0)
+                dep(st, pending_send, ref->first);
+            pending_send = -1;
             if (it->kind == SCHED_F) {
                 eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->act_bytes, 0);
                 eng_add_counter_delta(st->eng, ref->first, ctr_fl, 1, 0);
@@ -163,6 +172,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
                     break;
                 }
                 dep(st, ref->last, ref->send);
+                pending_send = ref->send;
             }
             /* Gradient reduction of a chunk starts after its last backward
              * when overlapped; otherwise after the whole pipeline. */

@@ -100,20 +100,101 @@ static bool has(const ctx *x, group_kind g)
     return !x->ideal && x->s->groups[g].size > 1;
 }
 
-/* TP entry into a column-parallel GEMM: SP all-gather of the sequence. */
+/* TP entry into a column-parallel region: SP all-gather of the sequence. */
 static void tp_enter(const ctx *x, opbuf *b, const char *name)
 {
     if (x->sp && has(x, GROUP_TP))
         then(b, name, STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0));
 }
 
-/* TP exit from a row-parallel GEMM: reduce-scatter (SP) or all-reduce. */
-static void tp_exit(const ctx *x, opbuf *b, const char *name)
+/* The activation-sized TP collective that leaves a row-parallel GEMM:
+ * reduce-scatter with SP, all-reduce without. */
+static double tp_exit_s(const ctx *x)
 {
-    if (!has(x, GROUP_TP))
+    return coll(x, GROUP_TP, x->sp ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE, x->T * x->h * 2.0);
+}
+
+static const char *tp_exit_name(const ctx *x)
+{
+    return x->sp ? "tp_rs" : "tp_ar";
+}
+
+/* Two ops side by side after the current last op, then a zero-length join
+ * so the next op waits for both. */
+static void side_by_side(opbuf *b, const char *n1, stream_kind s1, double t1, const char *n2, stream_kind s2,
+                         double t2)
+{
+    int32_t prev = b->n - 1;
+    int32_t a = push(b, n1, s1, t1, prev, NONE);
+    int32_t c = push(b, n2, s2, t2, prev, NONE);
+    push(b, "join", STREAM_COMPUTE, 0.0, a, c);
+}
+
+/* Column-parallel linear, forward: the SP all-gather of the input, then the
+ * GEMM; with tp_comm_overlap the gather is chunked and pipelined with the
+ * GEMM (Transformer Engine userbuffers), so the two run side by side. */
+static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k)
+{
+    double g = gemm(x, b, m, n, k);
+    if (x->sp && has(x, GROUP_TP) && x->s->par.tp_comm_overlap) {
+        side_by_side(b, "tp_ag", STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0), name,
+                     STREAM_COMPUTE, g);
         return;
-    coll_kind k = x->sp ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
-    then(b, name, STREAM_TP, coll(x, GROUP_TP, k, x->T * x->h * 2.0));
+    }
+    tp_enter(x, b, "tp_ag");
+    then(b, name, STREAM_COMPUTE, g);
+}
+
+/* Row-parallel linear, forward: the GEMM, then the reduce-scatter (SP) or
+ * all-reduce of its output; overlapped chunk by chunk with tp_comm_overlap. */
+static void row_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k)
+{
+    double g = gemm(x, b, m, n, k);
+    if (!has(x, GROUP_TP)) {
+        then(b, name, STREAM_COMPUTE, g);
+        return;
+    }
+    if (x->sp && x->s->par.tp_comm_overlap) {
+        side_by_side(b, name, STREAM_COMPUTE, g, tp_exit_name(x), STREAM_TP, tp_exit_s(x));
+        return;
+    }
+    then(b, name, STREAM_COMPUTE, g);
+    then(b, tp_exit_name(x), STREAM_TP, tp_exit_s(x));
+}
+
+/* Row-parallel linear, backward: the output gradient is all-gathered (SP)
+ * before the dgrad and wgrad GEMMs. */
+static void row_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
+                    double k_in)
+{
+    tp_enter(x, b, "tp_ag");
+    then(b, dgrad, STREAM_COMPUTE, gemm(x, b, m, k_in, n_out));
+    then(b, wgrad, STREAM_COMPUTE, gemm(x, b, k_in, n_out, m));
+}
+
+/* Column-parallel linear, backward, as Megatron's
+ * LinearWithGradAccumulationAndAsyncCommunication runs it: the SP re-gather
+ * of the input (needed by the wgrad) is issued before and runs beside the
+ * dgrad GEMM; the dgrad's reduce-scatter (SP) or all-reduce is issued before
+ * and runs beside the wgrad GEMM.  The next op waits for the collective. */
+static void column_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
+                       double k_in)
+{
+    double dg = gemm(x, b, m, k_in, n_out);
+    double wg = gemm(x, b, n_out, k_in, m);
+    if (!has(x, GROUP_TP)) {
+        then(b, dgrad, STREAM_COMPUTE, dg);
+        then(b, wgrad, STREAM_COMPUTE, wg);
+        return;
+    }
+    int32_t prev = b->n - 1;
+    int32_t ag = x->sp ? push(b, "tp_ag", STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0), prev,
+                              NONE)
+                       : NONE;
+    int32_t d = push(b, dgrad, STREAM_COMPUTE, dg, prev, NONE);
+    int32_t rs = push(b, tp_exit_name(x), STREAM_TP, tp_exit_s(x), d, NONE);
+    int32_t w = push(b, wgrad, STREAM_COMPUTE, wg, d, ag);
+    push(b, "join", STREAM_COMPUTE, 0.0, w, rs);
 }
 
 /* ---- attention ------------------------------------------------------- */
@@ -199,28 +280,20 @@ static void attention_fwd(const ctx *x, opbuf *b)
 {
     double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
     then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
-    tp_enter(x, b, "tp_ag");
-    then(b, "qkv", STREAM_COMPUTE, gemm(x, b, x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h));
+    column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h);
     core_attention(x, b, false);
-    then(b, "proj", STREAM_COMPUTE, gemm(x, b, x->T, x->h, x->core_out / x->t));
-    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    row_fwd(x, b, "proj", x->T, x->h, x->core_out / x->t);
     then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
 }
 
 static void attention_bwd(const ctx *x, opbuf *b, bool recompute_attn)
 {
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
-    tp_enter(x, b, "tp_ag"); /* row-parallel input grad gathered (SP) */
-    then(b, "proj_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->core_out / x->t, x->h));
-    then(b, "proj_wgrad", STREAM_COMPUTE, gemm(x, b, x->core_out / x->t, x->h, x->T));
+    row_bwd(x, b, "proj_dgrad", "proj_wgrad", x->T, x->h, x->core_out / x->t);
     if (recompute_attn)
         core_attention(x, b, false);
     core_attention(x, b, true);
-    tp_enter(x, b, "tp_ag"); /* re-gather of the input for the wgrad (SP) */
-    double qkv = (x->q + x->kv_k + x->kv_v) / x->t;
-    then(b, "qkv_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->h, qkv));
-    then(b, "qkv_wgrad", STREAM_COMPUTE, gemm(x, b, qkv, x->h, x->T));
-    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    column_bwd(x, b, "qkv_dgrad", "qkv_wgrad", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h);
     then(b, "ln1_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
 }
 
@@ -230,24 +303,17 @@ static void dense_mlp_fwd(const ctx *x, opbuf *b, double F, const char *pfx_fc1,
                           const char *pfx_act, const char *pfx_fc2)
 {
     double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
-    tp_enter(x, b, "tp_ag");
-    then(b, pfx_fc1, STREAM_COMPUTE, gemm(x, b, x->T, F * glu / x->t, x->h));
+    column_fwd(x, b, pfx_fc1, x->T, F * glu / x->t, x->h);
     then(b, pfx_act, STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (glu + 1.0) / x->t));
-    then(b, pfx_fc2, STREAM_COMPUTE, gemm(x, b, x->T, x->h, F / x->t));
-    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    row_fwd(x, b, pfx_fc2, x->T, x->h, F / x->t);
 }
 
 static void dense_mlp_bwd(const ctx *x, opbuf *b, double F)
 {
     double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
-    tp_enter(x, b, "tp_ag");
-    then(b, "fc2_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, F / x->t, x->h));
-    then(b, "fc2_wgrad", STREAM_COMPUTE, gemm(x, b, F / x->t, x->h, x->T));
+    row_bwd(x, b, "fc2_dgrad", "fc2_wgrad", x->T, x->h, F / x->t);
     then(b, "act_bwd", STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (2.0 * glu + 1.0) / x->t));
-    tp_enter(x, b, "tp_ag");
-    then(b, "fc1_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->h, F * glu / x->t));
-    then(b, "fc1_wgrad", STREAM_COMPUTE, gemm(x, b, F * glu / x->t, x->h, x->T));
-    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    column_bwd(x, b, "fc1_dgrad", "fc1_wgrad", x->T, F * glu / x->t, x->h);
 }
 
 /* Routed experts with the all-to-all dispatcher: tokens of this rank times
@@ -357,8 +423,7 @@ static void output_fwd(const ctx *x, opbuf *b)
 {
     double V = padded_vocab_local(x);
     then(b, "final_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
-    tp_enter(x, b, "tp_ag");
-    then(b, "logits", STREAM_COMPUTE, gemm(x, b, x->T, V, x->h));
+    column_fwd(x, b, "logits", x->T, V, x->h);
     /* Vocab-parallel cross entropy: fp32 logits read/written, three small
      * all-reduces (max, target logit, sum of exp) over TP. */
     then(b, "cross_entropy", STREAM_COMPUTE, mem(x, 3.0 * 4.0 * x->T * V));
@@ -370,9 +435,7 @@ static void output_bwd(const ctx *x, opbuf *b)
 {
     double V = padded_vocab_local(x);
     then(b, "cross_entropy_bwd", STREAM_COMPUTE, mem(x, 2.0 * 4.0 * x->T * V));
-    then(b, "logits_dgrad", STREAM_COMPUTE, gemm(x, b, x->T, x->h, V));
-    then(b, "logits_wgrad", STREAM_COMPUTE, gemm(x, b, V, x->h, x->T));
-    tp_exit(x, b, x->sp ? "tp_rs" : "tp_ar");
+    column_bwd(x, b, "logits_dgrad", "logits_wgrad", x->T, V, x->h);
     then(b, "final_norm_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
 }
 
