@@ -20,6 +20,16 @@ static bool is_last_virtual(const strategy_t *s, int64_t stage, int64_t chunk)
     return stage == s->pp - 1 && chunk == s->v - 1;
 }
 
+void memory_layer_params(const run_inputs *in, const strategy_t *s, int64_t layer, double *dense,
+                         double *expert)
+{
+    model_layer_params p;
+    bool moe = model_layer_is_moe(&in->model, layer);
+    model_layer_param_counts(&in->model, moe, &p);
+    *dense = (p.attention + (moe ? p.shared_experts : p.dense_mlp)) / (double)s->tp + p.replicated;
+    *expert = moe ? p.routed_experts / (double)(s->ep * s->etp) : 0.0;
+}
+
 void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stage,
                          int64_t chunk, double *dense, double *expert)
 {

@@ -35,6 +35,11 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
 void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stage,
                          int64_t chunk, double *dense, double *expert);
 
+/* Parameters one GPU holds for transformer layer `layer` (0-based):
+ * dense (TP-sharded / TP + replicated) and routed-expert (/ EP x ETP). */
+void memory_layer_params(const run_inputs *in, const strategy_t *s, int64_t layer, double *dense,
+                         double *expert);
+
 /* Activation bytes one microbatch stores for one transformer layer. */
 double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer);
 

@@ -64,6 +64,15 @@ static int dep(step_t *st, eng_task a, eng_task b)
     return eng_add_dep(st->eng, a, b);
 }
 
+/* Time to all-gather a chunk's updated parameters: all its buckets. */
+static double chunk_gather_s(const wl_chunk *ch)
+{
+    double t = 0;
+    for (int32_t k = 0; k < ch->n_buckets; k++)
+        t += ch->buckets[k].gather_s;
+    return t;
+}
+
 /* Instantiates one pass's op template; returns SIM_OK or SIM_ENOMEM. */
 static int add_pass(step_t *st, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk,
                     pass_ref *ref)
@@ -91,13 +100,11 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     const int64_t n_items = sched_len(M, v);
     const bool distopt = in->ddp.use_distributed_optimizer;
     sched_item *items = malloc((size_t)n_items * sizeof *items);
-    eng_task *grad_rs = malloc((size_t)v * sizeof *grad_rs);
     eng_task *param_ag = malloc((size_t)v * sizeof *param_ag);
     bool *first_f_of_chunk = malloc((size_t)v * sizeof *first_f_of_chunk);
     int64_t *last_b_item = malloc((size_t)v * sizeof *last_b_item);
-    if (!items || !grad_rs || !param_ag || !first_f_of_chunk || !last_b_item) {
+    if (!items || !param_ag || !first_f_of_chunk || !last_b_item) {
         free(items);
-        free(grad_rs);
         free(param_ag);
         free(first_f_of_chunk);
         free(last_b_item);
@@ -117,12 +124,11 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
          * of earlier chunks; without it, it follows the optimizer step. */
         bool ag_first = distopt && in->ddp.overlap_param_gather;
         for (int64_t c = 0; c < v; c++) {
-            param_ag[c] = ag_first ? add(st, r, STREAM_DP, time_from_s(ws->param_gather_s[c]), "dp_ag", -1,
-                                         (int32_t)c)
+            param_ag[c] = ag_first ? add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag",
+                                         -1, (int32_t)c)
                                    : -1;
             first_f_of_chunk[c] = false;
             last_b_item[c] = -1;
-            grad_rs[c] = -1;
         }
         for (int64_t i = 0; i < n_items; i++)
             if (items[i].kind == SCHED_B)
@@ -133,6 +139,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
          * interleaved one without overlap_p2p_comm; with it, sends are
          * asynchronous and only the receiver waits. */
         const bool blocking_p2p = v == 1 || !s->par.overlap_p2p_comm;
+        eng_task last_rs = -1;
         eng_task pending_send = -1;
         for (int64_t i = 0; i < n_items && rc == SIM_OK; i++) {
             const sched_item *it = &items[i];
@@ -174,35 +181,39 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
                 dep(st, ref->last, ref->send);
                 pending_send = ref->send;
             }
-            /* Gradient reduction of a chunk starts after its last backward
-             * when overlapped; otherwise after the whole pipeline. */
-            if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == last_b_item[it->chunk]) {
-                grad_rs[it->chunk] = add(st, r, STREAM_DP, time_from_s(ws->grad_reduce_s[it->chunk]),
-                                         distopt ? "dp_rs" : "dp_ar", -1, it->chunk);
-                dep(st, ref->last, grad_rs[it->chunk]);
-            }
+            /* With overlap_grad_reduce a bucket's reduction starts as soon as
+             * the last microbatch's backward has passed its layers;
+             * otherwise all wait for the end of the pipeline. */
+            if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == last_b_item[it->chunk])
+                for (int32_t k = 0; k < ch->n_buckets; k++) {
+                    const wl_bucket *bk = &ch->buckets[k];
+                    last_rs = add(st, r, STREAM_DP, time_from_s(bk->reduce_s), distopt ? "dp_rs" : "dp_ar", -1,
+                                  it->chunk);
+                    dep(st, ref->first + bk->ready_op, last_rs);
+                }
         }
         if (rc != SIM_OK)
             break;
         const pass_ref *last = &st->passes[pass_index(st, r, items[n_items - 1].kind,
                                                       items[n_items - 1].microbatch, items[n_items - 1].chunk)];
         if (!in->ddp.overlap_grad_reduce)
-            for (int64_t c = 0; c < v; c++) {
-                grad_rs[c] = add(st, r, STREAM_DP, time_from_s(ws->grad_reduce_s[c]), distopt ? "dp_rs" : "dp_ar", -1,
-                                 (int32_t)c);
-                dep(st, last->last, grad_rs[c]);
-            }
+            for (int64_t c = 0; c < v; c++)
+                for (int32_t k = 0; k < ws->chunks[c].n_buckets; k++) {
+                    last_rs = add(st, r, STREAM_DP, time_from_s(ws->chunks[c].buckets[k].reduce_s),
+                                  distopt ? "dp_rs" : "dp_ar", -1, (int32_t)c);
+                    dep(st, last->last, last_rs);
+                }
         eng_task opt = add(st, r, STREAM_COMPUTE, time_from_s(ws->optimizer_s), "optimizer", -1, -1);
         if (opt < 0) {
             rc = SIM_ENOMEM;
             break;
         }
         dep(st, last->last, opt);
-        for (int64_t c = 0; c < v; c++)
-            dep(st, grad_rs[c], opt);
+        dep(st, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
         if (distopt && !ag_first)
             for (int64_t c = 0; c < v; c++) {
-                eng_task ag = add(st, r, STREAM_DP, time_from_s(ws->param_gather_s[c]), "dp_ag", -1, (int32_t)c);
+                eng_task ag = add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag", -1,
+                                  (int32_t)c);
                 dep(st, opt, ag);
             }
     }
@@ -225,7 +236,6 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
                 }
             }
     free(items);
-    free(grad_rs);
     free(param_ag);
     free(first_f_of_chunk);
     free(last_b_item);

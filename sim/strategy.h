@@ -68,6 +68,7 @@ typedef struct ddp_spec {
     bool overlap_grad_reduce;
     bool overlap_param_gather;
     bool grad_reduce_in_fp32;
+    int64_t bucket_size;        /* parameters per DP bucket; 0 = Megatron default */
 } ddp_spec;
 
 /* How one communication group of a kind sits on the fabric.  All groups of

@@ -1,5 +1,6 @@
 #include "workload.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -496,6 +497,38 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
     x->attn_fwd_flops = b * s_full * s_full * a * (qk_dim + v_dim) / (x->t * (double)s->cp);
 }
 
+/* Megatron's DDP bucket size in parameters: ddp.bucket_size, else
+ * max(40M, 1M x data-parallel size); one bucket per chunk where Megatron
+ * disables bucketing (pipeline ranks > 0, chunks after the first) or when
+ * gradient reduction is not overlapped. */
+static double bucket_params(const ctx *x, int64_t stage, int64_t chunk)
+{
+    const strategy_t *s = x->s;
+    if (!x->in->ddp.overlap_grad_reduce || stage > 0 || chunk > 0)
+        return INFINITY;
+    if (x->in->ddp.bucket_size > 0)
+        return (double)x->in->ddp.bucket_size;
+    double dp = (double)(s->dp * s->cp);
+    return fmax(40e6, 1e6 * dp);
+}
+
+/* DP cost of one bucket holding `dense` and `expert` parameters of this GPU. */
+static void bucket_cost(const ctx *x, double dense, double expert, wl_bucket *bk)
+{
+    const ddp_spec *ddp = &x->in->ddp;
+    double grad_bytes = ddp->grad_reduce_in_fp32 ? 4.0 : 2.0;
+    if (ddp->use_distributed_optimizer) {
+        bk->reduce_s = coll(x, GROUP_DP_CP, COLL_REDUCE_SCATTER, dense * grad_bytes) +
+                       coll(x, GROUP_EDP, COLL_REDUCE_SCATTER, expert * grad_bytes);
+        bk->gather_s = coll(x, GROUP_DP_CP, COLL_ALL_GATHER, dense * 2.0) +
+                       coll(x, GROUP_EDP, COLL_ALL_GATHER, expert * 2.0);
+    } else {
+        bk->reduce_s = coll(x, GROUP_DP_CP, COLL_ALL_REDUCE, dense * grad_bytes) +
+                       coll(x, GROUP_EDP, COLL_ALL_REDUCE, expert * grad_bytes);
+        bk->gather_s = 0.0;
+    }
+}
+
 static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out)
 {
     const strategy_t *s = x->s;
@@ -507,6 +540,14 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     /* The ideal pipeline runs identical work everywhere: layers only, all
      * of the first layer's type. */
     bool ideal = x->ideal;
+    /* Buckets fill in backward order; at most one per layer. */
+    wl_bucket *buckets = calloc((size_t)count + 1, sizeof *buckets);
+    if (!buckets)
+        return SIM_ENOMEM;
+    int32_t n_buckets = 0;
+    double limit = bucket_params(x, stage, chunk);
+    double chunk_dense, chunk_expert, acc_dense = 0, acc_expert = 0, seen_dense = 0, seen_expert = 0;
+    memory_chunk_params(x->in, s, stage, chunk, &chunk_dense, &chunk_expert);
 
     if (first_virtual && !ideal)
         embedding_fwd(x, &f);
@@ -517,18 +558,36 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
 
     if (last_virtual && !ideal)
         output_bwd(x, &b);
-    for (int64_t l = first + count - 1; l >= first; l--)
+    for (int64_t l = first + count - 1; l >= first; l--) {
         layer_bwd(x, &b, model_layer_is_moe(x->m, ideal ? 0 : l));
+        double d, e;
+        memory_layer_params(x->in, s, l, &d, &e);
+        acc_dense += d;
+        acc_expert += e;
+        if (acc_dense + acc_expert >= limit && l > first) {
+            buckets[n_buckets].ready_op = b.n - 1;
+            bucket_cost(x, acc_dense, acc_expert, &buckets[n_buckets++]);
+            seen_dense += acc_dense;
+            seen_expert += acc_expert;
+            acc_dense = acc_expert = 0;
+        }
+    }
     if (first_virtual && !ideal)
         embedding_bwd(x, &b);
+    /* The last bucket takes the rest: its layers, embeddings, norms. */
+    buckets[n_buckets].ready_op = b.n - 1;
+    bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, &buckets[n_buckets++]);
 
     if (f.oom || b.oom) {
         free(f.ops);
         free(b.ops);
+        free(buckets);
         return SIM_ENOMEM;
     }
     out->fwd = (wl_pass){f.ops, f.n, f.flops};
     out->bwd = (wl_pass){b.ops, b.n, b.flops};
+    out->buckets = buckets;
+    out->n_buckets = n_buckets;
     if (ideal) {
         out->act_bytes = (int64_t)memory_chunk_activation_bytes(x->in, s, 0, 0);
         out->bwd_transient_bytes = 0;
@@ -539,35 +598,23 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     return SIM_OK;
 }
 
-/* ---- data parallelism and the optimizer ------------------------------- */
-
-static void build_dp(const ctx *x, int64_t stage, wl_stage *st)
+/* Adam on the local shard: read grad, master, m, v; write master, m, v
+ * (fp32) and the bf16 weight. */
+static double optimizer_s(const ctx *x, int64_t stage)
 {
     const strategy_t *s = x->s;
-    const ddp_spec *ddp = &x->in->ddp;
-    double grad_bytes = ddp->grad_reduce_in_fp32 ? 4.0 : 2.0;
-    double shard_params = 0;
+    if (x->ideal)
+        return 0.0;
+    double shard = 0;
     for (int64_t c = 0; c < s->v; c++) {
         double dense, expert;
         memory_chunk_params(x->in, s, stage, c, &dense, &expert);
-        double rs = 0, ag = 0;
-        if (ddp->use_distributed_optimizer) {
-            rs = coll(x, GROUP_DP_CP, COLL_REDUCE_SCATTER, dense * grad_bytes) +
-                 coll(x, GROUP_EDP, COLL_REDUCE_SCATTER, expert * grad_bytes);
-            ag = coll(x, GROUP_DP_CP, COLL_ALL_GATHER, dense * 2.0) +
-                 coll(x, GROUP_EDP, COLL_ALL_GATHER, expert * 2.0);
-            shard_params += dense / (double)(s->dp * s->cp) + expert / (double)s->edp;
-        } else {
-            rs = coll(x, GROUP_DP_CP, COLL_ALL_REDUCE, dense * grad_bytes) +
-                 coll(x, GROUP_EDP, COLL_ALL_REDUCE, expert * grad_bytes);
-            shard_params += dense + expert;
-        }
-        st->grad_reduce_s[c] = rs;
-        st->param_gather_s[c] = ag;
+        if (x->in->ddp.use_distributed_optimizer)
+            shard += dense / (double)(s->dp * s->cp) + expert / (double)s->edp;
+        else
+            shard += dense + expert;
     }
-    /* Adam on the local shard: read grad, master, m, v; write master, m, v
-     * (fp32) and the bf16 weight. */
-    st->optimizer_s = x->ideal ? 0.0 : mem(x, shard_params * (4.0 + 12.0 + 12.0 + 2.0));
+    return mem(x, shard * (4.0 + 12.0 + 12.0 + 2.0));
 }
 
 int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
@@ -591,15 +638,13 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
     for (int64_t r = 0; r < s->pp; r++) {
         wl_stage *st = &w->stages[r];
         st->chunks = calloc((size_t)s->v, sizeof *st->chunks);
-        st->grad_reduce_s = calloc((size_t)s->v, sizeof(double));
-        st->param_gather_s = calloc((size_t)s->v, sizeof(double));
-        if (!st->chunks || !st->grad_reduce_s || !st->param_gather_s)
+        if (!st->chunks)
             goto oom;
         st->p2p_s = s->pp > 1 ? p2p_s : 0.0;
         for (int64_t c = 0; c < s->v; c++)
             if (build_chunk(&x, x.ideal ? 0 : r, x.ideal ? 0 : c, &st->chunks[c]) != SIM_OK)
                 goto oom;
-        build_dp(&x, r, st);
+        st->optimizer_s = optimizer_s(&x, r);
     }
     *out = w;
     return SIM_OK;
@@ -619,10 +664,9 @@ void workload_destroy(workload_t *w)
                 for (int64_t c = 0; c < w->v; c++) {
                     free(st->chunks[c].fwd.ops);
                     free(st->chunks[c].bwd.ops);
+                    free(st->chunks[c].buckets);
                 }
             free(st->chunks);
-            free(st->grad_reduce_s);
-            free(st->param_gather_s);
         }
         free(w->stages);
     }

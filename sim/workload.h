@@ -41,8 +41,18 @@ typedef struct wl_pass {
     double flops;            /* hardware flops of this pass on one GPU */
 } wl_pass;
 
+/* A DP gradient bucket: the gradients of a run of layers, final once the
+ * last microbatch's backward has passed them. */
+typedef struct wl_bucket {
+    int32_t ready_op;        /* bwd op after which its gradients are final */
+    double reduce_s;         /* reduce-scatter (distributed optimizer) or all-reduce */
+    double gather_s;         /* all-gather of the updated parameters (dist-opt), else 0 */
+} wl_bucket;
+
 typedef struct wl_chunk {
     wl_pass fwd, bwd;
+    wl_bucket *buckets;      /* in the order they become ready */
+    int32_t n_buckets;
     int64_t act_bytes;           /* stored from forward start to backward end */
     int64_t bwd_transient_bytes; /* alive during the backward only */
 } wl_chunk;
@@ -50,8 +60,6 @@ typedef struct wl_chunk {
 typedef struct wl_stage {
     wl_chunk *chunks;            /* v chunks */
     double p2p_s;                /* one activation (or gradient) send */
-    double *grad_reduce_s;       /* per chunk: DP reduce of its gradients */
-    double *param_gather_s;      /* per chunk: DP all-gather of its params (dist-opt) */
     double optimizer_s;          /* optimizer step on this GPU's shard */
 } wl_stage;
 
