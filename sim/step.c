@@ -203,6 +203,10 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
                                   distopt ? "dp_rs" : "dp_ar", -1, (int32_t)c);
                     dep(st, last->last, last_rs);
                 }
+        if (ws->embedding_grad_s > 0) {
+            last_rs = add(st, r, STREAM_DP, time_from_s(ws->embedding_grad_s), "embedding_ar", -1, -1);
+            dep(st, last->last, last_rs);
+        }
         eng_task opt = add(st, r, STREAM_COMPUTE, time_from_s(ws->optimizer_s), "optimizer", -1, -1);
         if (opt < 0) {
             rc = SIM_ENOMEM;

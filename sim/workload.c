@@ -645,6 +645,13 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
             if (build_chunk(&x, x.ideal ? 0 : r, x.ideal ? 0 : c, &st->chunks[c]) != SIM_OK)
                 goto oom;
         st->optimizer_s = optimizer_s(&x, r);
+        if (in->model.share_embeddings_and_output_weights && s->pp > 1 && (r == 0 || r == s->pp - 1) && !x.ideal) {
+            group_span pair;
+            net_group_span(x.c, 2, (s->pp - 1) * s->groups[GROUP_PP].stride, &pair);
+            double params = x.h * (double)model_padded_vocab(x.m, s->tp) / x.t;
+            double grad_bytes = in->ddp.grad_reduce_in_fp32 ? 4.0 : 2.0;
+            st->embedding_grad_s = net_collective_s(x.c, &pair, COLL_ALL_REDUCE, params * grad_bytes);
+        }
     }
     *out = w;
     return SIM_OK;

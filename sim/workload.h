@@ -60,6 +60,9 @@ typedef struct wl_chunk {
 typedef struct wl_stage {
     wl_chunk *chunks;            /* v chunks */
     double p2p_s;                /* one activation (or gradient) send */
+    double embedding_grad_s;     /* tied embeddings, PP > 1: all-reduce of the
+                                    word-embedding gradient between the first
+                                    and last stage (finalize_model_grads) */
     double optimizer_s;          /* optimizer step on this GPU's shard */
 } wl_stage;
 
