@@ -82,6 +82,7 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     step_t *st = NULL;
+    in.sim.keep_ops = trace_path != NULL; /* the trace shows every kernel */
     if (step_run(&st, &in, &s, &err) != SIM_OK) {
         rc = cli_fail(&err);
         goto out;
