@@ -33,6 +33,8 @@ typedef struct sim_opts {
     bool ideal_pipeline;   /* zero comm, identical work per stage and chunk */
     int64_t seed;          /* for any randomness; printed with results */
     char params_file[512]; /* sim.params: parameter file loaded as a preset */
+    bool keep_ops;         /* not a key: keep every kernel a task (for a trace)
+                              instead of fusing chains on one stream */
 } sim_opts;
 
 /* Everything one simulation needs, as plain data. */
@@ -59,6 +61,12 @@ int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err);
 
 /* Loads presets, validates every key against the table and fills in. */
 int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err);
+
+/* The same for commands that need only the fabric (parsim net): fills
+ * in->cluster and in->sim from cluster.* and sim.* keys.  Other keys are
+ * neither required nor applied (in->model etc. stay zero), but an unknown
+ * key anywhere is still an error. */
+int cfg_resolve_cluster(cfg_t *c, run_inputs *in, sim_err *err);
 
 /* Where a key was set: returns false if it was never set (defaulted). */
 bool cfg_origin(const cfg_t *c, const char *key, const char **file, int *line);
