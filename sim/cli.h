@@ -37,5 +37,12 @@ int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void 
 
 /* Commands. argv[0] is the first argument after the command name. */
 int cmd_run(int argc, char **argv);
+int cmd_net(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 
 #endif

@@ -7,7 +7,10 @@ void cluster_defaults(cluster_spec *c)
     /* Every cost parameter comes from a topology file with its source; the
      * config table marks them required, so nothing is defaulted here. */
     memset(c, 0, sizeof *c);
-    c->scaleout_kind = FABRIC_INFINIBAND;
+    c->scaleup.kind = SCALEUP_NVLINK;
+    c->scaleout.kind = FABRIC_INFINIBAND;
+    c->force_algo = NET_ALGO_AUTO;
+    c->force_proto = NET_PROTO_AUTO;
 }
 
 int64_t cluster_node_of(const cluster_spec *c, int64_t rank)
@@ -20,12 +23,34 @@ int64_t cluster_domain_of(const cluster_spec *c, int64_t rank)
     return rank / (c->nvlink_domain_gpus > 0 ? c->nvlink_domain_gpus : 1);
 }
 
+int64_t cluster_su_of(const cluster_spec *c, int64_t rank)
+{
+    if (c->scaleout.su_nodes <= 0)
+        return 0;
+    return cluster_node_of(c, rank) / c->scaleout.su_nodes;
+}
+
+double cluster_nic_bw_per_gpu(const cluster_spec *c)
+{
+    double gpus = c->gpus_per_node > 0 ? (double)c->gpus_per_node : 1.0;
+    return (double)c->scaleout.nics_per_node * c->scaleout.nic_bw_bytes_per_s / gpus;
+}
+
 const char *fabric_kind_name(fabric_kind k)
 {
     switch (k) {
     case FABRIC_INFINIBAND: return "infiniband";
     case FABRIC_ROCE: return "roce";
     case FABRIC_ETHERNET: return "ethernet";
+    }
+    return "?";
+}
+
+const char *scaleup_kind_name(scaleup_kind k)
+{
+    switch (k) {
+    case SCALEUP_NVLINK: return "nvlink";
+    case SCALEUP_PCIE: return "pcie";
     }
     return "?";
 }

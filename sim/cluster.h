@@ -1,18 +1,30 @@
 /* cluster: the GPUs and the fabric that joins them.
  *
  * cluster_spec is plain data filled by config from cluster.* keys, most of
- * them from a topology preset (topologies/<name>.cfg).  Every number there
- * carries its source in the preset file.  Two tiers are described: the
- * NVLink (scale-up) domain and the scale-out network (InfiniBand, RoCE,
- * Ethernet), each with an achievable per-GPU bandwidth and a per-step
- * latency.  A system without NVLink gives its PCIe figures as the
- * scale-up tier.
- * Units: flop/s, bytes, bytes/s, seconds (config keys use TFLOP/s, GB, GB/s
- * and microseconds, converted on load).
+ * them from a topology preset (topologies/<name>.cfg), where every number
+ * carries its source.  The fabric has two tiers:
+ *
+ *   scale-up   an NVLink/NVSwitch domain of nvlink_domain_gpus GPUs (8 in a
+ *              DGX, 72 in an NVL72 rack), or PCIe where a system has no
+ *              NVLink (scaleup.kind); measured bus bandwidths per GPU for
+ *              ring collectives, all-to-all and NVLink SHARP (NVLS).
+ *   scale-out  nics_per_node NICs per node (InfiniBand, RoCE or Ethernet),
+ *              each on its own rail of a rail-optimized fat tree: one leaf
+ *              switch per rail serves the su_nodes nodes of a scalable unit,
+ *              and traffic between scalable units crosses a spine that may
+ *              be oversubscribed.
+ *
+ * Each tier has an efficiency curve over message size (bytes per rank ->
+ * achieved fraction of its bandwidth).  NCCL's own cost-model constants
+ * (latencies per algorithm and protocol, protocol bandwidth factors) sit in
+ * nccl_params: they are calibration choices of a library, not measurements.
+ * Units: flop/s, bytes, bytes/s, seconds (config keys use TFLOP/s, GB, GB/s,
+ * KiB and microseconds, converted on load).
  */
 #ifndef PARSIM_CLUSTER_H
 #define PARSIM_CLUSTER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct gpu_spec {
@@ -34,12 +46,92 @@ typedef struct compute_params {
     double kernel_overhead_s;        /* fixed cost per kernel launch */
 } compute_params;
 
+typedef enum { SCALEUP_NVLINK = 0, SCALEUP_PCIE } scaleup_kind;
 typedef enum { FABRIC_INFINIBAND = 0, FABRIC_ROCE, FABRIC_ETHERNET } fabric_kind;
 
-typedef struct tier_spec {
-    double bw_bytes_per_s;  /* achievable per GPU, one direction */
-    double latency_s;       /* per algorithm step */
-} tier_spec;
+/* NCCL's algorithms (NCCL_ALGO) plus the two forms parsim adds: the
+ * hierarchical one (intra-domain, then inter-domain, then intra-domain) and
+ * point-to-point (all-to-all and send/recv, which have no algorithm).
+ * AUTO = choose by predicted time, as NCCL's tuning does. */
+typedef enum {
+    NET_ALGO_AUTO = -1,
+    NET_ALGO_RING = 0,
+    NET_ALGO_TREE,
+    NET_ALGO_NVLS,
+    NET_ALGO_NVLS_TREE,
+    NET_ALGO_HIER,
+    NET_ALGO_P2P,
+    NET_ALGOS
+} net_algo;
+
+/* NCCL's protocols (NCCL_PROTO). */
+typedef enum {
+    NET_PROTO_AUTO = -1,
+    NET_PROTO_LL = 0,
+    NET_PROTO_LL128,
+    NET_PROTO_SIMPLE,
+    NET_PROTOS
+} net_proto;
+
+/* Achieved fraction of a tier's bandwidth against message size, linear in
+ * log2(bytes) between points and flat beyond the ends.  The scale-up curve
+ * is read at the collective's size S (it is measured on one node), the
+ * scale-out curve at the bytes each rank adds, S/n (measured across node
+ * counts, where it lines up that way), for all-to-all at the bytes a rank
+ * sends to one remote domain, S/D; p2p reads both at the message. */
+#define NET_CURVE_MAX 16
+typedef struct net_curve {
+    int n;                            /* points; 0 = efficiency 1 at every size */
+    double log2_bytes[NET_CURVE_MAX]; /* strictly increasing */
+    double efficiency[NET_CURVE_MAX]; /* in (0, 1] */
+} net_curve;
+
+typedef struct scaleup_spec {
+    scaleup_kind kind;
+    double bw_bytes_per_s;       /* ring bus bandwidth per GPU, one direction (large
+                                    ring all-reduce busbw) */
+    double a2a_bw_bytes_per_s;   /* all-to-all bus bandwidth per GPU, large messages */
+    double nvls_bw_bytes_per_s;  /* NVLink SHARP: per-GPU rate of the switch
+                                    reduce/multicast path; 0 = no NVLS */
+    net_curve efficiency;
+} scaleup_spec;
+
+typedef struct scaleout_spec {
+    fabric_kind kind;
+    int64_t nics_per_node;         /* compute-fabric NICs (rails) per node */
+    double nic_bw_bytes_per_s;     /* achievable per NIC, one direction */
+    double a2a_efficiency;         /* all-to-all: achieved share of the NIC bandwidth */
+    int64_t su_nodes;              /* nodes per scalable unit (one leaf per rail);
+                                      0 = the whole cluster is one unit */
+    double spine_oversubscription; /* leaf downlink : uplink bandwidth, >= 1 */
+    double hier_serial_fraction;   /* two-tier algorithms: share of the shorter
+                                      tier's time not hidden behind the longer */
+    net_curve efficiency;
+} scaleout_spec;
+
+/* Latency constants of NCCL's tuning model, per protocol (LL, LL128,
+ * Simple), seconds.  NVLS and NVLS tree run Simple only. */
+typedef struct nccl_latency {
+    double ring[NET_PROTOS];
+    double tree[NET_PROTOS];
+    double nvls;       /* hardware rows only (NCCL's base latency for NVLS is 0) */
+    double nvls_tree;
+} nccl_latency;
+
+typedef struct nccl_params {
+    nccl_latency base;     /* baseLat: per call */
+    nccl_latency nvlink;   /* hwLat[NVLINK]: per algorithm step inside a domain */
+    nccl_latency pcie;     /* hwLat[PCI] */
+    nccl_latency net;      /* hwLat[NET]: per step across domains */
+    double net_overhead_s;             /* per intra step once a group spans domains */
+    double net_overhead_simple_factor; /* net overhead multiplier for Simple */
+    double ll_max_bw_bytes_per_s[3];   /* LL bus bandwidth cap: 1, 2, >= 3 domains */
+    double ring_bw_factor[NET_PROTOS]; /* protocol share of the ring bandwidth */
+    double tree_bw_factor[NET_PROTOS]; /* same for tree (LL128: groups across domains) */
+    double tree_ll128_one_domain_factor; /* tree LL128 inside one domain */
+    double ring_plateau_factor; /* ring Simple all-reduce across domains: latency x */
+    bool ll128;                 /* LL128 enabled on this platform */
+} nccl_params;
 
 typedef struct cluster_spec {
     char name[64];          /* topology preset name */
@@ -48,17 +140,26 @@ typedef struct cluster_spec {
     int64_t nvlink_domain_gpus; /* GPUs in one scale-up domain (8, or 72 for NVL72) */
     gpu_spec gpu;
     compute_params compute;
-    tier_spec nvlink;       /* scale-up tier */
-    tier_spec scaleout;     /* per-GPU NIC into the scale-out network */
-    fabric_kind scaleout_kind;
+    scaleup_spec scaleup;
+    scaleout_spec scaleout;
+    nccl_params nccl;
+    net_algo force_algo;    /* sim.nccl_algo; AUTO = NCCL's choice */
+    net_proto force_proto;  /* sim.nccl_proto */
 } cluster_spec;
 
 void cluster_defaults(cluster_spec *c);
 
-/* Node and scale-up domain of a global rank (ranks fill nodes in order). */
+/* Node, scale-up domain and scalable unit of a global rank (ranks fill
+ * nodes in order, nodes fill units in order). */
 int64_t cluster_node_of(const cluster_spec *c, int64_t rank);
 int64_t cluster_domain_of(const cluster_spec *c, int64_t rank);
+int64_t cluster_su_of(const cluster_spec *c, int64_t rank);
+
+/* Scale-out bandwidth one GPU can count on when every GPU of its node
+ * drives the NICs at once: the node's NIC bandwidth shared equally. */
+double cluster_nic_bw_per_gpu(const cluster_spec *c);
 
 const char *fabric_kind_name(fabric_kind k);
+const char *scaleup_kind_name(scaleup_kind k);
 
 #endif

@@ -36,6 +36,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "net.h"
+
 #ifndef PARSIM_DEFAULT_DATA_DIR
 #define PARSIM_DEFAULT_DATA_DIR "."
 #endif
@@ -56,11 +58,13 @@ typedef struct cfg_value {
      * value was written unquoted on the command line, else NULL. */
     char *s;
     bool bare;
-    /* CV_LIST: elements are all integers (elem CV_INT) or all strings
-     * (elem CV_STRING); an empty list has elem CV_LIST and fits both. */
+    /* CV_LIST: elements are all integers (elem CV_INT), numbers of which
+     * at least one is not an integer (elem CV_FLOAT), or all strings (elem
+     * CV_STRING); an empty list has elem CV_LIST and fits every list key. */
     cv_kind elem;
     int n;
     int64_t *ints;
+    double *flts;
     char **strs;
 } cfg_value;
 
@@ -83,6 +87,7 @@ static void value_free(cfg_value *v)
 {
     free(v->s);
     free(v->ints);
+    free(v->flts);
     if (v->strs)
         for (int k = 0; k < v->n; k++)
             free(v->strs[k]);
@@ -148,6 +153,9 @@ static void fmt_value(const cfg_value *v, char *buf, size_t len)
             const char *sep = k ? ", " : "";
             if (v->elem == CV_INT)
                 n += (size_t)snprintf(buf + n, len - n, "%s%" PRId64, sep, v->ints[k]);
+            else if (v->elem == CV_FLOAT)
+                n += (size_t)snprintf(buf + n, len - n, "%s%.15g%s", sep, v->flts[k],
+                                      v->flts[k] == floor(v->flts[k]) ? ".0" : "");
             else
                 n += (size_t)snprintf(buf + n, len - n, "%s\"%s\"", sep, v->strs[k]);
         }
@@ -286,31 +294,37 @@ static int list_from_setting(const config_setting_t *s, const char *key, const c
     v->n = 0;
     if (n == 0)
         return SIM_OK;
-    int t0 = config_setting_type(config_setting_get_elem(s, 0));
-    if (t0 == CONFIG_TYPE_INT || t0 == CONFIG_TYPE_INT64) {
+    /* The element kind: integers, numbers (some not integers) or strings. */
+    int ints = 0, nums = 0, strs = 0;
+    for (int k = 0; k < n; k++) {
+        int t = config_setting_type(config_setting_get_elem(s, (unsigned)k));
+        ints += t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
+        nums += t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64 || t == CONFIG_TYPE_FLOAT;
+        strs += t == CONFIG_TYPE_STRING;
+    }
+    if (ints == n) {
         v->elem = CV_INT;
         v->ints = calloc((size_t)n, sizeof *v->ints);
-    } else if (t0 == CONFIG_TYPE_STRING) {
+    } else if (nums == n) {
+        v->elem = CV_FLOAT;
+        v->flts = calloc((size_t)n, sizeof *v->flts);
+    } else if (strs == n) {
         v->elem = CV_STRING;
         v->strs = calloc((size_t)n, sizeof *v->strs);
     } else {
         return sim_err_set_at(err, SIM_EINVAL, file, line, key,
-                              "list elements must be integers or strings");
+                              "list elements must be all numbers or all strings");
     }
-    if (!v->ints && !v->strs)
+    if (!v->ints && !v->flts && !v->strs)
         return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", key);
     for (int k = 0; k < n; k++) {
         const config_setting_t *el = config_setting_get_elem(s, (unsigned)k);
-        int t = config_setting_type(el);
-        bool is_int = t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
-        if ((v->elem == CV_INT) != is_int || (!is_int && t != CONFIG_TYPE_STRING)) {
-            value_free(v);
-            return sim_err_set_at(err, SIM_EINVAL, file, line, key,
-                                  "list elements must be all integers or all strings "
-                                  "(element %d differs)", k);
-        }
-        if (is_int) {
+        if (v->elem == CV_INT) {
             v->ints[k] = config_setting_get_int64(el);
+        } else if (v->elem == CV_FLOAT) {
+            int t = config_setting_type(el);
+            v->flts[k] = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(el)
+                                                : (double)config_setting_get_int64(el);
         } else {
             v->strs[k] = dup_str(config_setting_get_string(el));
             if (!v->strs[k]) {
@@ -527,7 +541,8 @@ static int parse_scalar(const char *s, size_t n, cfg_value *v)
 }
 
 /* Override syntax: a scalar or [a, b, ...] / (a, b, ...).  A list whose
- * elements all read as integers is an integer list, else a string list.
+ * elements all read as integers is an integer list, one whose elements all
+ * read as numbers a float list, else a string list.
  * Returns 0, -1 malformed, -2 no memory. */
 static int parse_value(const char *s, cfg_value *v)
 {
@@ -592,21 +607,27 @@ static int parse_value(const char *s, cfg_value *v)
     if (!rc && q)
         rc = -1; /* unterminated quote */
 
-    bool all_int = true;
-    for (int k = 0; k < count; k++)
+    bool all_int = true, all_num = true;
+    for (int k = 0; k < count; k++) {
         all_int = all_int && items[k].kind == CV_INT;
+        all_num = all_num && (items[k].kind == CV_INT || items[k].kind == CV_FLOAT);
+    }
     if (!rc) {
-        v->elem = all_int ? CV_INT : CV_STRING;
+        v->elem = all_int ? CV_INT : all_num ? CV_FLOAT : CV_STRING;
         if (all_int)
             v->ints = calloc((size_t)count, sizeof *v->ints);
+        else if (all_num)
+            v->flts = calloc((size_t)count, sizeof *v->flts);
         else
             v->strs = calloc((size_t)count, sizeof *v->strs);
-        if (!v->ints && !v->strs)
+        if (!v->ints && !v->flts && !v->strs)
             rc = -2;
     }
     for (int k = 0; k < count; k++) {
         if (!rc && all_int) {
             v->ints[k] = items[k].i;
+        } else if (!rc && all_num) {
+            v->flts[k] = items[k].kind == CV_INT ? (double)items[k].i : items[k].f;
         } else if (!rc) {
             v->strs[k] = items[k].s; /* the string, or the bare text */
             items[k].s = NULL;
@@ -663,7 +684,9 @@ int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err)
 
 /* ------------------------------------------------------------ key table */
 
-typedef enum { KT_INT, KT_FLOAT, KT_BOOL, KT_STRING, KT_INT_LIST, KT_STR_LIST, KT_INT_OR_LIST } key_type;
+typedef enum {
+    KT_INT, KT_FLOAT, KT_BOOL, KT_STRING, KT_INT_LIST, KT_STR_LIST, KT_INT_OR_LIST, KT_FLOAT_LIST
+} key_type;
 
 typedef enum {
     RG_ANY = 0,
@@ -671,6 +694,7 @@ typedef enum {
     RG_GE1,     /* >= 1 (sizes, counts) */
     RG_POS,     /* > 0 (peaks, bandwidths) */
     RG_UNIT,    /* (0, 1] (efficiencies) */
+    RG_FRAC,    /* [0, 1] (shares) */
     RG_LAYERS,  /* [1, MODEL_MAX_LAYERS] */
 } range_kind;
 
@@ -684,7 +708,8 @@ struct key_def {
     const char *def;   /* default in override syntax; NULL = required */
     range_kind range;
     size_t offset;     /* field in run_inputs when set == NULL */
-    size_t size;       /* KT_STRING: size of the char array */
+    size_t size;       /* KT_STRING: size of the char array; KT_FLOAT_LIST:
+                          number of elements (0 = a curve, up to NET_CURVE_MAX) */
     double scale;      /* KT_FLOAT: config unit -> SI (0 = 1) */
     setter_fn set;     /* converts and stores (enums, lists) */
     bool late;         /* applied after all other keys (reads them) */
@@ -700,6 +725,20 @@ struct key_def {
     { .key = k, .type = KT_FLOAT, .def = d, .range = rg, .offset = FIELD(f), .scale = sc, .help = h }
 #define K_STR(k, f, d, h) { .key = k, .type = KT_STRING, .def = d, .offset = FIELD(f), .size = FSIZE(f), .help = h }
 #define K_SET(k, t, d, fn, h) { .key = k, .type = t, .def = d, .set = fn, .help = h }
+/* A fixed-length list of numbers (one per NCCL protocol LL, LL128, Simple,
+ * or per domain count) into a double array. */
+#define K_FLTS(k, f, cnt, rg, sc, h)                                                     \
+    { .key = k, .type = KT_FLOAT_LIST, .range = rg, .offset = FIELD(f), .size = cnt,      \
+      .scale = sc, .set = set_floats, .help = h }
+/* An efficiency curve: sizes (KiB per rank), then efficiencies (late: the
+ * counts must match). */
+#define K_CURVE(prefix, f, what, size)                                                    \
+    { .key = prefix ".efficiency_size_kib", .type = KT_INT_LIST, .offset = FIELD(f),      \
+      .set = set_curve_sizes,                                                             \
+      .help = what " efficiency curve: " size ", KiB, increasing" },                      \
+    { .key = prefix ".efficiency", .type = KT_FLOAT_LIST, .range = RG_UNIT,               \
+      .offset = FIELD(f), .set = set_curve_eff, .late = true,                             \
+      .help = what " efficiency at each size (linear in log2 size between points)" }
 
 static int set_norm(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_pos_emb(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
@@ -714,6 +753,16 @@ static int set_recompute_mods(const cfg_t *, const key_def *, const cfg_value *,
 static int set_precision(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                          sim_err *);
 static int set_fabric(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_scaleup(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_floats(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_curve_sizes(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
+                           sim_err *);
+static int set_curve_eff(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
+                         sim_err *);
+static int set_algo(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_proto(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_dispatcher(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
+                          sim_err *);
 
 /* Every key parsim accepts, in the order --help-config and cfg_dump list
  * them.  Names follow Megatron Bridge (ConfigContainer fields) so recipe
@@ -757,6 +806,8 @@ static const key_def keys[] = {
       .late = true,
       .help = "MoE layer frequency f (layer i is MoE iff i % f == 0), or a 0/1 list of "
               "num_layers entries" },
+    K_SET("model.moe_token_dispatcher_type", KT_STRING, "\"allgather\"", set_dispatcher,
+          "allgather | alltoall | flex (Megatron Core's default: allgather)"),
     /* model: multi-latent attention, multi-token prediction */
     K_BOOL("model.multi_latent_attention", model.multi_latent_attention, "false",
            "DeepSeek multi-latent attention"),
@@ -809,6 +860,8 @@ static const key_def keys[] = {
            "overlap parameter all-gather with forward (distributed optimizer)"),
     K_BOOL("ddp.grad_reduce_in_fp32", ddp.grad_reduce_in_fp32, "true",
            "reduce gradients in fp32 (else bf16)"),
+    K_INT("ddp.bucket_size", ddp.bucket_size, "0", RG_GE0,
+          "parameters per gradient bucket; 0 = Megatron's max(40000000, 1000000*dp)"),
     K_SET("mixed_precision", KT_STRING, "\"bf16\"", set_precision,
           "bf16 | fp16 | fp8 | fp8-cs | fp8-delayed | mxfp8 | fp8-blockwise | nvfp4, or a "
           "Megatron Bridge recipe name (bf16_with_fp8_current_scaling_mixed, ...)"),
@@ -842,22 +895,82 @@ static const key_def keys[] = {
           "achievable / peak HBM bandwidth"),
     K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0,
           1e-6, "fixed cost per kernel launch, us"),
-    K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.nvlink.bw_bytes_per_s, NULL, RG_POS, 1e9,
-          "scale-up bandwidth per GPU, one direction, GB/s"),
-    K_FLT("cluster.nvlink.latency_us", cluster.nvlink.latency_s, NULL, RG_GE0, 1e-6,
-          "scale-up latency per algorithm step, us"),
-    K_FLT("cluster.scaleout.bw_gbytes_per_s", cluster.scaleout.bw_bytes_per_s, NULL, RG_POS, 1e9,
-          "scale-out bandwidth per GPU, one direction, GB/s"),
-    K_FLT("cluster.scaleout.latency_us", cluster.scaleout.latency_s, NULL, RG_GE0, 1e-6,
-          "scale-out latency per algorithm step, us"),
+    /* cluster: scale-up tier */
+    K_SET("cluster.nvlink.kind", KT_STRING, "\"nvlink\"", set_scaleup,
+          "nvlink | pcie: the scale-up tier (PCIe for systems without NVLink)"),
+    K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.scaleup.bw_bytes_per_s, NULL, RG_POS, 1e9,
+          "ring bus bandwidth per GPU in the domain, one direction, GB/s"),
+    K_FLT("cluster.nvlink.a2a_bw_gbytes_per_s", cluster.scaleup.a2a_bw_bytes_per_s, NULL, RG_POS,
+          1e9, "all-to-all bus bandwidth per GPU in the domain, GB/s"),
+    K_FLT("cluster.nvlink.nvls_bw_gbytes_per_s", cluster.scaleup.nvls_bw_bytes_per_s, NULL,
+          RG_GE0, 1e9, "NVLink SHARP per-GPU rate, GB/s; 0 = no NVLS"),
+    K_CURVE("cluster.nvlink", cluster.scaleup.efficiency, "scale-up", "collective size"),
+    /* cluster: scale-out tier */
     K_SET("cluster.scaleout.kind", KT_STRING, "\"infiniband\"", set_fabric,
           "infiniband | roce | ethernet"),
+    K_INT("cluster.scaleout.nics_per_node", cluster.scaleout.nics_per_node, NULL, RG_GE1,
+          "compute-fabric NICs (rails) per node"),
+    K_FLT("cluster.scaleout.nic_bw_gbytes_per_s", cluster.scaleout.nic_bw_bytes_per_s, NULL,
+          RG_POS, 1e9, "achievable bandwidth per NIC, one direction, GB/s"),
+    K_FLT("cluster.scaleout.a2a_efficiency", cluster.scaleout.a2a_efficiency, NULL, RG_UNIT, 1,
+          "all-to-all across domains: achieved share of the NIC bandwidth"),
+    K_INT("cluster.scaleout.su_nodes", cluster.scaleout.su_nodes, NULL, RG_GE0,
+          "nodes per scalable unit (one leaf switch per rail); 0 = one unit"),
+    K_FLT("cluster.scaleout.spine_oversubscription", cluster.scaleout.spine_oversubscription,
+          NULL, RG_GE1, 1, "leaf downlink:uplink bandwidth ratio (1 = non-blocking)"),
+    K_FLT("cluster.scaleout.hier_serial_fraction", cluster.scaleout.hier_serial_fraction, NULL,
+          RG_FRAC, 1, "two-tier algorithms: share of the shorter tier's time not overlapped"),
+    K_CURVE("cluster.scaleout", cluster.scaleout.efficiency, "scale-out",
+            "bytes per rank (all-to-all: per remote domain)"),
+    /* cluster: NCCL's tuning model (lists are per protocol: LL, LL128, Simple) */
+    K_FLTS("cluster.nccl.base_latency_us.ring", cluster.nccl.base.ring, 3, RG_GE0, 1e-6,
+           "NCCL base latency of a ring call, us"),
+    K_FLTS("cluster.nccl.base_latency_us.tree", cluster.nccl.base.tree, 3, RG_GE0, 1e-6,
+           "NCCL base latency of a tree call, us"),
+    K_FLTS("cluster.nccl.nvlink_latency_us.ring", cluster.nccl.nvlink.ring, 3, RG_GE0, 1e-6,
+           "NCCL NVLink latency per ring step, us"),
+    K_FLTS("cluster.nccl.nvlink_latency_us.tree", cluster.nccl.nvlink.tree, 3, RG_GE0, 1e-6,
+           "NCCL NVLink latency per tree step, us"),
+    K_FLT("cluster.nccl.nvlink_latency_us.nvls", cluster.nccl.nvlink.nvls, NULL, RG_GE0, 1e-6,
+          "NCCL NVLink latency of NVLS (Simple), us"),
+    K_FLT("cluster.nccl.nvlink_latency_us.nvls_tree", cluster.nccl.nvlink.nvls_tree, NULL, RG_GE0,
+          1e-6, "NCCL NVLink latency of NVLS tree (Simple), us"),
+    K_FLTS("cluster.nccl.pcie_latency_us.ring", cluster.nccl.pcie.ring, 3, RG_GE0, 1e-6,
+           "NCCL PCIe latency per ring step, us"),
+    K_FLTS("cluster.nccl.pcie_latency_us.tree", cluster.nccl.pcie.tree, 3, RG_GE0, 1e-6,
+           "NCCL PCIe latency per tree step, us"),
+    K_FLTS("cluster.nccl.net_latency_us.ring", cluster.nccl.net.ring, 3, RG_GE0, 1e-6,
+           "NCCL network latency per ring step, us"),
+    K_FLTS("cluster.nccl.net_latency_us.tree", cluster.nccl.net.tree, 3, RG_GE0, 1e-6,
+           "NCCL network latency per tree level, us"),
+    K_FLT("cluster.nccl.net_latency_us.nvls", cluster.nccl.net.nvls, NULL, RG_GE0, 1e-6,
+          "NCCL network latency of NVLS, us"),
+    K_FLT("cluster.nccl.net_latency_us.nvls_tree", cluster.nccl.net.nvls_tree, NULL, RG_GE0, 1e-6,
+          "NCCL network latency per NVLS tree level, us"),
+    K_FLT("cluster.nccl.net_overhead_us", cluster.nccl.net_overhead_s, NULL, RG_GE0, 1e-6,
+          "NCCL net overhead per intra-domain step once a group spans domains, us"),
+    K_FLT("cluster.nccl.net_overhead_simple_factor", cluster.nccl.net_overhead_simple_factor,
+          NULL, RG_POS, 1, "net overhead multiplier for Simple"),
+    K_FLTS("cluster.nccl.ll_max_bw_gbytes_per_s", cluster.nccl.ll_max_bw_bytes_per_s, 3, RG_POS,
+           1e9, "LL bus bandwidth cap for groups on 1, 2, >= 3 domains, GB/s"),
+    K_FLTS("cluster.nccl.ring_bw_factor", cluster.nccl.ring_bw_factor, 3, RG_UNIT, 1,
+           "share of the ring bandwidth each protocol carries"),
+    K_FLTS("cluster.nccl.tree_bw_factor", cluster.nccl.tree_bw_factor, 3, RG_UNIT, 1,
+           "share of the bandwidth a tree carries per protocol (LL128: across domains)"),
+    K_FLT("cluster.nccl.tree_ll128_one_node_factor", cluster.nccl.tree_ll128_one_domain_factor,
+          NULL, RG_UNIT, 1, "tree LL128 share inside one domain"),
+    K_FLT("cluster.nccl.ring_plateau_factor", cluster.nccl.ring_plateau_factor, NULL, RG_POS, 1,
+          "latency factor of ring Simple all-reduce across domains"),
+    K_BOOL("cluster.nccl.ll128", cluster.nccl.ll128, NULL, "LL128 protocol enabled"),
     /* sim */
     K_BOOL("sim.ideal_pipeline", sim.ideal_pipeline, "false",
            "zero communication, identical work per stage and chunk"),
     K_INT("sim.seed", sim.seed, "1", RG_ANY, "seed for any randomness"),
     K_STR("sim.params", sim.params_file, "\"\"",
           "parameter file loaded as a preset (e.g. from parsim calibrate)"),
+    K_SET("sim.nccl_algo", KT_STRING, "\"auto\"", set_algo,
+          "auto | ring | tree | nvls | nvls_tree | hierarchical (forced where it can run)"),
+    K_SET("sim.nccl_proto", KT_STRING, "\"auto\"", set_proto, "auto | ll | ll128 | simple"),
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -940,6 +1053,7 @@ static const char *type_name(key_type t)
     case KT_INT_LIST: return "a list of integers";
     case KT_STR_LIST: return "a list of names";
     case KT_INT_OR_LIST: return "an integer or a list of integers";
+    case KT_FLOAT_LIST: return "a list of numbers";
     }
     return "?";
 }
@@ -951,12 +1065,15 @@ static bool type_ok(key_type t, const cfg_value *v)
     case KT_FLOAT: return v->kind == CV_INT || v->kind == CV_FLOAT;
     case KT_BOOL: return v->kind == CV_BOOL;
     case KT_STRING: return v->kind == CV_STRING || v->bare;
-    case KT_INT_LIST: return v->kind == CV_LIST && v->elem != CV_STRING;
+    case KT_INT_LIST: return v->kind == CV_LIST && (v->elem == CV_INT || v->elem == CV_LIST);
+    case KT_FLOAT_LIST: return v->kind == CV_LIST && v->elem != CV_STRING;
     /* one name stands for a one-element list: model.recompute_modules=mlp */
     case KT_STR_LIST:
-        return (v->kind == CV_LIST && v->elem != CV_INT) || v->kind == CV_STRING;
+        return (v->kind == CV_LIST && (v->elem == CV_STRING || v->elem == CV_LIST)) ||
+               v->kind == CV_STRING;
     case KT_INT_OR_LIST:
-        return v->kind == CV_INT || (v->kind == CV_LIST && v->elem != CV_STRING);
+        return v->kind == CV_INT ||
+               (v->kind == CV_LIST && (v->elem == CV_INT || v->elem == CV_LIST));
     }
     return false;
 }
@@ -987,6 +1104,10 @@ static int check_range(const cfg_t *c, const key_def *k, const cfg_value *v, sim
         if (!(x > 0 && x <= 1))
             return cfg_err_key(c, err, SIM_EINVAL, k->key,
                                "must be in (0, 1] (a fraction of the peak; got %s)", got);
+        return SIM_OK;
+    case RG_FRAC:
+        if (!(x >= 0 && x <= 1))
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be in [0, 1] (got %s)", got);
         return SIM_OK;
     case RG_LAYERS:
         if (x < 1 || x > MODEL_MAX_LAYERS)
@@ -1070,8 +1191,130 @@ static int set_fabric(const cfg_t *c, const key_def *k, const cfg_value *v, run_
     static const fabric_kind kinds[] = { FABRIC_INFINIBAND, FABRIC_ROCE, FABRIC_ETHERNET };
     int i = 0;
     int rc = pick_name(c, k, v->s, names, 3, &i, err);
-    in->cluster.scaleout_kind = kinds[i];
+    in->cluster.scaleout.kind = kinds[i];
     return rc;
+}
+
+static int set_scaleup(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                       sim_err *err)
+{
+    static const char *const names[] = { "nvlink", "pcie" };
+    static const scaleup_kind kinds[] = { SCALEUP_NVLINK, SCALEUP_PCIE };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 2, &i, err);
+    in->cluster.scaleup.kind = kinds[i];
+    return rc;
+}
+
+static int set_dispatcher(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                          sim_err *err)
+{
+    static const char *const names[] = { "allgather", "alltoall", "flex" };
+    static const moe_dispatcher_kind kinds[] = { MOE_DISPATCHER_ALLGATHER,
+                                                 MOE_DISPATCHER_ALLTOALL, MOE_DISPATCHER_FLEX };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 3, &i, err);
+    in->par.moe_token_dispatcher = kinds[i];
+    return rc;
+}
+
+static int set_algo(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                    sim_err *err)
+{
+    if (!net_algo_from_name(v->s, &in->cluster.force_algo))
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "unknown value \"%s\" (expected one of: auto, ring, tree, nvls, "
+                           "nvls_tree, hierarchical)", v->s);
+    return SIM_OK;
+}
+
+static int set_proto(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                     sim_err *err)
+{
+    if (!net_proto_from_name(v->s, &in->cluster.force_proto))
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "unknown value \"%s\" (expected one of: auto, ll, ll128, simple)",
+                           v->s);
+    return SIM_OK;
+}
+
+static double list_num(const cfg_value *v, int j)
+{
+    return v->elem == CV_FLOAT ? v->flts[j] : (double)v->ints[j];
+}
+
+/* Element j of a numeric list against the key's range, as check_range does
+ * for a scalar. */
+static int check_elem(const cfg_t *c, const key_def *k, const cfg_value *v, int j, sim_err *err)
+{
+    double x = list_num(v, j);
+    bool ok = true;
+    const char *want = "";
+    switch (k->range) {
+    case RG_GE0: ok = x >= 0; want = ">= 0"; break;
+    case RG_GE1: ok = x >= 1; want = ">= 1"; break;
+    case RG_POS: ok = x > 0; want = "> 0"; break;
+    case RG_UNIT: ok = x > 0 && x <= 1; want = "in (0, 1]"; break;
+    case RG_FRAC: ok = x >= 0 && x <= 1; want = "in [0, 1]"; break;
+    case RG_ANY:
+    case RG_LAYERS: break;
+    }
+    if (!ok)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "element %d must be %s (got %g)", j, want,
+                           x);
+    return SIM_OK;
+}
+
+static int set_floats(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                      sim_err *err)
+{
+    if ((size_t)v->n != k->size)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "expected %zu numbers (one per protocol LL, LL128, Simple, or per "
+                           "1, 2, >= 3 domains), got %d", k->size, v->n);
+    double *out = (double *)(void *)((char *)in + k->offset);
+    for (int j = 0; j < v->n; j++) {
+        int rc = check_elem(c, k, v, j, err);
+        if (rc)
+            return rc;
+        out[j] = list_num(v, j) * (k->scale != 0 ? k->scale : 1.0);
+    }
+    return SIM_OK;
+}
+
+static int set_curve_sizes(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                           sim_err *err)
+{
+    net_curve *cv = (net_curve *)(void *)((char *)in + k->offset);
+    if (v->n > NET_CURVE_MAX)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "at most %d points (got %d)",
+                           NET_CURVE_MAX, v->n);
+    for (int j = 0; j < v->n; j++) {
+        if (v->ints[j] < 1 || (j > 0 && v->ints[j] <= v->ints[j - 1]))
+            return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                               "sizes must be >= 1 KiB and increasing (element %d is %" PRId64
+                               ")", j, v->ints[j]);
+        cv->log2_bytes[j] = log2((double)v->ints[j] * 1024.0);
+    }
+    cv->n = v->n;
+    return SIM_OK;
+}
+
+/* Runs after the sizes (late key). */
+static int set_curve_eff(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                         sim_err *err)
+{
+    net_curve *cv = (net_curve *)(void *)((char *)in + k->offset);
+    if (v->n != cv->n)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "%d efficiencies for %d sizes (the lists pair up)", v->n, cv->n);
+    for (int j = 0; j < v->n; j++) {
+        int rc = check_elem(c, k, v, j, err);
+        if (rc)
+            return rc;
+        cv->efficiency[j] = list_num(v, j);
+    }
+    return SIM_OK;
 }
 
 static int set_recompute_mods(const cfg_t *c, const key_def *k, const cfg_value *v,
@@ -1367,7 +1610,13 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
     return SIM_OK;
 }
 
-int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err)
+/* Keys a fabric-only resolve fills: the cluster and parsim's own options. */
+static bool fabric_key(const char *key)
+{
+    return strncmp(key, "cluster.", 8) == 0 || strncmp(key, "sim.", 4) == 0;
+}
+
+static int resolve(cfg_t *c, run_inputs *in, bool fabric_only, sim_err *err)
 {
     drop_auto_presets(c);
     int rc = load_presets(c, err);
@@ -1381,7 +1630,7 @@ int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err)
     for (int pass = 0; pass < 2; pass++) {
         for (size_t k = 0; k < N_KEYS; k++) {
             const key_def *kd = &keys[k];
-            if (kd->late != (pass == 1))
+            if (kd->late != (pass == 1) || (fabric_only && !fabric_key(kd->key)))
                 continue;
             const cfg_entry *e = find(c, kd->key);
             if (e) {
@@ -1401,7 +1650,14 @@ int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err)
                 return rc;
         }
     }
-    return check_model(c, in, err);
+    return fabric_only ? SIM_OK : check_model(c, in, err);
+}
+
+int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err) { return resolve(c, in, false, err); }
+
+int cfg_resolve_cluster(cfg_t *c, run_inputs *in, sim_err *err)
+{
+    return resolve(c, in, true, err);
 }
 
 /* ------------------------------------------------------------ printing */
@@ -1439,7 +1695,7 @@ void cfg_print_keys(FILE *out)
     for (size_t k = 0; k < N_KEYS; k++) {
         const key_def *kd = &keys[k];
         static const char *const tn[] = { "int", "float", "bool", "string", "int list",
-                                          "name list", "int|list" };
+                                          "name list", "int|list", "float list" };
         fprintf(out, "%-45s %-10s %-14s %s\n", kd->key, tn[kd->type],
                 kd->def ? kd->def : "(required)", kd->help);
     }

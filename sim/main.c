@@ -19,6 +19,31 @@ static const command commands[] = {
     {"run", cmd_run,
      "run [CONFIG.cfg] [KEY=VALUE ...] [--format text|json|csv] [--trace FILE.json] [--layout] [--dump-config]\n"
      "      simulate one training step and report time, throughput, MFU, bubble, communication, memory"},
+    {"net", cmd_net,
+     "net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N] [--max-bytes N] [--factor F]\n"
+     "         [--algo A] [--proto P] [--type T]\n"
+     "      print what nccl-tests prints for the modeled fabric (COLLECTIVE: all_reduce, all_gather,\n"
+     "      reduce_scatter, all_to_all, broadcast, p2p)"},
+    {"search", cmd_search,
+     "search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv] [--rank time|tokens|cost]\n"
+     "         [--token-budget N] [--gpus N|MIN:MAX] [--pareto] [--exhaustive]\n"
+     "      rank every legal layout that fits in memory; compare with the rules of thumb"},
+    {"validate", cmd_validate,
+     "validate FILE.csv [--out FILE.csv] [--rows FILTER] [--jobs N] [KEY=VALUE ...]\n"
+     "      predict published measurements (bench/validation/public.csv) and report the error"},
+    {"calibrate", cmd_calibrate,
+     "calibrate FILE.csv [--out PARAMS.cfg] [--params KEYS] [--rows FILTER] [--train-half even|odd] [--jobs N]\n"
+     "  parsim calibrate --nccl-tests LOG [--out PARAMS.cfg] [--params KEYS] [--op NAME] KEY=VALUE ...\n"
+     "      fit cost-model parameters to measured rows or nccl-tests output (sim.params=PARAMS.cfg)"},
+    {"compare", cmd_compare,
+     "compare OLD.csv NEW.csv [--fail-above PCT] [--key COLS] [--list N]\n"
+     "      line up two outputs of validate, sweep or search and report what moved"},
+    {"sweep", cmd_sweep,
+     "sweep SWEEP.cfg [--jobs N] [--shard K/N] [--out FILE.csv]\n"
+     "      run every configuration of a sweep spec, one CSV row each (resumes --out)"},
+    {"merge", cmd_merge,
+     "merge OUT.csv SHARD.csv ...\n"
+     "      join the outputs of sweep --shard K/N into the unsharded sweep's CSV"},
 };
 
 static void usage(FILE *out)

@@ -1,6 +1,48 @@
+/* net: collectives on the fabric with NCCL's algorithms and protocols.
+ *
+ * Notation (one call): S bytes, n ranks, D NVLink domains, r = n/D ranks
+ * per domain.  Bandwidths below are per GPU, one direction, already
+ * multiplied by the tier's efficiency (scale-up at S, scale-out at S/n, or
+ * S/D for all-to-all):
+ *
+ *   B_nv    scale-up ring bus bandwidth     B_a2a  scale-up all-to-all
+ *   B_nvls  NVLink SHARP per-GPU rate       B_nic  the GPU's share of its node's NICs
+ *
+ * Volumes, per GPU (nccl-tests / NCCL definitions; see net.h):
+ *
+ *   ring      every link of the ring carries 2(n-1)/n S (all-reduce),
+ *             (n-1)/n S (all-gather, reduce-scatter) or S (broadcast).  A
+ *             domain's ring channels leave it through the NICs of its r
+ *             members, so the ring's bus rate is min(B_nv, r B_nic).
+ *   tree      NCCL's model: the bus rate as for ring, at half the
+ *             algorithm bandwidth (each GPU sends S up and S down).
+ *   NVLS      all-reduce: each GPU pushes S into the switch and its reduced
+ *             shard S/n back out, S(1+1/n) at B_nvls; all-gather and
+ *             reduce-scatter move (n-1)/n S at B_nvls (no gain over ring,
+ *             NVIDIA/nccl #1506).
+ *   NVLS tree NVLS inside each domain, then a tree between domains over
+ *             each GPU's NIC for its shard S/r (a pair exchange for D = 2,
+ *             up and down for D > 2).
+ *   hier      reduce-scatter in the domain ((r-1)/r S on NVLink), ring
+ *             all-reduce of the shard across domains (2(D-1)/D S/r on the
+ *             NIC), all-gather in the domain; all-gather / reduce-scatter
+ *             do one half.
+ *   p2p       all-to-all: (r-1)/n S stays in the domain, (n-r)/n S leaves
+ *             through the GPU's NIC at scaleout.a2a_efficiency.
+ *
+ * Two-tier forms (NVLS tree, hier) take max(a, b) + f min(a, b), f =
+ * scaleout.hier_serial_fraction.  Spine: a leaf's uplinks carry
+ * su_nodes/oversubscription NICs' worth; when a share x of its downlink
+ * traffic goes up, the NIC rate drops by max(1, x * oversubscription).
+ */
 #include "net.h"
 
 #include <math.h>
+#include <string.h>
+
+#include <gsl/gsl_interp.h>
+
+/* ------------------------------------------------------------- names */
 
 const char *coll_kind_name(coll_kind k)
 {
@@ -10,90 +52,539 @@ const char *coll_kind_name(coll_kind k)
     return (k >= 0 && k < COLL_KINDS) ? names[k] : "?";
 }
 
-/* The group is split into D scale-up domains of r members each (groups are
- * congruent under Megatron's rank order).  Inside a domain the collective
- * runs over NVLink; across domains each member drives its own NIC, as in
- * NCCL's hierarchical and multi-channel ring forms, so the two tiers work
- * in a pipeline and the slower one sets the time. */
-double net_collective_s(const cluster_spec *c, const group_span *g, coll_kind k, double bytes)
+bool coll_kind_from_name(const char *name, coll_kind *out)
 {
-    double n = (double)g->size;
-    if (g->size <= 1 || bytes <= 0)
-        return 0.0;
-    double domains = g->domains > 0 ? (double)g->domains : 1.0;
-    double r = n / domains;
-    const tier_spec *nv = &c->nvlink, *net = &c->scaleout;
-    double intra = 0, inter = 0, lat = 0;
+    static const struct {
+        const char *name;
+        coll_kind k;
+    } names[] = {
+        { "all_reduce", COLL_ALL_REDUCE },    { "allreduce", COLL_ALL_REDUCE },
+        { "all_gather", COLL_ALL_GATHER },    { "allgather", COLL_ALL_GATHER },
+        { "reduce_scatter", COLL_REDUCE_SCATTER }, { "reducescatter", COLL_REDUCE_SCATTER },
+        { "all_to_all", COLL_ALL_TO_ALL },    { "alltoall", COLL_ALL_TO_ALL },
+        { "broadcast", COLL_BROADCAST },      { "p2p", COLL_P2P },
+        { "sendrecv", COLL_P2P },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(name, names[i].name) == 0) {
+            *out = names[i].k;
+            return true;
+        }
+    }
+    return false;
+}
 
+const char *net_algo_name(net_algo a)
+{
+    switch (a) {
+    case NET_ALGO_AUTO: return "auto";
+    case NET_ALGO_RING: return "ring";
+    case NET_ALGO_TREE: return "tree";
+    case NET_ALGO_NVLS: return "nvls";
+    case NET_ALGO_NVLS_TREE: return "nvls_tree";
+    case NET_ALGO_HIER: return "hierarchical";
+    case NET_ALGO_P2P: return "p2p";
+    case NET_ALGOS: break;
+    }
+    return "?";
+}
+
+bool net_algo_from_name(const char *name, net_algo *out)
+{
+    for (int a = NET_ALGO_AUTO; a < NET_ALGO_P2P; a++) {
+        if (strcmp(name, net_algo_name((net_algo)a)) == 0) {
+            *out = (net_algo)a;
+            return true;
+        }
+    }
+    if (strcmp(name, "nvlstree") == 0) { /* NCCL_ALGO's spelling */
+        *out = NET_ALGO_NVLS_TREE;
+        return true;
+    }
+    return false;
+}
+
+const char *net_proto_name(net_proto p)
+{
+    switch (p) {
+    case NET_PROTO_AUTO: return "auto";
+    case NET_PROTO_LL: return "ll";
+    case NET_PROTO_LL128: return "ll128";
+    case NET_PROTO_SIMPLE: return "simple";
+    case NET_PROTOS: break;
+    }
+    return "?";
+}
+
+bool net_proto_from_name(const char *name, net_proto *out)
+{
+    for (int p = NET_PROTO_AUTO; p < NET_PROTOS; p++) {
+        if (strcmp(name, net_proto_name((net_proto)p)) == 0) {
+            *out = (net_proto)p;
+            return true;
+        }
+    }
+    return false;
+}
+
+double net_busbw_factor(coll_kind k, int64_t n)
+{
+    double dn = (double)n;
+    if (n <= 1)
+        return k == COLL_BROADCAST || k == COLL_P2P ? 1.0 : 0.0;
     switch (k) {
-    case COLL_ALL_REDUCE:
-        intra = 2.0 * (r - 1) / r * bytes / nv->bw_bytes_per_s;
-        inter = 2.0 * (domains - 1) / domains * (bytes / r) / net->bw_bytes_per_s;
-        lat = 2.0 * (r - 1) * nv->latency_s + 2.0 * (domains - 1) * net->latency_s;
-        break;
+    case COLL_ALL_REDUCE: return 2.0 * (dn - 1) / dn;
     case COLL_ALL_GATHER:
     case COLL_REDUCE_SCATTER:
-        intra = (r - 1) / r * bytes / nv->bw_bytes_per_s;
-        inter = (domains - 1) / domains * (bytes / r) / net->bw_bytes_per_s;
-        lat = (r - 1) * nv->latency_s + (domains - 1) * net->latency_s;
-        break;
-    case COLL_ALL_TO_ALL:
-        /* Of the per-rank send buffer, (r-1)/n stays in the domain and
-         * (n-r)/n leaves it through the rank's own NIC. */
-        intra = (r - 1) / n * bytes / nv->bw_bytes_per_s;
-        inter = (n - r) / n * bytes / net->bw_bytes_per_s;
-        lat = domains > 1 ? net->latency_s : nv->latency_s;
-        break;
+    case COLL_ALL_TO_ALL: return (dn - 1) / dn;
     case COLL_BROADCAST:
-        intra = bytes / nv->bw_bytes_per_s;
-        inter = domains > 1 ? bytes / net->bw_bytes_per_s : 0.0;
-        lat = (r - 1) * nv->latency_s + (domains - 1) * net->latency_s;
-        break;
     case COLL_P2P:
-    case COLL_KINDS:
-        intra = domains > 1 ? 0.0 : bytes / nv->bw_bytes_per_s;
-        inter = domains > 1 ? bytes / net->bw_bytes_per_s : 0.0;
-        lat = domains > 1 ? net->latency_s : nv->latency_s;
+    case COLL_KINDS: break;
+    }
+    return 1.0;
+}
+
+/* ------------------------------------------------------------ curves */
+
+/* Efficiency at `bytes` per rank.  The curve is a handful of points, so
+ * the segment is found with gsl_interp_bsearch and interpolated linearly
+ * in log2(bytes), exactly as gsl_interp_linear would, without allocating
+ * an interpolator per call. */
+static double curve_at(const net_curve *cv, double bytes)
+{
+    if (cv->n == 0)
+        return 1.0;
+    double x = log2(bytes > 1.0 ? bytes : 1.0);
+    const double *xs = cv->log2_bytes, *ys = cv->efficiency;
+    size_t last = (size_t)cv->n - 1;
+    if (x <= xs[0])
+        return ys[0];
+    if (x >= xs[last])
+        return ys[last];
+    size_t i = gsl_interp_bsearch(xs, x, 0, last);
+    double t = (x - xs[i]) / (xs[i + 1] - xs[i]);
+    return ys[i] + t * (ys[i + 1] - ys[i]);
+}
+
+/* --------------------------------------------------------- one call */
+
+/* Everything about one call that does not depend on the algorithm. */
+typedef struct call {
+    const cluster_spec *c;
+    coll_kind k;
+    double S, n, D, r;
+    double bw_nv, bw_a2a, bw_nvls, bw_nic; /* with efficiency at S/n */
+    double spine_ring, spine_a2a;          /* NIC slowdown, >= 1 */
+} call;
+
+static double spine_factor(const cluster_spec *c, double up_share)
+{
+    double o = c->scaleout.spine_oversubscription;
+    double x = up_share * (o > 1.0 ? o : 1.0);
+    return x > 1.0 ? x : 1.0;
+}
+
+static void call_init(call *x, const cluster_spec *c, const group_span *g, coll_kind k,
+                      double bytes)
+{
+    x->c = c;
+    x->k = k;
+    x->S = bytes;
+    x->n = (double)g->size;
+    x->D = g->domains > 0 ? (double)g->domains : 1.0;
+    x->r = x->n / x->D;
+    /* The scale-up curve is measured on one node and read at the call's
+     * size (NCCL sizes its channels by the total); the scale-out curve
+     * lines up across node counts by the bytes each rank adds (SimAI's
+     * ratios at 2..128 nodes), so it is read per rank.  An all-to-all's
+     * network messages are per remote domain: NCCL's PXN gathers what the
+     * r ranks of a domain send to one GPU into one transfer, S/n x r. */
+    double e_nv = curve_at(&c->scaleup.efficiency, bytes);
+    double per_rank = k == COLL_ALL_TO_ALL ? bytes / x->D : bytes / x->n;
+    double e_net = curve_at(&c->scaleout.efficiency, per_rank);
+    x->bw_nv = c->scaleup.bw_bytes_per_s * e_nv;
+    x->bw_a2a = c->scaleup.a2a_bw_bytes_per_s * e_nv;
+    x->bw_nvls = c->scaleup.nvls_bw_bytes_per_s * e_nv;
+    x->bw_nic = cluster_nic_bw_per_gpu(c) * e_net;
+    x->spine_ring = spine_factor(c, g->spine_hop_fraction);
+    x->spine_a2a = spine_factor(c, g->spine_peer_fraction);
+}
+
+static const nccl_latency *intra_hw(const cluster_spec *c)
+{
+    return c->scaleup.kind == SCALEUP_PCIE ? &c->nccl.pcie : &c->nccl.nvlink;
+}
+
+/* LL's bus bandwidth cap (NCCL llMaxBws: one domain, two, more). */
+static double ll_cap(const call *x)
+{
+    int i = x->D <= 1 ? 0 : x->D <= 2 ? 1 : 2;
+    return x->c->nccl.ll_max_bw_bytes_per_s[i];
+}
+
+static bool proto_ok(const cluster_spec *c, net_algo a, net_proto p)
+{
+    if (p == NET_PROTO_LL128 && (!c->nccl.ll128 || a == NET_ALGO_P2P))
+        return false; /* NCCL's p2p runs LL or Simple */
+    if ((a == NET_ALGO_NVLS || a == NET_ALGO_NVLS_TREE) && p != NET_PROTO_SIMPLE)
+        return false;
+    return true;
+}
+
+bool net_algo_supported(const cluster_spec *c, const group_span *g, coll_kind k, net_algo a,
+                        const char **why)
+{
+    const char *no = NULL;
+    bool ar = k == COLL_ALL_REDUCE, agrs = k == COLL_ALL_GATHER || k == COLL_REDUCE_SCATTER;
+    bool multi = g->domains > 1;
+    bool nvls = c->scaleup.nvls_bw_bytes_per_s > 0 && c->scaleup.kind == SCALEUP_NVLINK;
+    bool p2p_kind = k == COLL_ALL_TO_ALL || k == COLL_P2P;
+    switch (a) {
+    case NET_ALGO_AUTO:
+        break;
+    case NET_ALGO_P2P:
+        if (!p2p_kind)
+            no = "p2p is the form of all_to_all and p2p only";
+        break;
+    case NET_ALGO_RING:
+        if (p2p_kind)
+            no = "all_to_all and p2p are point-to-point (no algorithm choice)";
+        break;
+    case NET_ALGO_TREE:
+        if (!ar)
+            no = "NCCL runs tree for all_reduce only";
+        break;
+    case NET_ALGO_NVLS:
+        if (!ar && !agrs)
+            no = "NVLS runs all_reduce, all_gather and reduce_scatter only";
+        else if (!nvls)
+            no = "this fabric has no NVLink SHARP (cluster.nvlink.nvls_bw_gbytes_per_s = 0, or "
+                 "cluster.nvlink.kind = pcie)";
+        else if (multi)
+            no = "NVLS across NVLink domains needs IB SHARP (CollNet), which is not modeled; "
+                 "use nvls_tree";
+        break;
+    case NET_ALGO_NVLS_TREE:
+        if (!ar)
+            no = "NVLS tree runs all_reduce only";
+        else if (!nvls)
+            no = "this fabric has no NVLink SHARP (cluster.nvlink.nvls_bw_gbytes_per_s = 0, or "
+                 "cluster.nvlink.kind = pcie)";
+        else if (!multi)
+            no = "NVLS tree needs more than one NVLink domain (NCCL disables it on one node)";
+        break;
+    case NET_ALGO_HIER:
+        if (!ar && !agrs)
+            no = "the hierarchical form runs all_reduce, all_gather and reduce_scatter only";
+        else if (!multi)
+            no = "the hierarchical form needs more than one NVLink domain";
+        break;
+    case NET_ALGOS:
+        no = "unknown algorithm";
         break;
     }
-    return fmax(intra, inter) + lat;
+    if (why)
+        *why = no;
+    return no == NULL;
+}
+
+/* NCCL's latency for (algorithm, protocol) (tuning.cc, hardware.md §4.2).
+ * "Nodes" there are NVLink domains here. */
+static double latency_s(const call *x, net_algo a, net_proto p)
+{
+    const cluster_spec *c = x->c;
+    const nccl_params *nc = &c->nccl;
+    const nccl_latency *in = intra_hw(c), *net = &nc->net;
+    double n = x->n, D = x->D, r = x->r;
+    bool multi = D > 1;
+    double overhead = 0.0;
+    if (multi)
+        overhead = nc->net_overhead_s *
+                   (p == NET_PROTO_SIMPLE ? nc->net_overhead_simple_factor : 1.0);
+    double intra = fmax(in->ring[p], overhead);
+    /* With one rank per domain every step is exposed: NCCL uses the tree's
+     * network latency then. */
+    double inter = r <= 1.0 ? net->tree[p] : net->ring[p];
+    double log2d = multi ? floor(log2(D)) : 0.0;
+
+    switch (a) {
+    case NET_ALGO_RING: {
+        double steps, isteps;
+        switch (x->k) {
+        case COLL_ALL_REDUCE: steps = 2 * (n - 1); isteps = 2 * (D - 1); break;
+        case COLL_BROADCAST: steps = n; isteps = D - 1; break;
+        default: steps = n - 1; isteps = D - 1; break;
+        }
+        double lat = nc->base.ring[p] + (steps - isteps) * intra + isteps * inter;
+        if (x->k == COLL_ALL_REDUCE && multi && p == NET_PROTO_SIMPLE)
+            lat *= nc->ring_plateau_factor;
+        return lat;
+    }
+    case NET_ALGO_HIER: {
+        double m = x->k == COLL_ALL_REDUCE ? 2.0 : 1.0;
+        return nc->base.ring[p] + m * (r - 1) * intra + m * (D - 1) * inter;
+    }
+    case NET_ALGO_TREE:
+        return nc->base.tree[p] + 2 * ((r - 1) * in->tree[p] + log2d * net->tree[p]);
+    case NET_ALGO_NVLS:
+        return in->nvls + (multi ? net->nvls : 0.0);
+    case NET_ALGO_NVLS_TREE:
+        return in->nvls_tree + 2 * log2d * net->nvls_tree;
+    case NET_ALGO_P2P:
+        /* One send/receive step on the farthest tier (NCCL base + hardware
+         * latency of a ring step, as SimAI's send-latency table). */
+        return nc->base.ring[p] + (multi ? inter : in->ring[p]);
+    case NET_ALGO_AUTO:
+    case NET_ALGOS:
+        break;
+    }
+    return INFINITY;
+}
+
+/* A bus rate through both tiers: NVLink, and the domain's NICs (r members
+ * each with its share, slowed by the spine) once the group leaves it. */
+static double bus_rate(const call *x, double pf, net_proto p)
+{
+    double bus = x->bw_nv * pf;
+    if (x->D > 1)
+        bus = fmin(bus, x->r * x->bw_nic * pf / x->spine_ring);
+    if (p == NET_PROTO_LL)
+        bus = fmin(bus, ll_cap(x));
+    return bus;
+}
+
+static double capped(const call *x, double bw, net_proto p)
+{
+    return p == NET_PROTO_LL ? fmin(bw, ll_cap(x)) : bw;
+}
+
+static double two_tier(const cluster_spec *c, double a, double b)
+{
+    return fmax(a, b) + c->scaleout.hier_serial_fraction * fmin(a, b);
+}
+
+/* Bandwidth term of (algorithm, protocol), seconds. */
+static double transfer_s(const call *x, net_algo a, net_proto p)
+{
+    const cluster_spec *c = x->c;
+    const nccl_params *nc = &c->nccl;
+    double S = x->S, n = x->n, D = x->D, r = x->r;
+    bool ar = x->k == COLL_ALL_REDUCE;
+
+    switch (a) {
+    case NET_ALGO_RING: {
+        double vol = ar ? 2 * (n - 1) / n * S : x->k == COLL_BROADCAST ? S : (n - 1) / n * S;
+        return vol / bus_rate(x, nc->ring_bw_factor[p], p);
+    }
+    case NET_ALGO_TREE: {
+        double pf = nc->tree_bw_factor[p];
+        if (p == NET_PROTO_LL128 && D <= 1)
+            pf = nc->tree_ll128_one_domain_factor;
+        return 2 * S / bus_rate(x, pf, p);
+    }
+    case NET_ALGO_NVLS:
+        return (ar ? S * (1 + 1 / n) : (n - 1) / n * S) / x->bw_nvls;
+    case NET_ALGO_NVLS_TREE: {
+        double intra = S * (1 + 1 / r) / x->bw_nvls;
+        double inter = (D <= 2 ? 1.0 : 2.0) * S / r / (x->bw_nic / x->spine_ring);
+        return two_tier(c, intra, inter);
+    }
+    case NET_ALGO_HIER: {
+        double m = ar ? 2.0 : 1.0, pf = nc->ring_bw_factor[p];
+        double intra = m * (r - 1) / r * S / capped(x, x->bw_nv * pf, p);
+        double inter = m * (D - 1) / D * S / r / capped(x, x->bw_nic * pf / x->spine_ring, p);
+        return two_tier(c, intra, inter);
+    }
+    case NET_ALGO_P2P: {
+        double pf = nc->ring_bw_factor[p];
+        double intra = (r - 1) / n * S / capped(x, x->bw_a2a * pf, p);
+        double inter = 0.0;
+        if (D > 1)
+            inter = (n - r) / n * S /
+                    capped(x, x->bw_nic * c->scaleout.a2a_efficiency * pf / x->spine_a2a, p);
+        return fmax(intra, inter);
+    }
+    case NET_ALGO_AUTO:
+    case NET_ALGOS:
+        break;
+    }
+    return INFINITY;
+}
+
+int net_collective_choose(const cluster_spec *c, const group_span *g, coll_kind k, double bytes,
+                          net_algo algo, net_proto proto, net_choice *out)
+{
+    if (g->size <= 1 || bytes <= 0) {
+        if (out)
+            *out = (net_choice){ .algo = algo == NET_ALGO_AUTO ? NET_ALGO_RING : algo,
+                                 .proto = proto == NET_PROTO_AUTO ? NET_PROTO_SIMPLE : proto };
+        return 0;
+    }
+    if (k == COLL_P2P) {
+        /* A send between consecutive members: the group's tier. */
+        int64_t stride = g->domains > 1 ? (c->nvlink_domain_gpus > g->stride ? c->nvlink_domain_gpus
+                                                                             : g->stride)
+                                        : g->stride;
+        if (algo != NET_ALGO_AUTO && algo != NET_ALGO_P2P)
+            return -1;
+        return net_p2p_choose(c, stride, bytes, proto, out);
+    }
+    call x;
+    call_init(&x, c, g, k, bytes);
+    net_choice best = { .algo = NET_ALGO_AUTO, .proto = NET_PROTO_AUTO, .time_s = INFINITY };
+    net_algo a0 = k == COLL_ALL_TO_ALL ? NET_ALGO_P2P : NET_ALGO_RING;
+    net_algo a1 = k == COLL_ALL_TO_ALL ? NET_ALGO_P2P : NET_ALGO_HIER;
+    for (int a = a0; a <= a1; a++) {
+        /* NCCL's automatic choice never picks parsim's hierarchical form. */
+        if (algo == NET_ALGO_AUTO ? a == NET_ALGO_HIER : a != algo)
+            continue;
+        if (!net_algo_supported(c, g, k, (net_algo)a, NULL))
+            continue;
+        for (int p = 0; p < NET_PROTOS; p++) {
+            if ((proto != NET_PROTO_AUTO && p != proto) || !proto_ok(c, (net_algo)a, (net_proto)p))
+                continue;
+            double lat = latency_s(&x, (net_algo)a, (net_proto)p);
+            double t = lat + transfer_s(&x, (net_algo)a, (net_proto)p);
+            if (t < best.time_s)
+                best = (net_choice){ .algo = (net_algo)a, .proto = (net_proto)p, .time_s = t,
+                                     .latency_s = lat };
+        }
+    }
+    if (!isfinite(best.time_s))
+        return -1;
+    if (out)
+        *out = best;
+    return 0;
+}
+
+double net_collective_s(const cluster_spec *c, const group_span *g, coll_kind k, double bytes)
+{
+    net_choice ch;
+    if (net_collective_choose(c, g, k, bytes, c->force_algo, c->force_proto, &ch) == 0)
+        return ch.time_s;
+    if (net_collective_choose(c, g, k, bytes, NET_ALGO_AUTO, c->force_proto, &ch) == 0)
+        return ch.time_s;
+    if (net_collective_choose(c, g, k, bytes, NET_ALGO_AUTO, NET_PROTO_AUTO, &ch) == 0)
+        return ch.time_s;
+    return 0.0;
+}
+
+int net_p2p_choose(const cluster_spec *c, int64_t stride, double bytes, net_proto proto,
+                   net_choice *out)
+{
+    if (bytes <= 0) {
+        if (out)
+            *out = (net_choice){ .algo = NET_ALGO_P2P, .proto = NET_PROTO_SIMPLE };
+        return 0;
+    }
+    /* Rank 0 and rank `stride` share a domain iff stride < domain size. */
+    bool same = stride < c->nvlink_domain_gpus;
+    const nccl_params *nc = &c->nccl;
+    double bw;
+    const double *hw;
+    if (same) {
+        bw = c->scaleup.bw_bytes_per_s * curve_at(&c->scaleup.efficiency, bytes);
+        hw = intra_hw(c)->ring;
+    } else {
+        /* Every GPU of a stage sends at once; a share stride/su_size of the
+         * pairs lands in another scalable unit. */
+        double share = 0.0;
+        if (c->scaleout.su_nodes > 0 && c->gpus_per_node > 0) {
+            share = (double)stride / (double)c->gpus_per_node / (double)c->scaleout.su_nodes;
+            share = share > 1.0 ? 1.0 : share;
+        }
+        bw = cluster_nic_bw_per_gpu(c) * curve_at(&c->scaleout.efficiency, bytes) /
+             spine_factor(c, share);
+        hw = nc->net.ring;
+    }
+    net_choice best = { .algo = NET_ALGO_P2P, .proto = NET_PROTO_AUTO, .time_s = INFINITY };
+    for (int p = 0; p < NET_PROTOS; p++) {
+        if ((proto != NET_PROTO_AUTO && p != proto) || !proto_ok(c, NET_ALGO_P2P, (net_proto)p))
+            continue;
+        double b = bw * nc->ring_bw_factor[p];
+        if (p == NET_PROTO_LL)
+            b = fmin(b, nc->ll_max_bw_bytes_per_s[same ? 0 : 1]);
+        double lat = nc->base.ring[p] + hw[p];
+        double t = lat + bytes / b;
+        if (t < best.time_s)
+            best = (net_choice){ .algo = NET_ALGO_P2P, .proto = (net_proto)p, .time_s = t,
+                                 .latency_s = lat };
+    }
+    if (!isfinite(best.time_s))
+        return -1;
+    if (out)
+        *out = best;
+    return 0;
 }
 
 double net_p2p_s(const cluster_spec *c, int64_t stride, double bytes)
 {
-    if (bytes <= 0)
-        return 0.0;
-    /* Rank 0 and rank `stride` share a domain iff stride < domain size. */
-    bool same = stride < c->nvlink_domain_gpus;
-    const tier_spec *t = same ? &c->nvlink : &c->scaleout;
-    return t->latency_s + bytes / t->bw_bytes_per_s;
+    net_choice ch;
+    if (net_p2p_choose(c, stride, bytes, c->force_proto, &ch) == 0 ||
+        net_p2p_choose(c, stride, bytes, NET_PROTO_AUTO, &ch) == 0)
+        return ch.time_s;
+    return 0.0;
 }
+
+/* ------------------------------------------------------------- spans */
 
 void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out)
 {
+    memset(out, 0, sizeof *out);
     out->size = size;
     out->stride = stride;
-    int64_t nodes = 0, domains = 0, last_node = -1, last_domain = -1;
-    int64_t per_node = 0, max_per_node = 0;
-    /* Members are increasing ranks, so each node/domain change is new. */
+    out->concurrent = size > 0 && c->num_gpus >= size ? c->num_gpus / size : 1;
+    int64_t node = -1, dom = -1, su = -1, su0 = 0;
+    int64_t run_node = 0, run_dom = 0, run_su = 0;
+    double sq_dom = 0.0, sq_su = 0.0;
+    int64_t hops = 0, spine_hops = 0;
+    /* Members are increasing ranks, so each change of node, domain or unit
+     * between consecutive members is a new one. */
     for (int64_t i = 0; i < size; i++) {
         int64_t rank = i * stride;
-        int64_t node = cluster_node_of(c, rank), dom = cluster_domain_of(c, rank);
-        if (node != last_node) {
-            nodes++;
-            last_node = node;
-            per_node = 0;
+        int64_t nd = cluster_node_of(c, rank), dm = cluster_domain_of(c, rank);
+        int64_t u = cluster_su_of(c, rank);
+        if (i == 0)
+            su0 = u;
+        if (nd != node) {
+            out->nodes++;
+            node = nd;
+            run_node = 0;
         }
-        per_node++;
-        if (per_node > max_per_node)
-            max_per_node = per_node;
-        if (dom != last_domain) {
-            domains++;
-            last_domain = dom;
+        if (++run_node > out->ranks_per_node)
+            out->ranks_per_node = run_node;
+        if (dm != dom) {
+            if (i > 0) {
+                hops++;
+                spine_hops += u != su;
+                sq_dom += (double)run_dom * (double)run_dom;
+            }
+            out->domains++;
+            dom = dm;
+            run_dom = 0;
         }
+        run_dom++;
+        if (u != su) {
+            if (i > 0)
+                sq_su += (double)run_su * (double)run_su;
+            out->sus++;
+            su = u;
+            run_su = 0;
+        }
+        run_su++;
     }
-    out->nodes = nodes;
-    out->ranks_per_node = max_per_node;
-    out->domains = domains;
-    out->in_nvlink_domain = domains <= 1;
+    sq_dom += (double)run_dom * (double)run_dom;
+    sq_su += (double)run_su * (double)run_su;
+    if (out->domains > 1) { /* the ring closes: last member back to the first */
+        hops++;
+        spine_hops += su != su0;
+    }
+    out->in_nvlink_domain = out->domains <= 1;
+    out->spine_hop_fraction = hops > 0 ? (double)spine_hops / (double)hops : 0.0;
+    /* Ordered pairs of members in different domains, and in different
+     * units: n^2 minus the pairs inside each run. */
+    double n2 = (double)size * (double)size;
+    double other_dom = n2 - sq_dom, other_su = n2 - sq_su;
+    double f = other_dom > 0 ? other_su / other_dom : 0.0;
+    out->spine_peer_fraction = f > 1.0 ? 1.0 : f;
 }

@@ -1,13 +1,37 @@
-/* net: how long a collective takes on the modeled fabric.
+/* net: how long a collective takes on the modeled fabric, the way NCCL
+ * runs it.
  *
- * A group (group_span from strategy) runs inside one NVLink domain or
- * crosses into the scale-out network.  First model: alpha-beta per tier
- * with NCCL-test definitions (ring all-reduce moves 2(n-1)/n of the buffer
- * per rank, all-gather and reduce-scatter (n-1)/n, all-to-all (n-1)/n,
- * p2p the message).  Across nodes the members on one node drive their own
- * NICs in parallel (hierarchical form), so the inter-node bandwidth of the
- * group is ranks_per_node x NIC bandwidth, capped by the NVLink tier.
- * Units: bytes, seconds.
+ * A collective of S bytes on a group of n ranks spread over D NVLink
+ * domains (r = n/D ranks in each) is costed for each of NCCL's algorithms
+ * that can run it — ring, tree, NVLS (NVLink SHARP, one domain), NVLS tree
+ * (NVLS inside domains, a tree between them), and parsim's hierarchical
+ * form — and each protocol (LL, LL128, Simple):
+ *
+ *     time = latency(algorithm, protocol, n, D) + bytes moved / bandwidth
+ *
+ * The latency is NCCL's own tuning model (src/graph/tuning.cc: a base
+ * latency plus a hardware latency per algorithm step, per tier).  The
+ * bandwidth term counts the bytes each GPU moves on its NVLink ports and
+ * on its share of the node's NICs (cluster_nic_bw_per_gpu), at the tier's
+ * measured bandwidth times its efficiency at this message size, times
+ * NCCL's protocol factor (LL carries half payload, LL128 120 of 128 bytes).
+ * Flat algorithms (ring, tree) stream every chunk through both tiers, so
+ * the slower tier sets the rate; two-tier algorithms (hierarchical, NVLS
+ * tree) overlap their phases only partly (scaleout.hier_serial_fraction).
+ * Traffic that leaves a scalable unit is slowed by the spine's
+ * oversubscription in proportion to the share of a leaf's traffic that
+ * goes up (group_span.spine_*_fraction).  The (algorithm, protocol) pair of
+ * least predicted time is chosen, as NCCL does, unless the cluster forces
+ * one (sim.nccl_algo, sim.nccl_proto).  All-to-all and send/recv are
+ * point-to-point: they choose only the protocol.
+ *
+ * bytes is the size nccl-tests reports: the full buffer for all-reduce and
+ * broadcast, the gathered output for all-gather, the input for
+ * reduce-scatter, the per-rank send buffer for all-to-all, the message for
+ * p2p.  A group of size 1 costs nothing.  Units: bytes, seconds.
+ *
+ * Every function here is pure: no allocation, no state between calls, so
+ * it can be called for every op of a workload.
  */
 #ifndef PARSIM_NET_H
 #define PARSIM_NET_H
@@ -22,20 +46,54 @@ typedef enum {
     COLL_BROADCAST, COLL_P2P, COLL_KINDS
 } coll_kind;
 
-/* bytes is the size nccl-tests reports: the full buffer for all-reduce and
- * broadcast, the gathered output for all-gather, the input for
- * reduce-scatter, the per-rank send buffer for all-to-all, the message for
- * p2p.  A group of size 1 costs nothing. */
+/* What a collective costs with the algorithm and protocol used. */
+typedef struct net_choice {
+    net_algo algo;     /* NET_ALGO_P2P for all-to-all and p2p */
+    net_proto proto;
+    double time_s;     /* total */
+    double latency_s;  /* of which the latency term */
+} net_choice;
+
+/* Time of the collective with the cluster's forced algorithm/protocol
+ * where they can run it, else NCCL's choice. */
 double net_collective_s(const cluster_spec *c, const group_span *g, coll_kind k, double bytes);
 
-/* Point-to-point send between two ranks `stride` apart. */
+/* The collective with algo/proto (NET_*_AUTO = choose by least time).
+ * Returns 0 and fills out, or -1 if no pair with the requested algo/proto
+ * can run this collective on this group (out is then untouched). */
+int net_collective_choose(const cluster_spec *c, const group_span *g, coll_kind k, double bytes,
+                          net_algo algo, net_proto proto, net_choice *out);
+
+/* Whether algo can run collective k on group g; if not and why is not
+ * NULL, *why says what is missing. */
+bool net_algo_supported(const cluster_spec *c, const group_span *g, coll_kind k, net_algo algo,
+                        const char **why);
+
+/* Point-to-point send between two ranks `stride` apart (all GPUs sending at
+ * once, as in a pipeline stage boundary). */
 double net_p2p_s(const cluster_spec *c, int64_t stride, double bytes);
 
+/* Same with the protocol chosen (proto AUTO) or forced; -1 if the protocol
+ * cannot run p2p (LL128). */
+int net_p2p_choose(const cluster_spec *c, int64_t stride, double bytes, net_proto proto,
+                   net_choice *out);
+
+/* nccl-tests' busbw / algbw for a collective on n ranks (PERFORMANCE.md):
+ * all-reduce 2(n-1)/n, all-gather, reduce-scatter and all-to-all (n-1)/n,
+ * broadcast and p2p 1. */
+double net_busbw_factor(coll_kind k, int64_t n);
+
 const char *coll_kind_name(coll_kind k);
+bool coll_kind_from_name(const char *name, coll_kind *out);
+const char *net_algo_name(net_algo a);
+bool net_algo_from_name(const char *name, net_algo *out);
+const char *net_proto_name(net_proto p);
+bool net_proto_from_name(const char *name, net_proto *out);
 
 /* Where the group of `size` ranks, `stride` apart, that holds rank 0 sits:
- * nodes, NVLink domains and members per node.  Groups of Megatron's rank
- * order are congruent, so this describes every group of the kind. */
+ * nodes, NVLink domains, scalable units, members per node and the share of
+ * its traffic that crosses the spine.  Groups of Megatron's rank order are
+ * congruent, so this describes every group of the kind.  O(size). */
 void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out);
 
 #endif

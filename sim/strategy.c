@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "net.h"
 
 /* Sizes come from config as int64; products of four of them can overflow.
  * Every caller treats an overflowing product as "larger than the world". */
@@ -37,32 +38,6 @@ static int64_t gcd64(int64_t a, int64_t b)
         b = t;
     }
     return a;
-}
-
-/* Span of the group containing rank 0: members 0, stride, 2*stride, ...
- * Members are increasing, so a change of node (or domain) id between
- * consecutive members is a new node (domain). */
-static group_span span_of(const cluster_spec *c, int64_t size, int64_t stride)
-{
-    group_span g = { .size = size, .stride = stride };
-    int64_t node = -1, dom = -1, run = 0;
-    for (int64_t k = 0; k < size; k++) {
-        int64_t r = k * stride;
-        int64_t nd = cluster_node_of(c, r), dm = cluster_domain_of(c, r);
-        if (nd != node) {
-            g.nodes++;
-            node = nd;
-            run = 0;
-        }
-        if (++run > g.ranks_per_node)
-            g.ranks_per_node = run;
-        if (dm != dom) {
-            g.domains++;
-            dom = dm;
-        }
-    }
-    g.in_nvlink_domain = g.domains <= 1;
-    return g;
 }
 
 #define BAD(key, ...) cfg_err_key(cfg, err, SIM_EINVAL, key, __VA_ARGS__)
@@ -294,14 +269,15 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
     /* Groups, Megatron's default order: dense tp-cp-dp-pp, expert
      * etp-ep-edp-pp, leftmost fastest. */
     int64_t tpcp = s->tp * s->cp, tpcpdp = tpcp * s->dp;
-    s->groups[GROUP_TP] = span_of(c, s->tp, 1);
-    s->groups[GROUP_CP] = span_of(c, s->cp, s->tp);
-    s->groups[GROUP_DP] = span_of(c, s->dp, tpcp);
-    s->groups[GROUP_DP_CP] = span_of(c, s->cp * s->dp, s->tp);
-    s->groups[GROUP_PP] = span_of(c, s->pp, tpcpdp);
-    s->groups[GROUP_ETP] = span_of(c, s->etp, 1);
-    s->groups[GROUP_EP] = span_of(c, s->ep, s->etp);
-    s->groups[GROUP_EDP] = span_of(c, s->edp, s->etp * s->ep);
+    group_span *gs = s->groups;
+    net_group_span(c, s->tp, 1, &gs[GROUP_TP]);
+    net_group_span(c, s->cp, s->tp, &gs[GROUP_CP]);
+    net_group_span(c, s->dp, tpcp, &gs[GROUP_DP]);
+    net_group_span(c, s->cp * s->dp, s->tp, &gs[GROUP_DP_CP]);
+    net_group_span(c, s->pp, tpcpdp, &gs[GROUP_PP]);
+    net_group_span(c, s->etp, 1, &gs[GROUP_ETP]);
+    net_group_span(c, s->ep, s->etp, &gs[GROUP_EP]);
+    net_group_span(c, s->edp, s->etp * s->ep, &gs[GROUP_EDP]);
     return SIM_OK;
 }
 
@@ -392,14 +368,20 @@ void strategy_print_layout(const strategy_t *s, const cluster_spec *c, FILE *out
     if (s->world > shown)
         fprintf(out, "  ... %" PRId64 " more ranks omitted\n", s->world - shown);
 
-    fprintf(out, "\n%-6s %6s %7s %6s  %-11s %s\n", "group", "size", "stride", "nodes", "tier",
+    fprintf(out, "\n%-6s %6s %7s %6s  %-16s %s\n", "group", "size", "stride", "nodes", "tier",
             "group of rank 0");
     for (int k = 0; k < GROUP_COUNT; k++) {
         const group_span *g = &s->groups[k];
-        const char *tier = g->size <= 1          ? "-"
-                           : g->in_nvlink_domain ? "nvlink"
-                                                 : fabric_kind_name(c->scaleout_kind);
-        fprintf(out, "%-6s %6" PRId64 " %7" PRId64 " %6" PRId64 "  %-11s [", group_label[k],
+        char tier[32];
+        if (g->size <= 1)
+            snprintf(tier, sizeof tier, "-");
+        else if (g->in_nvlink_domain)
+            snprintf(tier, sizeof tier, "%s", scaleup_kind_name(c->scaleup.kind));
+        else if (g->sus > 1)
+            snprintf(tier, sizeof tier, "%s+spine", fabric_kind_name(c->scaleout.kind));
+        else
+            snprintf(tier, sizeof tier, "%s", fabric_kind_name(c->scaleout.kind));
+        fprintf(out, "%-6s %6" PRId64 " %7" PRId64 " %6" PRId64 "  %-16s [", group_label[k],
                 g->size, g->stride, g->nodes, tier);
         int64_t n = g->size < MAX_MEMBERS ? g->size : MAX_MEMBERS;
         for (int64_t m = 0; m < n; m++)

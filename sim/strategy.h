@@ -21,6 +21,10 @@
 
 typedef enum { CP_COMM_P2P = 0, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_A2A_P2P } cp_comm_kind;
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
+/* model.moe_token_dispatcher_type (Megatron Core's default is allgather) */
+typedef enum {
+    MOE_DISPATCHER_ALLGATHER = 0, MOE_DISPATCHER_ALLTOALL, MOE_DISPATCHER_FLEX
+} moe_dispatcher_kind;
 
 /* recompute_modules bits (Megatron Core names) */
 enum {
@@ -55,6 +59,7 @@ typedef struct parallel_spec {
     int64_t microbatch_group_size_per_vp_stage; /* 0 = pp */
     bool overlap_p2p_comm;           /* interleaved only; Megatron default on */
     bool tp_comm_overlap;
+    moe_dispatcher_kind moe_token_dispatcher; /* how MoE tokens reach the experts */
     precision_kind precision;        /* from mixed_precision */
 } parallel_spec;
 
@@ -71,8 +76,13 @@ typedef struct ddp_spec {
     int64_t bucket_size;        /* parameters per DP bucket; 0 = Megatron default */
 } ddp_spec;
 
-/* How one communication group of a kind sits on the fabric.  All groups of
- * a kind are congruent under Megatron's order, so one description serves. */
+/* How one communication group of a kind sits on the fabric (filled by
+ * net_group_span).  All groups of a kind are congruent under Megatron's
+ * order and run their collectives at the same time, so one description
+ * serves for all of them, and the fields below say what they share:
+ * every GPU of a node drives the node's NICs at once (each gets its share,
+ * cluster_nic_bw_per_gpu), and a leaf's uplinks to the spine carry the
+ * share of its traffic that leaves the scalable unit. */
 typedef struct group_span {
     int64_t size;            /* ranks in the group */
     int64_t stride;          /* rank distance between consecutive members */
@@ -80,6 +90,12 @@ typedef struct group_span {
     int64_t ranks_per_node;  /* max members on one node */
     int64_t domains;         /* distinct NVLink domains touched */
     bool in_nvlink_domain;   /* all members in one NVLink domain */
+    int64_t sus;             /* distinct scalable units (leaf groups) touched */
+    int64_t concurrent;      /* groups of this kind running at once: world / size */
+    double spine_hop_fraction;  /* ring/tree: share of the hops between domains
+                                   that cross scalable units, through the spine */
+    double spine_peer_fraction; /* all-to-all: share of a member's peers in
+                                   other domains that sit in other units */
 } group_span;
 
 typedef enum {

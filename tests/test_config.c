@@ -61,8 +61,24 @@ static const char *topo_box =
     "  compute: { gemm_efficiency = 0.7; gemm_fp8_efficiency = 0.6;\n"
     "             attention_fwd_efficiency = 0.5; attention_bwd_efficiency = 0.4;\n"
     "             hbm_efficiency = 0.8; kernel_overhead_us = 5.0; };\n"
-    "  nvlink: { bw_gbytes_per_s = 450.0; latency_us = 3.0; };\n"
-    "  scaleout: { bw_gbytes_per_s = 50.0; latency_us = 6.0; kind = \"roce\"; };\n"
+    "  nvlink: { bw_gbytes_per_s = 450.0; a2a_bw_gbytes_per_s = 400.0;\n"
+    "            nvls_bw_gbytes_per_s = 0.0;\n"
+    "            efficiency_size_kib = [64, 1024]; efficiency = (0.5, 1); };\n"
+    "  scaleout: { kind = \"roce\"; nics_per_node = 4; nic_bw_gbytes_per_s = 50;\n"
+    "              a2a_efficiency = 0.8; su_nodes = 32; spine_oversubscription = 2.0;\n"
+    "              hier_serial_fraction = 0.5; efficiency_size_kib = []; efficiency = []; };\n"
+    "  nccl: {\n"
+    "    base_latency_us: { ring = [6.6, 14.0, 8.4]; tree = [6.8, 14.0, 8.4]; };\n"
+    "    nvlink_latency_us: { ring = [0.6, 1.9, 3.4]; tree = [0.6, 1.25, 4.0];\n"
+    "                         nvls = 25.0; nvls_tree = 25.0; };\n"
+    "    pcie_latency_us: { ring = [1.0, 2.5, 5.7]; tree = [1.0, 1.9, 4.0]; };\n"
+    "    net_latency_us: { ring = [2.7, 4.0, 14.0]; tree = [5.0, 8.5, 14.0];\n"
+    "                      nvls = 18.0; nvls_tree = 20.9; };\n"
+    "    net_overhead_us = 1.0; net_overhead_simple_factor = 3.0;\n"
+    "    ll_max_bw_gbytes_per_s = [141.0, 39.0, 20.4];\n"
+    "    ring_bw_factor = [0.5, 0.92, 1.0]; tree_bw_factor = [0.263, 0.9375, 0.92];\n"
+    "    tree_ll128_one_node_factor = 0.7778; ring_plateau_factor = 1.4; ll128 = true;\n"
+    "  };\n"
     "};\n";
 
 static void write_file(const char *path, const char *text)
@@ -164,9 +180,25 @@ Test(config, loads_file_and_presets)
     cr_assert_float_eq(in.cluster.gpu.peak_fp4_flops_per_s, 0, 1e-9);
     cr_assert_float_eq(in.cluster.gpu.hbm_capacity_bytes, 80e9, 1);
     cr_assert_float_eq(in.cluster.compute.kernel_overhead_s, 5e-6, 1e-15);
-    cr_assert_float_eq(in.cluster.nvlink.bw_bytes_per_s, 450e9, 1);
-    cr_assert_float_eq(in.cluster.scaleout.latency_s, 6e-6, 1e-15);
-    cr_assert_eq(in.cluster.scaleout_kind, FABRIC_ROCE);
+    cr_assert_float_eq(in.cluster.scaleup.bw_bytes_per_s, 450e9, 1);
+    cr_assert_eq(in.cluster.scaleup.kind, SCALEUP_NVLINK);
+    cr_assert_eq(in.cluster.scaleout.kind, FABRIC_ROCE);
+    cr_assert_eq(in.cluster.scaleout.nics_per_node, 4);
+    cr_assert_float_eq(in.cluster.scaleout.nic_bw_bytes_per_s, 50e9, 1);
+    cr_assert_float_eq(in.cluster.scaleout.spine_oversubscription, 2.0, 1e-12);
+    /* curves: KiB -> log2 bytes; an int in a float list is a number */
+    cr_assert_eq(in.cluster.scaleup.efficiency.n, 2);
+    cr_assert_float_eq(in.cluster.scaleup.efficiency.log2_bytes[0], 16.0, 1e-12);
+    cr_assert_float_eq(in.cluster.scaleup.efficiency.efficiency[1], 1.0, 1e-12);
+    cr_assert_eq(in.cluster.scaleout.efficiency.n, 0);
+    /* NCCL lists per protocol, in seconds */
+    cr_assert_float_eq(in.cluster.nccl.net.ring[NET_PROTO_SIMPLE], 14e-6, 1e-15);
+    cr_assert_float_eq(in.cluster.nccl.ll_max_bw_bytes_per_s[2], 20.4e9, 1);
+    cr_assert(in.cluster.nccl.ll128);
+    cr_assert_eq(in.cluster.force_algo, NET_ALGO_AUTO);
+    cr_assert_eq(in.cluster.force_proto, NET_PROTO_AUTO);
+    cr_assert_eq(in.par.moe_token_dispatcher, MOE_DISPATCHER_ALLGATHER);
+    cr_assert_eq(in.ddp.bucket_size, 0);
     cr_assert_eq(in.sim.seed, 1);
 
     const char *file;
@@ -560,6 +592,20 @@ Test(config, range_errors)
         { "model.normalization=BatchNorm", "model.normalization" },
         { "model.cp_comm_type=ring", "model.cp_comm_type" },
         { "cluster.scaleout.kind=carrier-pigeon", "cluster.scaleout.kind" },
+        { "cluster.nvlink.kind=ethernet", "cluster.nvlink.kind" },
+        { "cluster.scaleout.spine_oversubscription=0.5", "cluster.scaleout.spine_oversubscription" },
+        { "cluster.scaleout.hier_serial_fraction=1.5", "cluster.scaleout.hier_serial_fraction" },
+        { "cluster.nccl.ring_bw_factor=[0.5, 0.92]", "cluster.nccl.ring_bw_factor" },
+        { "cluster.nccl.ring_bw_factor=[0.5, 0.92, 1.5]", "cluster.nccl.ring_bw_factor" },
+        { "cluster.nccl.base_latency_us.ring=[a, b, c]", "cluster.nccl.base_latency_us.ring" },
+        { "cluster.nvlink.efficiency=[0.5]", "cluster.nvlink.efficiency" },
+        { "cluster.nvlink.efficiency=[0.5, 0]", "cluster.nvlink.efficiency" },
+        { "cluster.nvlink.efficiency_size_kib=[64, 32]", "cluster.nvlink.efficiency_size_kib" },
+        { "cluster.nvlink.efficiency_size_kib=[64.5, 128]", "cluster.nvlink.efficiency_size_kib" },
+        { "sim.nccl_algo=butterfly", "sim.nccl_algo" },
+        { "sim.nccl_proto=ll64", "sim.nccl_proto" },
+        { "model.moe_token_dispatcher_type=deepep", "model.moe_token_dispatcher_type" },
+        { "ddp.bucket_size=-1", "ddp.bucket_size" },
         { "mixed_precision=fp7", "mixed_precision" },
         { "model.position_embedding_type=sinusoid", "model.position_embedding_type" },
     };

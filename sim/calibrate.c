@@ -1,0 +1,1222 @@
+/* calibrate: parameters fitted to measurements with GSL's nonlinear least
+ * squares (see calibrate.h for the model of the fit). */
+#include "calibrate.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_matrix.h>
+#include <gsl/gsl_multifit_nlinear.h>
+#include <gsl/gsl_vector.h>
+
+#include "config.h"
+#include "net.h"
+#include "progress.h"
+#include "strategy.h"
+
+/* Fitted by default from validation rows: the compute efficiencies that
+ * scale every GEMM and attention kernel.  cluster.compute.gemm_fp8_efficiency
+ * joins when the rows include low-precision runs. */
+static const char *default_row_params[] = {
+    "cluster.compute.gemm_efficiency",
+    "cluster.compute.attention_fwd_efficiency",
+    "cluster.compute.attention_bwd_efficiency",
+};
+#define FP8_PARAM "cluster.compute.gemm_fp8_efficiency"
+
+/* Residual given to a row or point the model cannot evaluate at a trial
+ * point: a factor e^3 ~ 20 off, so the solver backs away from it. */
+#define BAD_RESIDUAL 3.0
+
+/* Finite-difference step of the Jacobian, relative to the transformed
+ * parameter.  GSL's default (sqrt(eps)) is below what a simulation with
+ * picosecond time stamps resolves cleanly. */
+#define FD_STEP 1e-4
+
+/* ------------------------------------------------------------ helpers */
+
+/* Room for the settings of every parameter. */
+#define CALIB_MAX_OVERRIDES (CALIB_MAX_PARAMS * CALIB_MAX_SUB)
+
+/* "key=value" with a value libconfig reads as a float. */
+static void fmt_override(char *buf, size_t len, const char *key, double v)
+{
+    int n = snprintf(buf, len, "%s=%.12g", key, v);
+    if (n > 0 && (size_t)n < len && !strpbrk(buf + strlen(key) + 1, ".eEn"))
+        snprintf(buf + n, len - (size_t)n, ".0");
+}
+
+/* Value of a numeric key in a resolved cfg, read from cfg_dump (which
+ * prints every key the table knows with its resolved value): a number, or
+ * a list of numbers into list[0..*nlist).  False if the key is absent or
+ * not numeric. */
+static bool resolved_value(const cfg_t *cfg, const char *key, double *out, double *list,
+                           int *nlist)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem)
+        return false;
+    cfg_dump(cfg, mem);
+    fclose(mem);
+    bool found = false;
+    size_t kl = strlen(key);
+    *nlist = 0;
+    for (char *line = buf; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (!strncmp(line, key, kl) && !strncmp(line + kl, " = ", 3)) {
+            char *s = line + kl + 3, *end;
+            if (*s == '[') {
+                found = true;
+                for (s++; *s && *s != ']';) {
+                    errno = 0;
+                    double v = strtod(s, &end);
+                    if (end == s || errno || *nlist >= CALIB_MAX_LIST) {
+                        found = false;
+                        break;
+                    }
+                    list[(*nlist)++] = v;
+                    s = end;
+                    while (*s == ',' || *s == ' ')
+                        s++;
+                }
+                found = found && *nlist > 0;
+                *out = 1.0;
+            } else {
+                errno = 0;
+                double v = strtod(s, &end);
+                found = end != s && errno == 0 && (*end == ';' || *end == ' ');
+                if (found)
+                    *out = v;
+            }
+            break;
+        }
+        line = next ? next + 1 : NULL;
+    }
+    free(buf);
+    return found;
+}
+
+/* Whether a resolved cfg has a numeric key. */
+static bool has_key(const cfg_t *cfg, const char *key)
+{
+    double v, list[CALIB_MAX_LIST];
+    int n;
+    return resolved_value(cfg, key, &v, list, &n);
+}
+
+/* The "key=value" settings of parameter cp at value v into buf[0..*n):
+ * its own value for a plain key, the start values times v for a scale. */
+static void param_overrides(const calib_param *cp, double v, char buf[][512], int *n)
+{
+    if (cp->fixed)
+        return; /* left as the topology has it */
+    for (int j = 0; j < cp->nsub; j++) {
+        const calib_sub *sb = &cp->sub[j];
+        char *o = buf[(*n)++];
+        if (!cp->is_scale) {
+            fmt_override(o, 512, sb->key, v);
+            continue;
+        }
+        if (sb->nlist == 0) {
+            fmt_override(o, 512, sb->key, sb->scalar * v);
+            continue;
+        }
+        size_t len = (size_t)snprintf(o, 512, "%s=[", sb->key);
+        for (int i = 0; i < sb->nlist && len < 512; i++) {
+            char num[48];
+            snprintf(num, sizeof num, "%.9g", sb->list[i] * v);
+            if (!strpbrk(num, ".eEn"))
+                strcat(num, ".0");
+            len += (size_t)snprintf(o + len, 512 - len, "%s%s", i ? "," : "", num);
+        }
+        if (len < 512)
+            snprintf(o + len, 512 - len, "]");
+    }
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* Adds parameter `spec` (KEY or KEY1+KEY2+...) to res (keys only). */
+static int add_param(calib_result *res, const char *spec, size_t n, sim_err *err)
+{
+    if (res->n_params >= CALIB_MAX_PARAMS)
+        return sim_err_set(err, SIM_EINVAL, "--params: at most %d parameters", CALIB_MAX_PARAMS);
+    if (n >= sizeof res->p[0].key)
+        return sim_err_set(err, SIM_EINVAL, "--params: '%.*s' is too long", (int)n, spec);
+    calib_param *cp = &res->p[res->n_params];
+    memset(cp, 0, sizeof *cp);
+    memcpy(cp->key, spec, n);
+    cp->key[n] = '\0';
+    for (const char *s = cp->key; *s;) {
+        size_t m = strcspn(s, "+");
+        if (m == 0 || m >= sizeof cp->sub[0].key || cp->nsub >= CALIB_MAX_SUB)
+            return sim_err_set(err, SIM_EINVAL,
+                               "--params: '%s' is not KEY or KEY+KEY (at most %d keys)", cp->key,
+                               CALIB_MAX_SUB);
+        memcpy(cp->sub[cp->nsub].key, s, m);
+        cp->sub[cp->nsub++].key[m] = '\0';
+        s += m;
+        if (*s == '+')
+            s++;
+    }
+    for (size_t k = 0; k < res->n_params; k++)
+        for (int i = 0; i < res->p[k].nsub; i++)
+            for (int j = 0; j < cp->nsub; j++)
+                if (!strcmp(res->p[k].sub[i].key, cp->sub[j].key))
+                    return sim_err_set(err, SIM_EINVAL, "--params: %s given twice",
+                                       cp->sub[j].key);
+    res->n_params++;
+    return SIM_OK;
+}
+
+/* Splits a comma-separated parameter list into res->p (keys only). */
+static int parse_param_list(const char *list, calib_result *res, sim_err *err)
+{
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ", ");
+        if (n > 0) {
+            int rc = add_param(res, p, n, err);
+            if (rc)
+                return rc;
+        }
+        p += n;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    if (res->n_params == 0)
+        return sim_err_set(err, SIM_EINVAL, "--params: no key given");
+    return SIM_OK;
+}
+
+/* Reads each parameter's start value from a resolved cfg.  An unknown or
+ * non-numeric key is an error; a start outside the fitted domain is moved
+ * just inside it. */
+static int read_starts(const cfg_t *cfg, calib_result *res, sim_err *err)
+{
+    for (size_t k = 0; k < res->n_params; k++) {
+        calib_param *cp = &res->p[k];
+        for (int j = 0; j < cp->nsub; j++) {
+            calib_sub *sb = &cp->sub[j];
+            if (!resolved_value(cfg, sb->key, &sb->scalar, sb->list, &sb->nlist))
+                return sim_err_set(err, SIM_EINVAL,
+                                   "--params: '%s' is not a numeric config key (parsim "
+                                   "--help-config lists them)",
+                                   sb->key);
+        }
+        cp->is_scale = cp->nsub > 1 || cp->sub[0].nlist > 0;
+        double v = cp->is_scale ? 1.0 : cp->sub[0].scalar;
+        cp->unit_interval = !cp->is_scale && ends_with(cp->key, "efficiency");
+        cp->fixed = false;
+        if (cp->unit_interval)
+            v = fmin(fmax(v, 1e-6), 1.0 - 1e-6);
+        else if (!(v > 0))
+            cp->fixed = true; /* 0 = absent (no NVLS on A100, say): nothing to fit */
+        cp->start = cp->value = v;
+        cp->sigma = NAN;
+    }
+    return SIM_OK;
+}
+
+static double to_value(const calib_param *cp, double u)
+{
+    return cp->unit_interval ? 1.0 / (1.0 + exp(-u)) : cp->start * exp(u);
+}
+
+static double to_u(const calib_param *cp, double v)
+{
+    return cp->unit_interval ? log(v / (1.0 - v)) : log(v / cp->start);
+}
+
+static double dvalue_du(const calib_param *cp, double u)
+{
+    double v = to_value(cp, u);
+    return cp->unit_interval ? v * (1.0 - v) : v;
+}
+
+static void stats_of(const double *ape, const bool *use, size_t n, vstats *st)
+{
+    double *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    size_t k = 0;
+    if (!tmp) {
+        st->n = 0;
+        st->median = st->p90 = st->mean = NAN;
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (use[i] && isfinite(ape[i]))
+            tmp[k++] = ape[i];
+    validate_stats(tmp, k, st);
+    free(tmp);
+}
+
+/* ------------------------------------------------------- generic fit */
+
+/* Residuals of the n measurements at parameter values v (one per
+ * parameter, in its unit). */
+typedef int (*resid_fn)(const double *v, double *resid, void *ctx);
+
+typedef struct fitprob {
+    size_t n;              /* residuals */
+    calib_result *res;     /* parameters (start in, value and sigma out) */
+    resid_fn fn;
+    void *ctx;
+    FILE *log;
+    int max_iter;
+    size_t act[CALIB_MAX_PARAMS]; /* parameters being fitted (the others fixed) */
+    size_t nact;
+    int rc;                /* first failure of fn */
+} fitprob;
+
+/* Parameter values for the solver's point x (fixed ones at their value). */
+static void values_at(const fitprob *fp, const gsl_vector *x, double *v)
+{
+    for (size_t k = 0; k < fp->res->n_params; k++)
+        v[k] = fp->res->p[k].value;
+    for (size_t a = 0; a < fp->nact; a++)
+        v[fp->act[a]] = to_value(&fp->res->p[fp->act[a]], gsl_vector_get(x, a));
+}
+
+static int gsl_f(const gsl_vector *x, void *params, gsl_vector *f)
+{
+    fitprob *fp = params;
+    double v[CALIB_MAX_PARAMS];
+    values_at(fp, x, v);
+    /* f may be a strided view (a column of the finite-difference
+     * Jacobian): fill it element by element */
+    double *r = malloc(f->size * sizeof *r);
+    int rc = r ? fp->fn(v, r, fp->ctx) : SIM_ENOMEM;
+    if (rc != SIM_OK) {
+        free(r);
+        if (fp->rc == SIM_OK)
+            fp->rc = rc;
+        return GSL_EBADFUNC;
+    }
+    for (size_t i = 0; i < f->size; i++)
+        gsl_vector_set(f, i, r[i]);
+    free(r);
+    return GSL_SUCCESS;
+}
+
+static void gsl_iter_log(const size_t iter, void *params, const gsl_multifit_nlinear_workspace *w)
+{
+    fitprob *fp = params;
+    if (!fp->log)
+        return;
+    double v[CALIB_MAX_PARAMS];
+    values_at(fp, gsl_multifit_nlinear_position(w), v);
+    fprintf(fp->log, "calibrate: iteration %2zu  |r| = %.6g ", iter,
+            gsl_blas_dnrm2(gsl_multifit_nlinear_residual(w)));
+    for (size_t a = 0; a < fp->nact; a++) {
+        const calib_param *cp = &fp->res->p[fp->act[a]];
+        const char *dot = strrchr(cp->sub[0].key, '.');
+        fprintf(fp->log, " %s%s=%.6g", dot ? dot + 1 : cp->sub[0].key, cp->nsub > 1 ? "+" : "",
+                v[fp->act[a]]);
+    }
+    fputc('\n', fp->log);
+    fflush(fp->log);
+}
+
+/* One solve over the active parameters; fills value and sigma of them,
+ * and zero_col[a] for those the data do not constrain at the solution. */
+static int fit_once(fitprob *fp, bool *zero_col, sim_err *err)
+{
+    calib_result *res = fp->res;
+    size_t p = fp->nact, n = fp->n;
+    gsl_multifit_nlinear_parameters fdf_params = gsl_multifit_nlinear_default_parameters();
+    fdf_params.h_df = FD_STEP;
+    gsl_multifit_nlinear_fdf fdf = { .f = gsl_f, .df = NULL, .fvv = NULL, .n = n, .p = p,
+                                     .params = fp };
+    gsl_multifit_nlinear_workspace *w =
+        gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &fdf_params, n, p);
+    gsl_vector *x0 = gsl_vector_alloc(p);
+    gsl_matrix *covar = gsl_matrix_alloc(p, p);
+    if (!w || !x0 || !covar) {
+        if (w)
+            gsl_multifit_nlinear_free(w);
+        gsl_vector_free(x0);
+        gsl_matrix_free(covar);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    for (size_t a = 0; a < p; a++) {
+        const calib_param *cp = &res->p[fp->act[a]];
+        gsl_vector_set(x0, a, to_u(cp, cp->start));
+    }
+    int rc = SIM_OK;
+    int status = gsl_multifit_nlinear_init(x0, &fdf, w);
+    int info = 0;
+    /* xtol 1e-4: parameters to about 1e-4 relative, well below what the
+     * data determine; each iteration costs p+1 passes over the rows */
+    if (status == GSL_SUCCESS)
+        status = gsl_multifit_nlinear_driver((size_t)fp->max_iter, 1e-4, 1e-6, 1e-8, gsl_iter_log,
+                                             fp, &info, w);
+    if (fp->rc != SIM_OK) {
+        rc = fp->rc == SIM_ENOMEM ? sim_err_set(err, SIM_ENOMEM, "out of memory")
+                                  : sim_err_set(err, fp->rc, "the model could not be evaluated");
+        goto out;
+    }
+    if (status != GSL_SUCCESS && status != GSL_EMAXITER && status != GSL_ENOPROG) {
+        rc = sim_err_set(err, SIM_ESIM, "the solver failed: %s", gsl_strerror(status));
+        goto out;
+    }
+    res->gsl_status = status;
+    res->iterations += gsl_multifit_nlinear_niter(w);
+    gsl_vector *x = gsl_multifit_nlinear_position(w);
+    double chi = gsl_blas_dnrm2(gsl_multifit_nlinear_residual(w));
+    res->chi2 = chi * chi;
+    res->dof = (double)n - (double)p;
+    gsl_matrix *J = gsl_multifit_nlinear_jac(w);
+    int cstatus = gsl_multifit_nlinear_covar(J, 0.0, covar);
+    double scale = res->dof > 0 ? res->chi2 / res->dof : NAN;
+    double maxnorm = 0.0, norm[CALIB_MAX_PARAMS];
+    for (size_t a = 0; a < p; a++) {
+        norm[a] = 0.0;
+        for (size_t i = 0; i < n; i++)
+            norm[a] += fabs(gsl_matrix_get(J, i, a));
+        maxnorm = fmax(maxnorm, norm[a]);
+    }
+    for (size_t a = 0; a < p; a++) {
+        calib_param *cp = &res->p[fp->act[a]];
+        double u = gsl_vector_get(x, a);
+        cp->value = to_value(cp, u);
+        double var = gsl_matrix_get(covar, a, a);
+        cp->sigma = cstatus == GSL_SUCCESS && isfinite(var) && var >= 0 && isfinite(scale)
+                        ? sqrt(var * scale) * dvalue_du(cp, u)
+                        : NAN;
+        zero_col[a] = !(norm[a] > 1e-12 * maxnorm) || maxnorm == 0.0;
+    }
+out:
+    gsl_multifit_nlinear_free(w);
+    gsl_vector_free(x0);
+    gsl_matrix_free(covar);
+    return rc;
+}
+
+/* Fits every parameter; one the data do not constrain at the solution is
+ * put back to its start and the rest fitted again without it. */
+static int run_fit(fitprob *fp, sim_err *err)
+{
+    calib_result *res = fp->res;
+    if (fp->n < res->n_params)
+        return sim_err_set(err, SIM_EINVAL,
+                           "%zu measurements cannot determine %zu parameters: select more rows "
+                           "or fewer --params",
+                           fp->n, res->n_params);
+    res->iterations = 0;
+    for (;;) {
+        fp->nact = 0;
+        for (size_t k = 0; k < res->n_params; k++) {
+            if (!res->p[k].fixed)
+                fp->act[fp->nact++] = k;
+            else {
+                res->p[k].value = res->p[k].start;
+                res->p[k].sigma = NAN;
+            }
+        }
+        if (fp->nact == 0)
+            return SIM_OK;
+        bool zero[CALIB_MAX_PARAMS] = { false };
+        int rc = fit_once(fp, zero, err);
+        if (rc != SIM_OK)
+            return rc;
+        bool again = false;
+        for (size_t a = 0; a < fp->nact; a++)
+            if (zero[a]) {
+                res->p[fp->act[a]].fixed = true;
+                again = true;
+                if (fp->log)
+                    fprintf(fp->log, "calibrate: %s is not constrained by the data: kept at %g, "
+                                     "fitting the others again\n",
+                            res->p[fp->act[a]].key, res->p[fp->act[a]].start);
+            }
+        if (!again)
+            return SIM_OK;
+    }
+}
+
+/* --------------------------------------------------------- rows mode */
+
+typedef struct rowfit {
+    const vcase *cases;    /* all rows of the table */
+    size_t ncases;
+    bool *use;             /* rows in the current evaluation */
+    vpred *preds;
+    const size_t *train;   /* indices of the fitted rows */
+    size_t ntrain;
+    calib_result *res;
+    const char *data_dir;
+    int jobs;
+} rowfit;
+
+/* Predicts the rows of rf->use at parameter values v. */
+static int predict_at(rowfit *rf, const double *v)
+{
+    char kv[CALIB_MAX_OVERRIDES][512];
+    const char *extra[CALIB_MAX_OVERRIDES + 1];
+    int n = 0;
+    for (size_t k = 0; k < rf->res->n_params; k++)
+        param_overrides(&rf->res->p[k], v[k], kv, &n);
+    for (int i = 0; i < n; i++)
+        extra[i] = kv[i];
+    extra[n] = NULL;
+    return validate_predict_many(rf->cases, rf->use, rf->ncases, rf->data_dir, extra, rf->preds,
+                                 rf->jobs, NULL);
+}
+
+static int row_resid(const double *v, double *resid, void *ctx)
+{
+    rowfit *rf = ctx;
+    memset(rf->use, 0, rf->ncases * sizeof *rf->use);
+    for (size_t i = 0; i < rf->ntrain; i++)
+        rf->use[rf->train[i]] = true;
+    int rc = predict_at(rf, v);
+    if (rc != SIM_OK)
+        return rc;
+    for (size_t i = 0; i < rf->ntrain; i++) {
+        const vpred *p = &rf->preds[rf->train[i]];
+        const vcase *c = &rf->cases[rf->train[i]];
+        resid[i] = p->ok ? log(p->value / c->measured) : BAD_RESIDUAL;
+    }
+    return SIM_OK;
+}
+
+static const char *case_topology(const vcase *c)
+{
+    for (int k = 0; k < c->n_over; k++)
+        if (!strncmp(c->over[k], "cluster.topology=", 17))
+            return c->over[k] + 17;
+    return "";
+}
+
+int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
+                   calib_result *res, sim_err *err)
+{
+    memset(res, 0, sizeof *res);
+    int rc = validate_check_columns(t, name, err);
+    if (rc == SIM_OK)
+        rc = validate_filter_check(t, o->rows, err);
+    if (rc != SIM_OK)
+        return rc;
+    size_t n = t->nrows;
+    vcase *cases = calloc(n ? n : 1, sizeof *cases);
+    vpred *preds = calloc(n ? n : 1, sizeof *preds);
+    bool *sel = calloc(n ? n : 1, sizeof *sel), *use = calloc(n ? n : 1, sizeof *use);
+    bool *is_train = calloc(n ? n : 1, sizeof *is_train);
+    bool *is_eval = calloc(n ? n : 1, sizeof *is_eval);
+    size_t *train = calloc(n ? n : 1, sizeof *train);
+    double *ape0 = calloc(n ? n : 1, sizeof *ape0), *ape1 = calloc(n ? n : 1, sizeof *ape1);
+    cfg_t *cfg = NULL;
+    if (!cases || !preds || !sel || !use || !is_train || !is_eval || !train || !ape0 || !ape1) {
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
+        goto out;
+    }
+
+    /* the rows: selected, simulable, a time or throughput metric */
+    size_t nsel = 0, nfp8 = 0;
+    const char *topo = NULL;
+    char topo2[64] = "";
+    for (size_t r = 0; r < n; r++) {
+        validate_case(t, r, o->data_dir, &cases[r]);
+        const vcase *c = &cases[r];
+        if (c->skip[0] || c->family != VFAM_TIME || !validate_filter_match(t, c, o->rows))
+            continue;
+        if (!topo)
+            topo = case_topology(c);
+        else if (strcmp(topo, case_topology(c)) && !topo2[0])
+            snprintf(topo2, sizeof topo2, "%s", case_topology(c));
+        sel[r] = true;
+        nsel++;
+        nfp8 += c->feat[VFEAT_FP8];
+    }
+    if (nsel == 0) {
+        rc = sim_err_set(err, SIM_EINVAL,
+                         "%s: no time or throughput row to fit%s%s (memory rows and skipped rows "
+                         "are left out)",
+                         name, o->rows ? " matches --rows " : "", o->rows ? o->rows : "");
+        goto out;
+    }
+    if (topo2[0]) {
+        rc = sim_err_set(err, SIM_EINVAL,
+                         "the selected rows run on several topologies (%s, %s, ...): a parameter "
+                         "file holds for one; select one with --rows gpu_type=...",
+                         topo, topo2);
+        goto out;
+    }
+    snprintf(res->topology, sizeof res->topology, "%s", topo);
+
+    /* parameters and their start values (the topology's) */
+    if (o->params)
+        rc = parse_param_list(o->params, res, err);
+    else {
+        for (size_t k = 0; k < sizeof default_row_params / sizeof default_row_params[0]; k++)
+            add_param(res, default_row_params[k], strlen(default_row_params[k]), err);
+        if (nfp8 > 0)
+            add_param(res, FP8_PARAM, strlen(FP8_PARAM), err);
+    }
+    if (rc != SIM_OK)
+        goto out;
+    size_t first = 0;
+    while (!sel[first])
+        first++;
+    cfg = cfg_create(o->data_dir);
+    if (!cfg) {
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < cases[first].n_over && rc == SIM_OK; k++)
+        rc = cfg_set_override(cfg, cases[first].over[k], err);
+    run_inputs in;
+    if (rc == SIM_OK)
+        rc = cfg_resolve(cfg, &in, err);
+    if (rc == SIM_OK)
+        rc = read_starts(cfg, res, err);
+    if (rc != SIM_OK)
+        goto out;
+
+    rowfit rf = { cases, n, use, preds, train, 0, res, o->data_dir, o->jobs };
+
+    /* before: every selected row at the start values; rows that cannot be
+     * predicted are dropped */
+    double v[CALIB_MAX_PARAMS];
+    for (size_t k = 0; k < res->n_params; k++)
+        v[k] = res->p[k].start;
+    memcpy(use, sel, n * sizeof *use);
+    if ((rc = predict_at(&rf, v)) != SIM_OK) {
+        sim_err_set(err, rc, "out of memory");
+        goto out;
+    }
+    for (size_t r = 0; r < n; r++) {
+        if (!sel[r])
+            continue;
+        if (!preds[r].ok) {
+            sel[r] = false;
+            continue;
+        }
+        ape0[r] = preds[r].ape;
+        bool tr = o->train_half < 0 || (int)(r % 2) == o->train_half;
+        is_train[r] = tr;
+        is_eval[r] = !tr;
+        if (tr)
+            train[rf.ntrain++] = r;
+    }
+    res->n_train = rf.ntrain;
+    for (size_t r = 0; r < n; r++)
+        res->n_eval += is_eval[r];
+    snprintf(res->source, sizeof res->source, "%s, %zu time/throughput rows%s%s (%s%s)", name,
+             res->n_train + res->n_eval, o->rows ? " selected by --rows " : "",
+             o->rows ? o->rows : "",
+             o->train_half < 0 ? "all fitted"
+                               : o->train_half == 0 ? "fitted on the even rows"
+                                                    : "fitted on the odd rows",
+             o->train_half < 0 ? "" : ", the other half held out");
+
+    fitprob fp = { .n = rf.ntrain, .res = res, .fn = row_resid, .ctx = &rf, .log = o->log,
+                   .max_iter = o->max_iter, .rc = SIM_OK };
+    if ((rc = run_fit(&fp, err)) != SIM_OK)
+        goto out;
+
+    /* after */
+    for (size_t k = 0; k < res->n_params; k++)
+        v[k] = res->p[k].value;
+    memcpy(use, sel, n * sizeof *use);
+    if ((rc = predict_at(&rf, v)) != SIM_OK) {
+        sim_err_set(err, rc, "out of memory");
+        goto out;
+    }
+    for (size_t r = 0; r < n; r++)
+        ape1[r] = sel[r] && preds[r].ok ? preds[r].ape : NAN;
+    stats_of(ape0, is_train, n, &res->train_before);
+    stats_of(ape1, is_train, n, &res->train_after);
+    stats_of(ape0, is_eval, n, &res->eval_before);
+    stats_of(ape1, is_eval, n, &res->eval_after);
+
+out:
+    cfg_destroy(cfg);
+    free(cases);
+    free(preds);
+    free(sel);
+    free(use);
+    free(is_train);
+    free(is_eval);
+    free(train);
+    free(ape0);
+    free(ape1);
+    return rc;
+}
+
+/* ------------------------------------------------------- nccl-tests */
+
+void nccl_log_free(nccl_log *l)
+{
+    if (l) {
+        free(l->pts);
+        memset(l, 0, sizeof *l);
+    }
+}
+
+/* Splits s (modified) into whitespace-separated tokens. */
+static int tokenize(char *s, char **tok, int max)
+{
+    int n = 0;
+    for (char *p = strtok_r(s, " \t\r", &s); p && n < max; p = strtok_r(NULL, " \t\r", &s))
+        tok[n++] = p;
+    return n;
+}
+
+static bool push_point(nccl_log *l, size_t *cap, double bytes, double time_s, bool in_place)
+{
+    if (l->n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        nccl_point *p = realloc(l->pts, nc * sizeof *p);
+        if (!p)
+            return false;
+        l->pts = p;
+        *cap = nc;
+    }
+    l->pts[l->n++] = (nccl_point){ bytes, time_s, in_place };
+    return true;
+}
+
+int nccl_log_parse(const char *text, size_t len, const char *name, const char *op_hint,
+                   nccl_log *out, sim_err *err)
+{
+    memset(out, 0, sizeof *out);
+    char hosts[64][64];
+    int nhosts = 0;
+    int col_size = -1, col_time[2] = { -1, -1 }, hdr_cols = 0;
+    size_t cap = 0;
+    int line_no = 0;
+    bool parsim_net = false; /* ranks taken from a parsim net header */
+    const char *p = text, *end = text + len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        line_no++;
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(ll < sizeof line - 1 ? ll : sizeof line - 1), p);
+        p = nl ? nl + 1 : end;
+        char *tok[64];
+        char work[1024];
+        snprintf(work, sizeof work, "%s", line);
+        if (line[0] == '#') {
+            /* the collective, from a "<op>_perf" word anywhere in a comment */
+            char *perf = strstr(line, "_perf");
+            if (perf && !out->op[0]) {
+                char *b = perf;
+                while (b > line && (isalnum((unsigned char)b[-1]) || b[-1] == '_'))
+                    b--;
+                snprintf(out->op, sizeof out->op, "%.*s", (int)(perf - b), b);
+            }
+            int nt = tokenize(work + 1, tok, 64);
+            /* parsim's own table: "# parsim net: all_reduce on 8 GPUs of ..." */
+            if (nt >= 6 && !strcmp(tok[0], "parsim") && !strcmp(tok[1], "net:") &&
+                !strcmp(tok[3], "on") && !strcmp(tok[5], "GPUs")) {
+                if (!out->op[0])
+                    snprintf(out->op, sizeof out->op, "%s", tok[2]);
+                if (out->ranks == 0)
+                    out->ranks = atoi(tok[4]);
+                parsim_net = true;
+            }
+            /* "#  Rank  0 Group  0 Pid 123 on host device  0 [0x..] NVIDIA H100 ..." */
+            if (nt >= 7 && !strcmp(tok[0], "Rank")) {
+                if (parsim_net) {
+                    parsim_net = false;
+                    out->ranks = 0;
+                }
+                out->ranks++;
+                for (int k = 0; k + 1 < nt; k++)
+                    if (!strcmp(tok[k], "on")) {
+                        bool seen = false;
+                        for (int h = 0; h < nhosts && !seen; h++)
+                            seen = !strcmp(hosts[h], tok[k + 1]);
+                        if (!seen && nhosts < 64)
+                            snprintf(hosts[nhosts++], sizeof hosts[0], "%s", tok[k + 1]);
+                        break;
+                    }
+                const char *br = strchr(line, ']');
+                if (out->ranks == 1 && br) {
+                    while (*++br == ' ')
+                        ;
+                    snprintf(out->gpu, sizeof out->gpu, "%s", br);
+                }
+            }
+            /* the column header */
+            bool has_size = false, has_time = false;
+            for (int k = 0; k < nt; k++) {
+                has_size = has_size || !strcmp(tok[k], "size");
+                has_time = has_time || !strcmp(tok[k], "time");
+            }
+            if (has_size && has_time) {
+                col_size = -1;
+                col_time[0] = col_time[1] = -1;
+                for (int k = 0; k < nt; k++) {
+                    if (!strcmp(tok[k], "size"))
+                        col_size = k;
+                    else if (!strcmp(tok[k], "time"))
+                        col_time[col_time[0] < 0 ? 0 : 1] = k;
+                }
+                hdr_cols = nt;
+            }
+            continue;
+        }
+        int nt = tokenize(work, tok, 64);
+        if (nt == 0)
+            continue;
+        char *e;
+        double size = strtod(tok[0], &e);
+        if (*e || col_size < 0)
+            continue; /* not a row of the table */
+        if (nt < col_time[0] + 1 || col_size >= nt)
+            return sim_err_set_at(err, SIM_EINVAL, name, line_no, NULL,
+                                  "row has %d columns, the header has %d", nt, hdr_cols);
+        size = strtod(tok[col_size], &e);
+        for (int k = 0; k < 2; k++) {
+            if (col_time[k] < 0 || col_time[k] >= nt)
+                continue;
+            double us = strtod(tok[col_time[k]], &e);
+            if (*e || !(us > 0))
+                return sim_err_set_at(err, SIM_EINVAL, name, line_no, NULL,
+                                      "time '%s' is not a positive number", tok[col_time[k]]);
+            if (!push_point(out, &cap, size, us * 1e-6, k == 1)) {
+                nccl_log_free(out);
+                return sim_err_set(err, SIM_ENOMEM, "out of memory");
+            }
+        }
+    }
+    out->nodes = nhosts;
+    if (op_hint && *op_hint)
+        snprintf(out->op, sizeof out->op, "%s", op_hint);
+    if (col_size < 0 || col_time[0] < 0) {
+        nccl_log_free(out);
+        return sim_err_set_at(err, SIM_EINVAL, name, 0, NULL,
+                              "no nccl-tests table (a '#  size  count  type ... time  algbw  busbw' "
+                              "header) found");
+    }
+    if (out->n == 0) {
+        nccl_log_free(out);
+        return sim_err_set_at(err, SIM_EINVAL, name, 0, NULL, "the table has no rows");
+    }
+    return SIM_OK;
+}
+
+static const struct {
+    const char *op;
+    coll_kind kind;
+} nccl_ops[] = {
+    { "all_reduce", COLL_ALL_REDUCE },      { "all_gather", COLL_ALL_GATHER },
+    { "reduce_scatter", COLL_REDUCE_SCATTER }, { "alltoall", COLL_ALL_TO_ALL },
+    { "all_to_all", COLL_ALL_TO_ALL },      { "broadcast", COLL_BROADCAST },
+    { "sendrecv", COLL_P2P },               { "hypercube", COLL_P2P },
+};
+
+typedef struct ncclfit {
+    const nccl_log *log;
+    const char *const *overrides;
+    const calib_opts *o;
+    calib_result *res;
+    coll_kind kind;
+    const size_t *pts;     /* points evaluated */
+    size_t npts;
+} ncclfit;
+
+/* Resolves the system with the parameters at v; fills c and the group. */
+static int nccl_system(const ncclfit *nf, const double *v, cluster_spec *c, group_span *g,
+                       sim_err *err)
+{
+    cfg_t *cfg = cfg_create(nf->o->data_dir);
+    if (!cfg)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    /* a placeholder model and batch: cfg_resolve needs them, only the
+     * cluster is used */
+    char gpus[64];
+    snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", nf->log->ranks > 0 ? nf->log->ranks : 1);
+    const char *base[] = { "model.name=llama3-8b", "train.global_batch_size=1", gpus, NULL };
+    int rc = SIM_OK;
+    for (const char *const *b = base; *b && rc == SIM_OK; b++)
+        rc = cfg_set_override(cfg, *b, err);
+    for (const char *const *ov = nf->overrides; ov && *ov && rc == SIM_OK; ov++)
+        rc = cfg_set_override(cfg, *ov, err);
+    char kv[CALIB_MAX_OVERRIDES][512];
+    int nkv = 0;
+    for (size_t k = 0; v && k < nf->res->n_params; k++)
+        param_overrides(&nf->res->p[k], v[k], kv, &nkv);
+    for (int i = 0; i < nkv && rc == SIM_OK; i++)
+        rc = cfg_set_override(cfg, kv[i], err);
+    run_inputs in;
+    if (rc == SIM_OK)
+        rc = cfg_resolve(cfg, &in, err);
+    if (rc == SIM_OK) {
+        *c = in.cluster;
+        net_group_span(c, c->num_gpus, 1, g);
+    }
+    cfg_destroy(cfg);
+    return rc;
+}
+
+static int nccl_resid(const double *v, double *resid, void *ctx)
+{
+    ncclfit *nf = ctx;
+    cluster_spec c;
+    group_span g;
+    sim_err err;
+    int rc = nccl_system(nf, v, &c, &g, &err);
+    if (rc == SIM_ENOMEM)
+        return rc;
+    for (size_t i = 0; i < nf->npts; i++) {
+        const nccl_point *pt = &nf->log->pts[nf->pts[i]];
+        double tm = rc == SIM_OK ? net_collective_s(&c, &g, nf->kind, pt->bytes) : NAN;
+        resid[i] = isfinite(tm) && tm > 0 ? log(tm / pt->time_s) : BAD_RESIDUAL;
+    }
+    return SIM_OK;
+}
+
+/* APE of every point at v into ape[]. */
+static int nccl_ape(ncclfit *nf, const double *v, double *ape, sim_err *err)
+{
+    cluster_spec c;
+    group_span g;
+    int rc = nccl_system(nf, v, &c, &g, err);
+    if (rc != SIM_OK)
+        return rc;
+    for (size_t i = 0; i < nf->log->n; i++) {
+        double tm = net_collective_s(&c, &g, nf->kind, nf->log->pts[i].bytes);
+        ape[i] = 100.0 * fabs(tm - nf->log->pts[i].time_s) / nf->log->pts[i].time_s;
+    }
+    return SIM_OK;
+}
+
+int calibrate_nccl(const nccl_log *log, const char *const *overrides, const calib_opts *o,
+                   calib_result *res, sim_err *err)
+{
+    memset(res, 0, sizeof *res);
+    bool have_topo = false, have_gpus = false;
+    for (const char *const *ov = overrides; ov && *ov; ov++) {
+        have_topo = have_topo || !strncmp(*ov, "cluster.topology=", 17);
+        have_gpus = have_gpus || !strncmp(*ov, "cluster.num_gpus=", 17);
+    }
+    if (!have_topo)
+        return sim_err_set(err, SIM_EINVAL,
+                           "--nccl-tests needs the system: cluster.topology=NAME (and "
+                           "cluster.num_gpus=N if the log has no '# Rank' lines)");
+    if (!have_gpus && log->ranks < 2)
+        return sim_err_set(err, SIM_EINVAL,
+                           "the log does not list its ranks: give cluster.num_gpus=N");
+    ncclfit nf = { .log = log, .overrides = overrides, .o = o, .res = res };
+    bool known = false;
+    for (size_t k = 0; k < sizeof nccl_ops / sizeof nccl_ops[0]; k++)
+        if (!strcmp(log->op, nccl_ops[k].op)) {
+            nf.kind = nccl_ops[k].kind;
+            known = true;
+        }
+    if (!known)
+        return sim_err_set(err, SIM_EINVAL,
+                           "collective '%s' of the log is not one parsim models (all_reduce, "
+                           "all_gather, reduce_scatter, alltoall, broadcast, sendrecv): give "
+                           "--op",
+                           log->op[0] ? log->op : "(not stated)");
+
+    /* the system as given, to know which tier the group uses */
+    cluster_spec c;
+    group_span g;
+    int rc = nccl_system(&nf, NULL, &c, &g, err);
+    if (rc != SIM_OK)
+        return rc;
+    snprintf(res->topology, sizeof res->topology, "%s", c.name);
+    cfg_t *cfg = cfg_create(o->data_dir);
+    if (!cfg)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    char gpus[64];
+    snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", log->ranks > 0 ? log->ranks : 1);
+    const char *base[] = { "model.name=llama3-8b", "train.global_batch_size=1", gpus, NULL };
+    for (const char *const *b = base; *b && rc == SIM_OK; b++)
+        rc = cfg_set_override(cfg, *b, err);
+    for (const char *const *ov = overrides; ov && *ov && rc == SIM_OK; ov++)
+        rc = cfg_set_override(cfg, *ov, err);
+    run_inputs in;
+    if (rc == SIM_OK)
+        rc = cfg_resolve(cfg, &in, err);
+    if (rc == SIM_OK && o->params)
+        rc = parse_param_list(o->params, res, err);
+    else if (rc == SIM_OK) {
+        /* (rc is only changed below by add_param) */
+        /* the tier the group runs on: its bandwidths and per-step latency,
+         * the first key of each role that this topology has */
+        static const char *const nvlink_roles[][3] = {
+            { "cluster.nvlink.bw_gbytes_per_s", NULL },
+            { "cluster.nvlink.nvls_bw_gbytes_per_s", NULL },
+            { "cluster.nccl.nvlink_latency_us.ring+cluster.nccl.nvlink_latency_us.tree",
+              "cluster.nvlink.latency_us", NULL },
+        };
+        static const char *const scaleout_roles[][3] = {
+            { "cluster.scaleout.nic_bw_gbytes_per_s", "cluster.scaleout.bw_gbytes_per_s", NULL },
+            { "cluster.nccl.net_latency_us.ring+cluster.nccl.net_latency_us.tree",
+              "cluster.scaleout.latency_us", NULL },
+            { NULL },
+        };
+        const char *const(*roles)[3] = g.in_nvlink_domain ? nvlink_roles : scaleout_roles;
+        for (int r = 0; r < 3 && roles[r][0] && rc == SIM_OK; r++)
+            for (int k = 0; k < 3 && roles[r][k]; k++) {
+                /* every key of a KEY+KEY must exist */
+                char keys[300];
+                snprintf(keys, sizeof keys, "%s", roles[r][k]);
+                bool all = true;
+                for (char *save, *t = strtok_r(keys, "+", &save); t && all;
+                     t = strtok_r(NULL, "+", &save))
+                    all = has_key(cfg, t);
+                if (all) {
+                    rc = add_param(res, roles[r][k], strlen(roles[r][k]), err);
+                    break;
+                }
+            }
+        if (rc == SIM_OK && res->n_params == 0)
+            rc = sim_err_set(err, SIM_EINVAL,
+                             "topology %s has none of the bandwidth and latency keys calibrate "
+                             "knows: name them with --params",
+                             c.name);
+    }
+    if (rc == SIM_OK)
+        rc = read_starts(cfg, res, err);
+    cfg_destroy(cfg);
+    if (rc != SIM_OK)
+        return rc;
+
+    size_t *pts = calloc(log->n ? log->n : 1, sizeof *pts);
+    bool *is_train = calloc(log->n ? log->n : 1, sizeof *is_train);
+    bool *is_eval = calloc(log->n ? log->n : 1, sizeof *is_eval);
+    double *ape0 = calloc(log->n ? log->n : 1, sizeof *ape0);
+    double *ape1 = calloc(log->n ? log->n : 1, sizeof *ape1);
+    if (!pts || !is_train || !is_eval || !ape0 || !ape1) {
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < log->n; i++) {
+        bool tr = o->train_half < 0 || (int)(i % 2) == o->train_half;
+        is_train[i] = tr;
+        is_eval[i] = !tr;
+        if (tr)
+            pts[nf.npts++] = i;
+        else
+            res->n_eval++;
+    }
+    nf.pts = pts;
+    res->n_train = nf.npts;
+    snprintf(res->source, sizeof res->source,
+             "nccl-tests %s, %lld ranks on %lld node%s%s%s, %zu measurements (%s)", log->op,
+             (long long)c.num_gpus, (long long)g.nodes, g.nodes > 1 ? "s" : "",
+             log->gpu[0] ? ", " : "", log->gpu, log->n,
+             g.in_nvlink_domain ? "one NVLink domain" : "across the scale-out network");
+
+    double v[CALIB_MAX_PARAMS];
+    for (size_t k = 0; k < res->n_params; k++)
+        v[k] = res->p[k].start;
+    if ((rc = nccl_ape(&nf, v, ape0, err)) != SIM_OK)
+        goto out;
+    fitprob fp = { .n = nf.npts, .res = res, .fn = nccl_resid, .ctx = &nf, .log = o->log,
+                   .max_iter = o->max_iter, .rc = SIM_OK };
+    if ((rc = run_fit(&fp, err)) != SIM_OK)
+        goto out;
+    for (size_t k = 0; k < res->n_params; k++)
+        v[k] = res->p[k].value;
+    if ((rc = nccl_ape(&nf, v, ape1, err)) != SIM_OK)
+        goto out;
+    stats_of(ape0, is_train, log->n, &res->train_before);
+    stats_of(ape1, is_train, log->n, &res->train_after);
+    stats_of(ape0, is_eval, log->n, &res->eval_before);
+    stats_of(ape1, is_eval, log->n, &res->eval_after);
+out:
+    free(pts);
+    free(is_train);
+    free(is_eval);
+    free(ape0);
+    free(ape1);
+    return rc;
+}
+
+/* ------------------------------------------------------------ output */
+
+static void print_stats_line(FILE *out, const char *prefix, const char *what, const vstats *b,
+                             const vstats *a)
+{
+    fprintf(out, "%s%-10s %4zu   median %6.2f -> %6.2f   p90 %6.2f -> %6.2f   mean %6.2f -> %6.2f\n",
+            prefix, what, b->n, b->median, a->median, b->p90, a->p90, b->mean, a->mean);
+}
+
+void calibrate_report(FILE *out, const calib_result *res)
+{
+    fprintf(out, "calibrate: %s\n", res->source);
+    fprintf(out, "  topology %s; %zu iterations (%s); chi^2 = %.6g over %.0f degrees of freedom\n",
+            res->topology, res->iterations,
+            res->gsl_status == GSL_SUCCESS ? "converged"
+            : res->gsl_status == GSL_EMAXITER ? "stopped at --max-iter"
+                                              : "no further progress",
+            res->chi2, res->dof);
+    fprintf(out, "\n  %-52s %10s %10s %12s\n", "parameter", "start", "fitted", "+- 1 sigma");
+    for (size_t k = 0; k < res->n_params; k++) {
+        const calib_param *p = &res->p[k];
+        for (int j = 0; j < p->nsub; j++) {
+            char name[200];
+            snprintf(name, sizeof name, "%s%s", p->sub[j].key,
+                     j + 1 < p->nsub ? " +" : p->is_scale ? " (scale)" : "");
+            if (j + 1 < p->nsub) {
+                fprintf(out, "  %s\n", name);
+                continue;
+            }
+            fprintf(out, "  %-52s %10.6g %10.6g ", name, p->start, p->value);
+            if (p->fixed)
+                fprintf(out, "%12s\n", "(not constrained: kept)");
+            else if (isnan(p->sigma))
+                fprintf(out, "%12s\n", "(unknown)");
+            else
+                fprintf(out, "%12.3g\n", p->sigma);
+        }
+    }
+    fprintf(out, "\n  absolute percent error, before -> after\n");
+    print_stats_line(out, "  ", "fitted", &res->train_before, &res->train_after);
+    if (res->n_eval)
+        print_stats_line(out, "  ", "held out", &res->eval_before, &res->eval_after);
+}
+
+/* Writes v as a libconfig float. */
+static void put_float(FILE *out, double v)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.6g", v);
+    if (!strpbrk(buf, ".eEn"))
+        strcat(buf, ".0");
+    fputs(buf, out);
+}
+
+/* One key of the file: where it comes from and its fitted value. */
+typedef struct outkey {
+    const calib_param *p;
+    const calib_sub *sub;
+} outkey;
+
+static int outkey_cmp(const void *a, const void *b)
+{
+    return strcmp(((const outkey *)a)->sub->key, ((const outkey *)b)->sub->key);
+}
+
+static void put_sub_value(FILE *out, const calib_param *p, const calib_sub *sb)
+{
+    if (!p->is_scale) {
+        put_float(out, p->value);
+        return;
+    }
+    if (sb->nlist == 0) {
+        put_float(out, sb->scalar * p->value);
+        return;
+    }
+    fputc('[', out);
+    for (int i = 0; i < sb->nlist; i++) {
+        if (i)
+            fputs(", ", out);
+        put_float(out, sb->list[i] * p->value);
+    }
+    fputc(']', out);
+}
+
+static void put_sub_start(FILE *out, const calib_param *p, const calib_sub *sb)
+{
+    if (!p->is_scale)
+        fprintf(out, "%.6g", p->start);
+    else if (sb->nlist == 0)
+        fprintf(out, "%.6g", sb->scalar);
+    else {
+        fputc('[', out);
+        for (int i = 0; i < sb->nlist; i++)
+            fprintf(out, "%s%.6g", i ? ", " : "", sb->list[i]);
+        fputc(']', out);
+    }
+}
+
+void calibrate_write_params(FILE *out, const calib_result *res)
+{
+    time_t now = time(NULL);
+    struct tm tmv;
+    char date[32] = "";
+    if (gmtime_r(&now, &tmv))
+        strftime(date, sizeof date, "%Y-%m-%d", &tmv);
+    fprintf(out, "# parsim calibrate, %s: cost-model parameters fitted to measurements.\n", date);
+    fprintf(out, "#   data: %s\n", res->source);
+    fprintf(out, "#   topology: %s -- load this file above it: parsim run ... "
+                 "cluster.topology=%s sim.params=THIS_FILE\n",
+            res->topology, res->topology);
+    fprintf(out, "#   fit: GSL multifit_nlinear (trust region, Levenberg-Marquardt), residual "
+                 "log(predicted/measured),\n#        %zu iterations, chi^2/dof = %.4g\n",
+            res->iterations, res->dof > 0 ? res->chi2 / res->dof : NAN);
+    fprintf(out, "#   error (APE %%) before -> after: fitted median %.2f -> %.2f, p90 %.2f -> %.2f",
+            res->train_before.median, res->train_after.median, res->train_before.p90,
+            res->train_after.p90);
+    if (res->n_eval)
+        fprintf(out, "; held out median %.2f -> %.2f, p90 %.2f -> %.2f", res->eval_before.median,
+                res->eval_after.median, res->eval_before.p90, res->eval_after.p90);
+    fputc('\n', out);
+    fputs("# Uncertainties are 1 sigma from the fit's covariance scaled by chi^2/dof.\n", out);
+    for (size_t k = 0; k < res->n_params; k++)
+        if (res->p[k].fixed)
+            fprintf(out, "# Not constrained by the data, left at the topology's value: %s\n",
+                    res->p[k].key);
+
+    outkey keys[CALIB_MAX_OVERRIDES];
+    size_t nk = 0;
+    for (size_t k = 0; k < res->n_params; k++)
+        for (int j = 0; j < res->p[k].nsub && !res->p[k].fixed; j++)
+            keys[nk++] = (outkey){ &res->p[k], &res->p[k].sub[j] };
+    qsort(keys, nk, sizeof *keys, outkey_cmp);
+    /* nested groups from the dotted keys */
+    char open[8][64];
+    int depth = 0;
+    for (size_t k = 0; k < nk; k++) {
+        char parts[8][64];
+        int np = 0;
+        for (const char *s = keys[k].sub->key; *s && np < 8;) {
+            size_t n = strcspn(s, ".");
+            snprintf(parts[np++], sizeof parts[0], "%.*s", (int)(n < 63 ? n : 63), s);
+            s += n;
+            if (*s == '.')
+                s++;
+        }
+        int common = 0;
+        while (common < depth && common < np - 1 && !strcmp(open[common], parts[common]))
+            common++;
+        while (depth > common) {
+            depth--;
+            fprintf(out, "%*s};\n", 2 * depth, "");
+        }
+        while (depth < np - 1) {
+            fprintf(out, "%*s%s: {\n", 2 * depth, "", parts[depth]);
+            snprintf(open[depth], sizeof open[0], "%s", parts[depth]);
+            depth++;
+        }
+        const calib_param *cp = keys[k].p;
+        fprintf(out, "%*s%s = ", 2 * depth, "", parts[np - 1]);
+        put_sub_value(out, cp, keys[k].sub);
+        fputs(";  # ", out);
+        if (cp->is_scale)
+            fprintf(out, "x %.4g of the start ", cp->value);
+        if (isnan(cp->sigma))
+            fputs("(uncertainty unknown)", out);
+        else
+            fprintf(out, "+- %.3g", cp->sigma);
+        fputs("; was ", out);
+        put_sub_start(out, cp, keys[k].sub);
+        fputc('\n', out);
+    }
+    while (depth > 0) {
+        depth--;
+        fprintf(out, "%*s};\n", 2 * depth, "");
+    }
+}

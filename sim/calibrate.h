@@ -1,0 +1,153 @@
+/* calibrate: fit cost-model parameters to measurements.
+ *
+ * Two sources of measurements:
+ *  - rows of a validation CSV (as `parsim validate` reads them): the
+ *    residual of a row is log(predicted / measured) of its metric (time
+ *    and throughput rows only: memory rows do not depend on the fitted
+ *    parameters and TFLOP/s rows of flagged models are left out);
+ *  - nccl-tests output (`all_reduce_perf` and friends): the residual of a
+ *    message size is log(t_parsim / t_measured), t_parsim being
+ *    net_collective_s of the tested group on the topology.
+ *
+ * The fit is GSL's nonlinear least squares (gsl_multifit_nlinear, trust
+ * region with Levenberg-Marquardt steps, finite-difference Jacobian).
+ * Parameters are config keys, fitted in a transformed space so every
+ * trial is a valid config: keys whose name ends in "efficiency" live in
+ * (0, 1) through a logistic map, every other key is positive through
+ * value = start * exp(u).  Uncertainties are one standard deviation from
+ * the covariance (gsl_multifit_nlinear_covar) scaled by chi^2/dof and
+ * mapped back to the key's scale (delta method); a parameter the data do
+ * not constrain (a zero column of the Jacobian at the solution: a latency
+ * of an algorithm the model never picks, say) is put back to its start,
+ * the others are fitted again without it, and it is left out of the
+ * parameter file.
+ *
+ * A fit holds for one topology (one GPU and fabric): a row filter that
+ * selects rows of several topologies is an error.  The result is a
+ * libconfig file of the fitted keys, loaded above the topology with
+ * `parsim run ... sim.params=PARAMS.cfg`.
+ *
+ * Split mode (train_half): rows are split by their data-row index in the
+ * file (even or odd) into a training half, which is fitted, and a held-out
+ * half, which is only evaluated, before and after.
+ */
+#ifndef PARSIM_CALIBRATE_H
+#define PARSIM_CALIBRATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "csv.h"
+#include "err.h"
+#include "validate.h"
+
+#define CALIB_MAX_PARAMS 16
+#define CALIB_MAX_SUB 4
+#define CALIB_MAX_LIST 16
+
+/* One config key of a parameter, with its value at the start. */
+typedef struct calib_sub {
+    char key[128];
+    int nlist;                     /* > 0: a list of numbers, these entries */
+    double list[CALIB_MAX_LIST];
+    double scalar;                 /* nlist == 0: the number */
+} calib_sub;
+
+/* A fitted parameter.  One numeric key is fitted in its own unit.  A key
+ * holding a list of numbers (e.g. NCCL's per-protocol latencies [LL,
+ * LL128, Simple]) or several keys joined with '+' (KEY1+KEY2) are fitted
+ * as one scale factor of all their start values: start is then 1 and
+ * value the fitted factor. */
+typedef struct calib_param {
+    char key[256];                 /* as given, KEY or KEY1+KEY2 */
+    bool is_scale;                 /* fitted as a factor (lists, KEY+KEY) */
+    double start;                  /* value before the fit (the topology's), 1 for a scale */
+    double value;                  /* fitted */
+    double sigma;                  /* 1 sigma, in the value's unit; NAN if unconstrained */
+    bool unit_interval;            /* fitted in (0, 1) (keys named *efficiency) */
+    bool fixed;                    /* the data do not constrain it: kept at start */
+    int nsub;
+    calib_sub sub[CALIB_MAX_SUB];
+} calib_param;
+
+typedef struct calib_opts {
+    const char *params;    /* comma-separated keys; NULL = the defaults */
+    const char *rows;      /* row filter (validate_filter_*), NULL = all */
+    int train_half;        /* -1: fit all rows; 0: fit even rows; 1: fit odd rows */
+    int jobs;              /* threads for the simulations */
+    int max_iter;          /* solver iterations, > 0 */
+    const char *data_dir;  /* as for cfg_create */
+    FILE *log;             /* one line per iteration, or NULL */
+} calib_opts;
+
+typedef struct calib_result {
+    size_t n_params;
+    calib_param p[CALIB_MAX_PARAMS];
+    char topology[64];
+    char source[512];      /* what was fitted, for the file header */
+    size_t n_train, n_eval;     /* rows or message sizes fitted / held out */
+    vstats train_before, train_after, eval_before, eval_after;
+    double chi2, dof;
+    size_t iterations;
+    int gsl_status;        /* of the driver (GSL_SUCCESS or why it stopped) */
+} calib_result;
+
+/* Fits parameters to the rows of a validation table.  name: the file name,
+ * for messages.  Returns SIM_OK, SIM_EINVAL (unknown key, no usable row,
+ * rows of several topologies), SIM_ENOMEM or SIM_ESIM (the solver failed). */
+int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
+                   calib_result *res, sim_err *err);
+
+/* One measured collective of an nccl-tests log. */
+typedef struct nccl_point {
+    double bytes;          /* "size" column */
+    double time_s;         /* "time" column (us in the log) */
+    bool in_place;
+} nccl_point;
+
+typedef struct nccl_log {
+    char op[32];           /* all_reduce, all_gather, reduce_scatter, alltoall, broadcast, sendrecv */
+    int ranks;             /* ranks in the test ("Rank N" lines), 0 if not stated */
+    int nodes;             /* distinct hosts of the rank lines, 0 if not stated */
+    char gpu[96];          /* device name of rank 0, "" if not stated */
+    size_t n;
+    nccl_point *pts;       /* n points, caller frees with nccl_log_free */
+} nccl_log;
+
+/* Parses the text of an nccl-tests run: the "# Rank" device lines, the
+ * "Collective test starting: <op>_perf" line if present, the column
+ * header and the data rows (out-of-place and, when present, in-place
+ * time).  op_hint (may be NULL) names the collective when the log does
+ * not.  Returns SIM_OK or SIM_EINVAL naming the line. */
+int nccl_log_parse(const char *text, size_t len, const char *name, const char *op_hint,
+                   nccl_log *out, sim_err *err);
+void nccl_log_free(nccl_log *l);
+
+/* Fits the bandwidth and latency of the fabric tier the tested group
+ * uses (or the keys of o->params) to an nccl-tests log.  Defaults, the
+ * first key of each role that the topology has: in one NVLink domain
+ * cluster.nvlink.bw_gbytes_per_s, cluster.nvlink.nvls_bw_gbytes_per_s and
+ * the per-step latency
+ * cluster.nccl.nvlink_latency_us.ring+cluster.nccl.nvlink_latency_us.tree
+ * or cluster.nvlink.latency_us; across nodes
+ * cluster.scaleout.nic_bw_gbytes_per_s (or .bw_gbytes_per_s) and
+ * cluster.nccl.net_latency_us.ring+cluster.nccl.net_latency_us.tree (or
+ * cluster.scaleout.latency_us); the latency lists are fitted as one scale
+ * per tier.  overrides
+ * (NULL-terminated, may be NULL) describe the system: at least
+ * cluster.topology; cluster.num_gpus defaults to the log's ranks.  Sizes
+ * below min_bytes are left out (0 = keep all).  train_half splits the
+ * sizes by index as for rows. */
+int calibrate_nccl(const nccl_log *log, const char *const *overrides, const calib_opts *o,
+                   calib_result *res, sim_err *err);
+
+/* Writes the fitted keys as a libconfig parameter file with a header
+ * saying what was fitted, the errors before and after and each key's
+ * uncertainty and start value. */
+void calibrate_write_params(FILE *out, const calib_result *res);
+
+/* Prints the fit report (parameters, uncertainties, errors). */
+void calibrate_report(FILE *out, const calib_result *res);
+
+#endif

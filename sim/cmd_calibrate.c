@@ -1,0 +1,193 @@
+/* parsim calibrate: fit cost-model parameters to validation rows or to
+ * nccl-tests output and write them as a parameter file (calibrate.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calibrate.h"
+#include "cli.h"
+#include "csv.h"
+#include "validate.h"
+
+typedef struct params_out {
+    const calib_result *res;
+} params_out;
+
+static void params_writer(FILE *out, void *ctx)
+{
+    calibrate_write_params(out, ((const params_out *)ctx)->res);
+}
+
+/* Reads a whole file (the nccl-tests log). */
+static char *slurp(const char *path, size_t *len, sim_err *err)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) {
+        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot open");
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t cap = 0;
+    *len = 0;
+    for (;;) {
+        if (cap - *len < 4096) {
+            size_t nc = cap ? 2 * cap : 65536;
+            char *nb = realloc(buf, nc);
+            if (!nb) {
+                free(buf);
+                if (f != stdin)
+                    fclose(f);
+                sim_err_set(err, SIM_ENOMEM, "out of memory");
+                return NULL;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        size_t n = fread(buf + *len, 1, cap - *len, f);
+        *len += n;
+        if (n == 0)
+            break;
+    }
+    if (f != stdin)
+        fclose(f);
+    return buf;
+}
+
+static int parse_int_arg(const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || end == s || v < lo || v > hi)
+        return cli_usage_error("%s needs a number in %d..%d, got '%s'", opt, lo, hi, s);
+    *out = (int)v;
+    return 0;
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    const char *in_path = NULL, *out_path = NULL, *nccl_path = NULL, *op = NULL;
+    calib_opts o = { .params = NULL, .rows = NULL, .train_half = -1,
+                     .jobs = validate_default_jobs(), .max_iter = 50, .data_dir = NULL,
+                     .log = stderr };
+    const char **overrides = calloc((size_t)argc + 1, sizeof *overrides);
+    int nover = 0;
+    if (!overrides) {
+        fputs("parsim: out of memory\n", stderr);
+        return EXIT_FAILURE;
+    }
+    int rc = EXIT_SUCCESS;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        bool takes = !strcmp(a, "--out") || !strcmp(a, "--params") || !strcmp(a, "--rows") ||
+                     !strcmp(a, "--train-half") || !strcmp(a, "--jobs") ||
+                     !strcmp(a, "--max-iter") || !strcmp(a, "--nccl-tests") || !strcmp(a, "--op");
+        if (takes) {
+            if (++i >= argc) {
+                rc = cli_usage_error("%s needs a value", a);
+                goto out;
+            }
+            const char *v = argv[i];
+            if (!strcmp(a, "--out"))
+                out_path = v;
+            else if (!strcmp(a, "--params"))
+                o.params = v;
+            else if (!strcmp(a, "--rows"))
+                o.rows = v;
+            else if (!strcmp(a, "--nccl-tests"))
+                nccl_path = v;
+            else if (!strcmp(a, "--op"))
+                op = v;
+            else if (!strcmp(a, "--train-half")) {
+                if (!strcmp(v, "even"))
+                    o.train_half = 0;
+                else if (!strcmp(v, "odd"))
+                    o.train_half = 1;
+                else {
+                    rc = cli_usage_error("--train-half is even or odd, got '%s'", v);
+                    goto out;
+                }
+            } else if (!strcmp(a, "--jobs")) {
+                if ((rc = parse_int_arg(a, v, 1, 64, &o.jobs)))
+                    goto out;
+            } else if ((rc = parse_int_arg(a, v, 1, 10000, &o.max_iter)))
+                goto out;
+        } else if (!strcmp(a, "--quiet"))
+            o.log = NULL;
+        else if (a[0] == '-' && a[1] == '-') {
+            rc = cli_usage_error("unknown option '%s'", a);
+            goto out;
+        } else if (strchr(a, '='))
+            overrides[nover++] = a;
+        else if (in_path) {
+            rc = cli_usage_error("calibrate takes one CSV file, got '%s' and '%s'", in_path, a);
+            goto out;
+        } else
+            in_path = a;
+    }
+    if (!!in_path == !!nccl_path) {
+        rc = cli_usage_error("calibrate needs a validation CSV or --nccl-tests LOG (one of them)");
+        goto out;
+    }
+    if (in_path && nover) {
+        rc = cli_usage_error("KEY=VALUE settings go with --nccl-tests; rows carry their own "
+                             "(got '%s')",
+                             overrides[0]);
+        goto out;
+    }
+
+    sim_err err;
+    sim_err_clear(&err);
+    calib_result res;
+    if (in_path) {
+        csv_table t;
+        if (csv_read_file(in_path, &t, &err) != SIM_OK) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+        int crc = calibrate_rows(&t, in_path, &o, &res, &err);
+        csv_free(&t);
+        if (crc != SIM_OK) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+    } else {
+        size_t len = 0;
+        char *text = slurp(nccl_path, &len, &err);
+        if (!text) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+        nccl_log log;
+        int prc = nccl_log_parse(text, len, nccl_path, op, &log, &err);
+        free(text);
+        if (prc != SIM_OK) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+        int crc = calibrate_nccl(&log, overrides, &o, &res, &err);
+        nccl_log_free(&log);
+        if (crc != SIM_OK) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+    }
+    calibrate_report(stdout, &res);
+    if (out_path) {
+        params_out po = { &res };
+        if (cli_write_file(out_path, params_writer, &po, &err) != SIM_OK) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+        printf("\nwrote %s (use: parsim run ... sim.params=%s)\n", out_path, out_path);
+    } else {
+        fputs("\n", stdout);
+        calibrate_write_params(stdout, &res);
+    }
+    if (fflush(stdout) != 0) {
+        fputs("parsim: cannot write the report\n", stderr);
+        rc = EXIT_FAILURE;
+    }
+out:
+    free(overrides);
+    return rc;
+}

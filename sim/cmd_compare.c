@@ -1,0 +1,88 @@
+/* parsim compare: what moved between two outputs of validate, sweep or
+ * search (rules in compare.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "compare.h"
+#include "csv.h"
+
+int cmd_compare(int argc, char **argv)
+{
+    const char *paths[2] = { NULL, NULL };
+    int npaths = 0;
+    compare_opts o = { .fail_above_pct = 0.0, .key_cols = NULL, .max_listed = 50 };
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--fail-above") || !strcmp(a, "--key") || !strcmp(a, "--list")) {
+            if (++i >= argc)
+                return cli_usage_error("%s needs a value", a);
+            char *end;
+            if (!strcmp(a, "--key"))
+                o.key_cols = argv[i];
+            else if (!strcmp(a, "--fail-above")) {
+                o.fail_above_pct = strtod(argv[i], &end);
+                if (*end == '%')
+                    end++;
+                if (*end || end == argv[i] || !(o.fail_above_pct >= 0))
+                    return cli_usage_error("--fail-above needs a percentage >= 0, got '%s'", argv[i]);
+            } else {
+                long n = strtol(argv[i], &end, 10);
+                if (*end || end == argv[i] || n < 0)
+                    return cli_usage_error("--list needs a count >= 0 (0 = all), got '%s'", argv[i]);
+                o.max_listed = (size_t)n;
+            }
+        } else if (a[0] == '-' && a[1] == '-')
+            return cli_usage_error("unknown option '%s'", a);
+        else if (npaths < 2)
+            paths[npaths++] = a;
+        else
+            return cli_usage_error("compare takes two CSV files, got a third: '%s'", a);
+    }
+    if (npaths != 2)
+        return cli_usage_error("compare needs OLD.csv and NEW.csv");
+
+    sim_err err;
+    sim_err_clear(&err);
+    csv_table t[2];
+    memset(t, 0, sizeof t);
+    int rc = EXIT_SUCCESS;
+    for (int k = 0; k < 2; k++) {
+        if (csv_read_file(paths[k], &t[k], &err) != SIM_OK) {
+            /* unreadable or malformed input is bad input here */
+            err.code = SIM_EINVAL;
+            rc = cli_fail(&err);
+            goto out;
+        }
+    }
+    /* The report is built in memory and written in one piece. */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) {
+        fputs("parsim: out of memory\n", stderr);
+        rc = EXIT_FAILURE;
+        goto out;
+    }
+    compare_summary sum;
+    int crc = compare_tables(&t[0], paths[0], &t[1], paths[1], &o, mem, &sum, &err);
+    fclose(mem);
+    if (crc != SIM_OK) {
+        free(buf);
+        rc = cli_fail(&err);
+        goto out;
+    }
+    if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0) {
+        fputs("parsim: cannot write the report\n", stderr);
+        free(buf);
+        rc = EXIT_FAILURE;
+        goto out;
+    }
+    free(buf);
+    rc = sum.moved || sum.only_old || sum.only_new ? EXIT_FAILURE : EXIT_SUCCESS;
+out:
+    csv_free(&t[0]);
+    csv_free(&t[1]);
+    return rc;
+}

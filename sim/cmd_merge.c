@@ -1,0 +1,152 @@
+/* parsim merge OUT.csv SHARD.csv ...: joins the outputs of `parsim sweep
+ * --shard K/N` into the unsharded sweep's bytes.
+ *
+ * Every sweep row starts with its configuration index and each shard file
+ * is in index order, so this is a k-way merge on that column, streaming (one
+ * line per input in memory).  It checks what makes the result trustworthy:
+ * the headers are identical (same sweep), no row is cut short (a killed
+ * shard: rerun it with the same --out to finish), no index appears twice and
+ * none is missing between 0 and the largest.  The output is written to a
+ * temporary file beside OUT and renamed into place, so OUT is whole or
+ * untouched.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "sweep.h"
+
+typedef struct shard_in {
+    const char *path;
+    FILE *f;
+    char *line;      /* current row, NULL at the end */
+    size_t cap;
+    ssize_t len;
+    int64_t lineno;
+    int64_t index;   /* of the current row */
+} shard_in;
+
+/* Reads the next row of in; in->line is NULL at the end of the file. */
+static int next_row(shard_in *in, sim_err *err)
+{
+    int64_t prev = in->lineno > 1 ? in->index : -1;
+    in->len = getline(&in->line, &in->cap, in->f);
+    if (in->len <= 0) {
+        if (ferror(in->f))
+            return sim_err_set_at(err, SIM_EIO, in->path, 0, NULL, "cannot read: %s", strerror(errno));
+        free(in->line);
+        in->line = NULL;
+        return SIM_OK;
+    }
+    in->lineno++;
+    if (in->line[in->len - 1] != '\n')
+        return sim_err_set_at(err, SIM_EINVAL, in->path, (int)in->lineno, NULL,
+                              "row cut short: this shard did not finish (rerun its sweep with the same --out)");
+    if (!sweep_row_index(in->line, &in->index))
+        return sim_err_set_at(err, SIM_EINVAL, in->path, (int)in->lineno, NULL,
+                              "a sweep row starts with its configuration index");
+    if (in->index <= prev)
+        return sim_err_set_at(err, SIM_EINVAL, in->path, (int)in->lineno, NULL,
+                              "configuration %" PRId64 " after %" PRId64 ": rows out of order", in->index, prev);
+    return SIM_OK;
+}
+
+static int merge(shard_in *in, int n, FILE *out, sim_err *err)
+{
+    for (int k = 0; k < n; k++) {
+        in[k].f = fopen(in[k].path, "r");
+        if (!in[k].f)
+            return sim_err_set_at(err, SIM_EINVAL, in[k].path, 0, NULL, "cannot open: %s", strerror(errno));
+        in[k].len = getline(&in[k].line, &in[k].cap, in[k].f);
+        in[k].lineno = 1;
+        if (in[k].len <= 0 || in[k].line[in[k].len - 1] != '\n' || strncmp(in[k].line, "index,", 6) != 0)
+            return sim_err_set_at(err, SIM_EINVAL, in[k].path, 1, NULL, "not a sweep output (no header)");
+        if (k > 0 && strcmp(in[k].line, in[0].line) != 0)
+            return sim_err_set_at(err, SIM_EINVAL, in[k].path, 1, NULL,
+                                  "header differs from %s's: shards of different sweeps", in[0].path);
+    }
+    if (fputs(in[0].line, out) == EOF)
+        return sim_err_set(err, SIM_EIO, "cannot write");
+    for (int k = 0; k < n; k++) {
+        int rc = next_row(&in[k], err);
+        if (rc)
+            return rc;
+    }
+    for (int64_t expect = 0;; expect++) {
+        int best = -1;
+        for (int k = 0; k < n; k++)
+            if (in[k].line && (best < 0 || in[k].index < in[best].index))
+                best = k;
+        if (best < 0)
+            return SIM_OK;
+        shard_in *b = &in[best];
+        if (b->index < expect)
+            return sim_err_set_at(err, SIM_EINVAL, b->path, (int)b->lineno, NULL,
+                                  "configuration %" PRId64 " is in two shards", b->index);
+        if (b->index > expect)
+            return sim_err_set_at(err, SIM_EINVAL, b->path, (int)b->lineno, NULL,
+                                  "configuration %" PRId64 " is in no shard (a shard missing or unfinished?)",
+                                  expect);
+        if (fwrite(b->line, 1, (size_t)b->len, out) != (size_t)b->len)
+            return sim_err_set(err, SIM_EIO, "cannot write");
+        int rc = next_row(b, err);
+        if (rc)
+            return rc;
+    }
+}
+
+int cmd_merge(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (argv[i][0] == '-' && argv[i][1] == '-')
+            return cli_usage_error("unknown option '%s'", argv[i]);
+    if (argc < 2)
+        return cli_usage_error("merge needs an output and the shard files: parsim merge OUT.csv SHARD.csv ...");
+    const char *path = argv[0];
+    int n = argc - 1;
+    shard_in *in = calloc((size_t)n, sizeof *in);
+    size_t tn = strlen(path) + 32;
+    char *tmp = malloc(tn);
+    if (!in || !tmp) {
+        free(in);
+        free(tmp);
+        fputs("parsim: out of memory\n", stderr);
+        return EXIT_FAILURE;
+    }
+    for (int k = 0; k < n; k++)
+        in[k].path = argv[k + 1];
+
+    sim_err err;
+    sim_err_clear(&err);
+    snprintf(tmp, tn, "%s.tmp%ld", path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    int rc;
+    if (!out)
+        rc = sim_err_set_at(&err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+    else
+        rc = merge(in, n, out, &err);
+    if (out) {
+        int bad = ferror(out);
+        if (fclose(out) != 0 || bad) {
+            if (rc == SIM_OK)
+                rc = sim_err_set_at(&err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+        }
+        if (rc == SIM_OK && rename(tmp, path) != 0)
+            rc = sim_err_set_at(&err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+        if (rc != SIM_OK)
+            remove(tmp);
+    }
+    for (int k = 0; k < n; k++) {
+        if (in[k].f)
+            fclose(in[k].f);
+        free(in[k].line);
+    }
+    free(in);
+    free(tmp);
+    return rc == SIM_OK ? EXIT_SUCCESS : cli_fail(&err);
+}

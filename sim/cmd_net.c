@@ -1,0 +1,274 @@
+/* parsim net: what nccl-tests would print for the modeled fabric.
+ *
+ *   parsim net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N]
+ *              [--max-bytes N] [--factor F] [--algo A] [--proto P] [--type T]
+ *
+ * The group is the whole world (cluster.num_gpus ranks, node by node), as
+ * in an nccl-tests run with one process per GPU.  Rows follow nccl-tests'
+ * columns and definitions (doc/PERFORMANCE.md): size in bytes (for
+ * all-gather the gathered output, for reduce-scatter the input, for
+ * all-to-all the per-rank send buffer; rounded down to whole elements per
+ * rank as nccl-tests does), count in elements, time in microseconds,
+ * algbw = size / time and busbw = algbw x the collective's factor, in
+ * GB/s (1e9 bytes/s); then the algorithm and protocol the model chose.
+ * Only cluster.* and sim.* keys are needed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "net.h"
+
+typedef struct net_opts {
+    double min_bytes, max_bytes, factor;
+    const char *type;
+    size_t type_bytes;
+} net_opts;
+
+/* nccl-tests' data types (-d) and their sizes. */
+static bool type_size(const char *name, const char **canon, size_t *bytes)
+{
+    static const struct {
+        const char *name, *canon;
+        size_t bytes;
+    } types[] = {
+        { "int8", "int8", 1 },       { "uint8", "uint8", 1 },     { "int32", "int32", 4 },
+        { "uint32", "uint32", 4 },   { "int64", "int64", 8 },     { "uint64", "uint64", 8 },
+        { "half", "half", 2 },       { "fp16", "half", 2 },       { "float", "float", 4 },
+        { "fp32", "float", 4 },      { "double", "double", 8 },   { "bfloat16", "bfloat16", 2 },
+        { "bf16", "bfloat16", 2 },
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        if (strcmp(name, types[i].name) == 0) {
+            *canon = types[i].canon;
+            *bytes = types[i].bytes;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "8", "256K", "8G" (binary multiples, as nccl-tests' -b/-e). */
+static bool parse_bytes(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    if (s[0] < '0' || s[0] > '9')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return false;
+    double mult = 1.0;
+    switch (*end) {
+    case '\0': break;
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1024.0 * 1024.0; end++; break;
+    case 'g': case 'G': mult = 1024.0 * 1024.0 * 1024.0; end++; break;
+    case 't': case 'T': mult = 1024.0 * 1024.0 * 1024.0 * 1024.0; end++; break;
+    default: return false;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v == 0)
+        return false;
+    *out = (double)v * mult;
+    return true;
+}
+
+static bool parse_factor(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v <= 1.0)
+        return false;
+    *out = v;
+    return true;
+}
+
+static const char *net_usage =
+    "parsim net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N] [--max-bytes N] "
+    "[--factor F] [--algo A] [--proto P] [--type T]";
+
+/* The option's value, or NULL (after printing the error) if missing. */
+static const char *value_of(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        cli_usage_error("net: %s needs a value (%s)", argv[*i], net_usage);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static void print_header(FILE *out, const run_inputs *in, const group_span *g, coll_kind k,
+                         const net_opts *o)
+{
+    const cluster_spec *c = &in->cluster;
+    fprintf(out, "# parsim net: %s on %" PRId64 " GPUs of %s (%" PRId64 " node%s, %" PRId64
+                 " %s domain%s of up to %" PRId64 " GPUs)\n",
+            coll_kind_name(k), g->size, c->name[0] ? c->name : "(custom topology)", g->nodes,
+            g->nodes == 1 ? "" : "s", g->domains, scaleup_kind_name(c->scaleup.kind),
+            g->domains == 1 ? "" : "s", c->nvlink_domain_gpus);
+    fprintf(out, "#   %s: %.1f GB/s ring, %.1f all-to-all, %.1f NVLS per GPU; %s: %" PRId64
+                 " x %.1f GB/s NICs per node of %" PRId64 " GPUs",
+            scaleup_kind_name(c->scaleup.kind), c->scaleup.bw_bytes_per_s / 1e9,
+            c->scaleup.a2a_bw_bytes_per_s / 1e9, c->scaleup.nvls_bw_bytes_per_s / 1e9,
+            fabric_kind_name(c->scaleout.kind), c->scaleout.nics_per_node,
+            c->scaleout.nic_bw_bytes_per_s / 1e9, c->gpus_per_node);
+    if (g->sus > 1)
+        fprintf(out, ", %" PRId64 " scalable units, spine %.2g:1", g->sus,
+                c->scaleout.spine_oversubscription);
+    fprintf(out, "\n#   algorithm %s, protocol %s%s; sizes %.0f to %.0f bytes, x%g; type %s\n",
+            net_algo_name(c->force_algo), net_proto_name(c->force_proto),
+            c->force_algo == NET_ALGO_AUTO || c->force_proto == NET_PROTO_AUTO
+                ? " (auto = least predicted time, as NCCL's tuning)" : "",
+            o->min_bytes, o->max_bytes, o->factor, o->type);
+    fprintf(out, "#\n");
+    fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s  %-12s  %s\n", "size", "count",
+            "type", "redop", "root", "time", "algbw", "busbw", "algo", "proto");
+    fprintf(out, "# %10s  %12s  %8s  %6s  %6s  %10s  %7s  %7s\n", "(B)", "(elements)", "", "", "",
+            "(us)", "(GB/s)", "(GB/s)");
+}
+
+int cmd_net(int argc, char **argv)
+{
+    if (argc < 1 || argv[0][0] == '-')
+        return cli_usage_error("net: name a collective: all_reduce, all_gather, reduce_scatter, "
+                               "all_to_all, broadcast or p2p (%s)", net_usage);
+    coll_kind k;
+    if (!coll_kind_from_name(argv[0], &k))
+        return cli_usage_error("net: unknown collective '%s' (expected all_reduce, all_gather, "
+                               "reduce_scatter, all_to_all, broadcast or p2p)", argv[0]);
+
+    net_opts o = { .min_bytes = 8, .max_bytes = 8.0 * 1024 * 1024 * 1024, .factor = 2,
+                   .type = "float", .type_bytes = 4 };
+    int rc = EXIT_BAD_INPUT;
+    sim_err err;
+    sim_err_clear(&err);
+    cfg_t *cfg = cfg_create(NULL);
+    if (!cfg) {
+        fputs("parsim: out of memory\n", stderr);
+        return EXIT_FAILURE;
+    }
+    bool have_file = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        char kv[160];
+        if (!strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes")) {
+            if (!(v = value_of(argc, argv, &i)))
+                goto out;
+            if (!parse_bytes(v, a[2] == 'm' && a[3] == 'i' ? &o.min_bytes : &o.max_bytes)) {
+                rc = cli_usage_error("net: %s: expected a byte count such as 8, 256K, 8G "
+                                     "(binary multiples), got '%s'", a, v);
+                goto out;
+            }
+        } else if (!strcmp(a, "--factor")) {
+            if (!(v = value_of(argc, argv, &i)))
+                goto out;
+            if (!parse_factor(v, &o.factor)) {
+                rc = cli_usage_error("net: --factor: expected a number > 1, got '%s'", v);
+                goto out;
+            }
+        } else if (!strcmp(a, "--algo") || !strcmp(a, "--proto")) {
+            if (!(v = value_of(argc, argv, &i)))
+                goto out;
+            snprintf(kv, sizeof kv, "%s=%s", a[2] == 'a' ? "sim.nccl_algo" : "sim.nccl_proto",
+                     v);
+            if (cfg_set_override(cfg, kv, &err) != SIM_OK) {
+                rc = cli_fail(&err);
+                goto out;
+            }
+        } else if (!strcmp(a, "--type")) {
+            if (!(v = value_of(argc, argv, &i)))
+                goto out;
+            if (!type_size(v, &o.type, &o.type_bytes)) {
+                rc = cli_usage_error("net: --type: unknown type '%s' (expected int8, uint8, int32, "
+                                     "uint32, int64, uint64, half, float, double or bfloat16)", v);
+                goto out;
+            }
+        } else if (a[0] == '-') {
+            rc = cli_usage_error("net: unknown option '%s' (%s)", a, net_usage);
+            goto out;
+        } else if (cli_config_arg(cfg, a, &have_file, &err) != SIM_OK) {
+            rc = cli_fail(&err);
+            goto out;
+        }
+    }
+    if (o.min_bytes > o.max_bytes) {
+        rc = cli_usage_error("net: --min-bytes (%.0f) is above --max-bytes (%.0f)", o.min_bytes,
+                             o.max_bytes);
+        goto out;
+    }
+
+    run_inputs in;
+    if (cfg_resolve_cluster(cfg, &in, &err) != SIM_OK) {
+        rc = cli_fail(&err);
+        goto out;
+    }
+    const cluster_spec *c = &in.cluster;
+    if (c->num_gpus < 2) {
+        cfg_err_key(cfg, &err, SIM_EINVAL, "cluster.num_gpus",
+                    "a collective needs at least 2 GPUs (got %" PRId64 ")", c->num_gpus);
+        rc = cli_fail(&err);
+        goto out;
+    }
+    group_span g;
+    net_group_span(c, c->num_gpus, 1, &g);
+    const char *why = NULL;
+    if (c->force_algo != NET_ALGO_AUTO && !net_algo_supported(c, &g, k, c->force_algo, &why)) {
+        cfg_err_key(cfg, &err, SIM_EINVAL, "sim.nccl_algo", "%s cannot run %s on %" PRId64
+                    " GPUs: %s", net_algo_name(c->force_algo), coll_kind_name(k), g.size, why);
+        rc = cli_fail(&err);
+        goto out;
+    }
+
+    /* A forced protocol the forced algorithm cannot run fails at any size:
+     * say so before the first row. */
+    if (net_collective_choose(c, &g, k, o.max_bytes, c->force_algo, c->force_proto, NULL) != 0) {
+        cfg_err_key(cfg, &err, SIM_EINVAL, "sim.nccl_proto",
+                    "protocol %s cannot run %s with algorithm %s (NVLS and NVLS tree run "
+                    "Simple only; p2p runs LL or Simple; LL128 may be off: "
+                    "cluster.nccl.ll128)", net_proto_name(c->force_proto), coll_kind_name(k),
+                    net_algo_name(c->force_algo));
+        rc = cli_fail(&err);
+        goto out;
+    }
+
+    print_header(stdout, &in, &g, k, &o);
+    double n = (double)g.size, busbw_sum = 0.0;
+    int rows = 0;
+    bool per_rank = k == COLL_ALL_GATHER || k == COLL_REDUCE_SCATTER || k == COLL_ALL_TO_ALL;
+    for (double size = o.min_bytes; size <= o.max_bytes * (1 + 1e-12); size *= o.factor) {
+        /* Whole elements, and for the per-rank collectives whole elements
+         * per rank, as nccl-tests sizes its buffers. */
+        double count = floor(size / (double)o.type_bytes);
+        if (per_rank)
+            count = floor(count / n) * n;
+        double bytes = count * (double)o.type_bytes;
+        if (count < 1)
+            continue;
+        net_choice ch;
+        if (net_collective_choose(c, &g, k, bytes, c->force_algo, c->force_proto, &ch) != 0) {
+            sim_err_set(&err, SIM_ESIM, "no algorithm for %s at %.0f bytes", coll_kind_name(k),
+                        bytes);
+            rc = cli_fail(&err);
+            goto out;
+        }
+        double algbw = bytes / ch.time_s / 1e9;
+        double busbw = algbw * net_busbw_factor(k, g.size);
+        bool reduces = k == COLL_ALL_REDUCE || k == COLL_REDUCE_SCATTER;
+        printf("  %10.0f  %12.0f  %8s  %6s  %6d  %10.2f  %7.2f  %7.2f  %-12s  %s\n", bytes, count,
+               o.type, reduces ? "sum" : "none", k == COLL_BROADCAST ? 0 : -1, ch.time_s * 1e6,
+               algbw, busbw, net_algo_name(ch.algo), net_proto_name(ch.proto));
+        busbw_sum += busbw;
+        rows++;
+    }
+    printf("# Avg bus bandwidth    : %g\n", rows ? busbw_sum / rows : 0.0);
+    rc = fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+out:
+    cfg_destroy(cfg);
+    return rc;
+}

@@ -1,0 +1,335 @@
+#include "csv.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growable array of pointers (fields of one record, or all cells). */
+typedef struct ptrvec {
+    char **v;
+    size_t n, cap;
+} ptrvec;
+
+static bool ptrvec_push(ptrvec *p, char *s)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        char **v = realloc(p->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = s;
+    return true;
+}
+
+static void ptrvec_free_all(ptrvec *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->v[i]);
+    free(p->v);
+    memset(p, 0, sizeof *p);
+}
+
+/* A growable byte buffer for the field being parsed. */
+typedef struct strbuf {
+    char *s;
+    size_t n, cap;
+} strbuf;
+
+static bool strbuf_put(strbuf *b, char c)
+{
+    if (b->n + 1 >= b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 128;
+        char *s = realloc(b->s, cap);
+        if (!s)
+            return false;
+        b->s = s;
+        b->cap = cap;
+    }
+    b->s[b->n++] = c;
+    b->s[b->n] = '\0';
+    return true;
+}
+
+static char *dup_range(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+void csv_free(csv_table *t)
+{
+    if (!t)
+        return;
+    for (int c = 0; c < t->ncols; c++)
+        free(t->header[c]);
+    free(t->header);
+    free(t->header_raw);
+    size_t ncells = t->nrows * (size_t)t->ncols;
+    for (size_t i = 0; i < ncells; i++)
+        free(t->cells[i]);
+    free(t->cells);
+    for (size_t r = 0; r < t->nrows; r++)
+        free(t->raw[r]);
+    free(t->raw);
+    free(t->line);
+    memset(t, 0, sizeof *t);
+}
+
+/* Parses one record starting at *pos.  Appends its fields to `fields`,
+ * sets *start and *end to the record's text without the terminator and
+ * advances *pos and *line past it.  Returns SIM_OK or an error. */
+static int parse_record(const char *text, size_t len, size_t *pos, int *line, ptrvec *fields,
+                        size_t *start, size_t *end, const char *name, sim_err *err)
+{
+    size_t i = *pos;
+    int rec_line = *line;
+    *start = i;
+    strbuf b = { 0 };
+    for (;;) {
+        /* one field */
+        b.n = 0;
+        if (b.s)
+            b.s[0] = '\0';
+        if (i < len && text[i] == '"') {
+            i++;
+            for (;;) {
+                if (i >= len) {
+                    free(b.s);
+                    return sim_err_set_at(err, SIM_EINVAL, name, rec_line, NULL,
+                                          "unterminated quoted field");
+                }
+                char c = text[i++];
+                if (c == '"') {
+                    if (i < len && text[i] == '"') {
+                        i++;
+                        if (!strbuf_put(&b, '"'))
+                            goto nomem;
+                        continue;
+                    }
+                    break;
+                }
+                if (c == '\n')
+                    (*line)++;
+                if (!strbuf_put(&b, c))
+                    goto nomem;
+            }
+            if (i < len && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
+                free(b.s);
+                return sim_err_set_at(err, SIM_EINVAL, name, *line, NULL,
+                                      "text after the closing quote of a field (a quote inside "
+                                      "a field must be doubled)");
+            }
+        } else {
+            while (i < len && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
+                if (text[i] == '"') {
+                    free(b.s);
+                    return sim_err_set_at(err, SIM_EINVAL, name, *line, NULL,
+                                          "quote inside an unquoted field (quote the whole "
+                                          "field and double the quote)");
+                }
+                if (!strbuf_put(&b, text[i++]))
+                    goto nomem;
+            }
+        }
+        char *f = dup_range(b.s ? b.s : "", b.n);
+        if (!f || !ptrvec_push(fields, f)) {
+            free(f);
+            goto nomem;
+        }
+        if (i < len && text[i] == ',') {
+            i++;
+            continue;
+        }
+        break;
+    }
+    free(b.s);
+    *end = i;
+    if (i < len && text[i] == '\r')
+        i++;
+    if (i < len && text[i] == '\n') {
+        i++;
+        (*line)++;
+    } else if (i < len) {
+        /* a lone CR that is not part of CRLF ends the record too */
+        (*line)++;
+    }
+    *pos = i;
+    return SIM_OK;
+nomem:
+    free(b.s);
+    return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", name);
+}
+
+int csv_parse(const char *text, size_t len, const char *name, csv_table *out, sim_err *err)
+{
+    memset(out, 0, sizeof *out);
+    size_t pos = 0;
+    int line = 1;
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
+        (unsigned char)text[2] == 0xBF)
+        pos = 3;
+
+    ptrvec cells = { 0 }, raws = { 0 }, fields = { 0 };
+    int *lines = NULL;
+    size_t lines_cap = 0;
+    int rc = SIM_OK;
+    bool have_header = false;
+
+    while (pos < len) {
+        /* blank line */
+        if (text[pos] == '\n' || text[pos] == '\r') {
+            if (text[pos] == '\r' && pos + 1 < len && text[pos + 1] == '\n')
+                pos++;
+            pos++;
+            line++;
+            continue;
+        }
+        int rec_line = line;
+        size_t start = 0, end = 0;
+        fields.n = 0;
+        rc = parse_record(text, len, &pos, &line, &fields, &start, &end, name, err);
+        if (rc)
+            goto fail;
+        if (!have_header) {
+            out->ncols = (int)fields.n;
+            out->header = fields.v;
+            fields = (ptrvec){ 0 };
+            out->header_raw = dup_range(text + start, end - start);
+            if (!out->header_raw)
+                goto nomem;
+            have_header = true;
+            continue;
+        }
+        if ((int)fields.n != out->ncols) {
+            rc = sim_err_set_at(err, SIM_EINVAL, name, rec_line, NULL,
+                                "record has %zu fields, the header has %d", fields.n, out->ncols);
+            ptrvec_free_all(&fields);
+            goto fail;
+        }
+        for (size_t k = 0; k < fields.n; k++) {
+            if (!ptrvec_push(&cells, fields.v[k])) {
+                for (size_t j = k; j < fields.n; j++)
+                    free(fields.v[j]);
+                fields.n = 0;
+                goto nomem;
+            }
+        }
+        fields.n = 0;
+        char *raw = dup_range(text + start, end - start);
+        if (!raw || !ptrvec_push(&raws, raw)) {
+            free(raw);
+            goto nomem;
+        }
+        if (raws.n > lines_cap) {
+            size_t cap = lines_cap ? 2 * lines_cap : 64;
+            int *l = realloc(lines, cap * sizeof *l);
+            if (!l)
+                goto nomem;
+            lines = l;
+            lines_cap = cap;
+        }
+        lines[raws.n - 1] = rec_line;
+    }
+    free(fields.v);
+    if (!have_header) {
+        rc = sim_err_set_at(err, SIM_EINVAL, name, 0, NULL, "empty file: no header line");
+        goto fail;
+    }
+    out->nrows = raws.n;
+    out->cells = cells.v;
+    out->raw = raws.v;
+    out->line = lines;
+    return SIM_OK;
+
+nomem:
+    rc = sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", name);
+fail:
+    ptrvec_free_all(&fields);
+    ptrvec_free_all(&cells);
+    ptrvec_free_all(&raws);
+    free(lines);
+    out->nrows = 0;
+    csv_free(out);
+    return rc;
+}
+
+int csv_read_file(const char *path, csv_table *out, sim_err *err)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f)
+        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot open: %s", strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (cap - len < 65536) {
+            size_t ncap = cap ? 2 * cap : 1 << 20;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                if (f != stdin)
+                    fclose(f);
+                return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", path);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    int bad = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (bad) {
+        free(buf);
+        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "read error");
+    }
+    int rc = csv_parse(buf, len, path, out, err);
+    free(buf);
+    return rc;
+}
+
+int csv_col(const csv_table *t, const char *name)
+{
+    for (int c = 0; c < t->ncols; c++)
+        if (strcmp(t->header[c], name) == 0)
+            return c;
+    return -1;
+}
+
+const char *csv_cell(const csv_table *t, size_t r, int c)
+{
+    if (c < 0 || c >= t->ncols || r >= t->nrows)
+        return "";
+    return t->cells[r * (size_t)t->ncols + (size_t)c];
+}
+
+void csv_write_field(FILE *out, const char *s)
+{
+    size_t n = strlen(s);
+    bool quote = n > 0 && (s[0] == ' ' || s[n - 1] == ' ');
+    for (const char *p = s; *p && !quote; p++)
+        if (*p == ',' || *p == '"' || *p == '\n' || *p == '\r')
+            quote = true;
+    if (!quote) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"')
+            fputc('"', out);
+        fputc(*p, out);
+    }
+    fputc('"', out);
+}

@@ -1,0 +1,61 @@
+/* csv: an RFC 4180 reader for the tables parsim reads back (the validation
+ * set, the outputs of validate, sweep and search), and the one quoting rule
+ * it writes with.
+ *
+ * Accepted: fields separated by ',', records by LF or CRLF; a field that
+ * starts with '"' is quoted, may hold commas, line breaks and doubled quotes
+ * ("" stands for one "); a UTF-8 byte-order mark before the header is
+ * skipped; blank lines (between or after records) are ignored.  Every record
+ * must have as many fields as the header: a short or long record is an
+ * error naming the file and line, never padded silently.
+ *
+ * Each record keeps its original text (without the line terminator), so a
+ * command can write the input rows back byte for byte and append columns.
+ *
+ * Ownership: csv_read_* fill a caller-owned csv_table, csv_free releases
+ * everything it holds.  Cells are NUL-terminated copies; the empty string
+ * stands for an empty field.
+ * Complexity: one pass over the text, O(bytes).
+ */
+#ifndef PARSIM_CSV_H
+#define PARSIM_CSV_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "err.h"
+
+typedef struct csv_table {
+    int ncols;             /* fields per record (from the header) */
+    char **header;         /* ncols column names */
+    char *header_raw;      /* the header line as written */
+    size_t nrows;          /* data records */
+    char **cells;          /* nrows * ncols, row-major: cells[r*ncols + c] */
+    char **raw;            /* nrows original record texts */
+    int *line;             /* nrows: line number (1-based) where each record starts */
+} csv_table;
+
+/* Parses text[0..len) (need not be NUL-terminated).  name is used in error
+ * messages (a file name).  Returns SIM_OK, SIM_EINVAL for malformed input
+ * (unterminated quote, a quote inside an unquoted field, wrong field count,
+ * no header) or SIM_ENOMEM.  On error the table is left empty. */
+int csv_parse(const char *text, size_t len, const char *name, csv_table *out, sim_err *err);
+
+/* Reads and parses a whole file ("-" is stdin).  SIM_EIO if it cannot be
+ * read. */
+int csv_read_file(const char *path, csv_table *out, sim_err *err);
+
+void csv_free(csv_table *t);
+
+/* Index of the column named `name`, or -1. */
+int csv_col(const csv_table *t, const char *name);
+
+/* Cell (row r, column c); "" when c < 0 (a missing optional column). */
+const char *csv_cell(const csv_table *t, size_t r, int c);
+
+/* Writes s as one CSV field: quoted (with doubled quotes) when it holds a
+ * comma, quote, CR or LF, or starts or ends with a space; as it is
+ * otherwise. */
+void csv_write_field(FILE *out, const char *s);
+
+#endif

@@ -1,0 +1,1077 @@
+/* sweep: spec loading, one row per configuration, the threaded runner with
+ * its reorder buffer, and resuming an output file.  The format and the
+ * ordering contract are in sweep.h.
+ *
+ * Cost.  Each configuration builds a fresh cfg_t (reading the base file and
+ * the presets again) and simulates one step: the files are a few KiB, so
+ * parsing costs tens of microseconds against milliseconds of simulation.
+ * Sharing one parsed base between threads would need a cfg_clone; it is not
+ * worth it at these ratios.
+ */
+#include "sweep.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <libconfig.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config.h"
+#include "report.h"
+#include "step.h"
+#include "strategy.h"
+
+/* Limits that turn a typo (to = 1e9) into an error instead of a sweep that
+ * never ends. */
+#define AXIS_MAX_VALUES 1000000
+#define SWEEP_MAX_TOTAL ((int64_t)1 << 40)
+/* Rows each worker may run ahead of the oldest unwritten one. */
+#define REORDER_PER_JOB 4
+
+#define CMDLINE_ORIGIN "command line" /* what config.c names overrides */
+
+typedef struct sweep_value {
+    char *ovr;  /* "key=value" as an override */
+    char *cell; /* the CSV cell, escaped */
+} sweep_value;
+
+typedef struct sweep_axis {
+    int nkeys;      /* keys varied together (1 for a key axis) */
+    int first_col;  /* index of its first key in sweep.keys */
+    int64_t n;      /* values (or rows) */
+    sweep_value *v; /* n * nkeys, row-major */
+} sweep_axis;
+
+struct sweep {
+    char *path;       /* the spec file */
+    char *data_dir;   /* NULL = cfg_create's default */
+    char *base;       /* run config to start from, NULL if none */
+    char **set;       /* fixed overrides */
+    int nset;
+    char **keys;      /* swept keys, in column order */
+    int *key_lines;   /* spec line of each swept key */
+    int nkeys;
+    sweep_axis *axes;
+    int naxes;
+    int64_t total;
+    int report_cols;  /* columns of report_csv_row */
+    char *header;
+};
+
+/* --------------------------------------------------------------- strings */
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Writes s as one CSV cell (RFC 4180: quoted when it holds a comma, quote,
+ * newline or edge space). */
+static void csv_cell(FILE *out, const char *s)
+{
+    size_t n = strlen(s);
+    bool quote = strpbrk(s, ",\"\r\n") != NULL || (n && (isspace((unsigned char)s[0]) ||
+                                                        isspace((unsigned char)s[n - 1])));
+    if (!quote) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, out);
+    }
+    fputc('"', out);
+}
+
+/* Builds a string with a memstream writer; NULL when out of memory. */
+typedef struct strbuf {
+    FILE *f;
+    char *buf;
+    size_t len;
+} strbuf;
+
+static bool sb_open(strbuf *sb)
+{
+    sb->buf = NULL;
+    sb->len = 0;
+    sb->f = open_memstream(&sb->buf, &sb->len);
+    return sb->f != NULL;
+}
+
+/* Closes the stream and returns the string (caller frees), NULL on failure. */
+static char *sb_close(strbuf *sb)
+{
+    int bad = ferror(sb->f);
+    if (fclose(sb->f) != 0 || bad) {
+        free(sb->buf);
+        return NULL;
+    }
+    return sb->buf;
+}
+
+/* Shortest decimal text that reads back as v, always with a '.' or an
+ * exponent so it stays a float. */
+static void fmt_float(char *buf, size_t len, double v)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (!strpbrk(buf, ".eE"))
+        snprintf(buf + strlen(buf), len - strlen(buf), ".0");
+}
+
+/* Writes a string in override syntax: quoted, with \" and \\ escaped. */
+static void ovr_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+/* ------------------------------------------------------------ spec values */
+
+static int spec_err(sim_err *err, const sweep_t *sw, int line, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int spec_err(sim_err *err, const sweep_t *sw, int line, const char *key, const char *fmt, ...)
+{
+    char msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sim_err_set_at(err, SIM_EINVAL, sw->path, line, key, "%s", msg);
+}
+
+static int line_of(const config_setting_t *s)
+{
+    return (int)config_setting_source_line(s);
+}
+
+static bool is_int(const config_setting_t *s)
+{
+    int t = config_setting_type(s);
+    return t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64;
+}
+
+/* Makes value (override and cell) for key from text in override syntax. */
+static int value_set(sweep_value *v, const char *key, const char *ovr_text, const char *cell_text)
+{
+    size_t n = strlen(key) + strlen(ovr_text) + 2;
+    v->ovr = malloc(n);
+    strbuf sb;
+    if (!v->ovr || !sb_open(&sb))
+        return SIM_ENOMEM;
+    snprintf(v->ovr, n, "%s=%s", key, ovr_text);
+    csv_cell(sb.f, cell_text);
+    v->cell = sb_close(&sb);
+    return v->cell ? SIM_OK : SIM_ENOMEM;
+}
+
+/* Converts one libconfig value (scalar, or an array/list of integers or of
+ * strings for a list-valued key) into a sweep value. */
+static int value_from_setting(const sweep_t *sw, const config_setting_t *s, const char *key, sweep_value *v,
+                              sim_err *err)
+{
+    char num[64];
+    switch (config_setting_type(s)) {
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        snprintf(num, sizeof num, "%lld", config_setting_get_int64(s));
+        return value_set(v, key, num, num);
+    case CONFIG_TYPE_FLOAT:
+        fmt_float(num, sizeof num, config_setting_get_float(s));
+        return value_set(v, key, num, num);
+    case CONFIG_TYPE_BOOL:
+        return value_set(v, key, config_setting_get_bool(s) ? "true" : "false",
+                         config_setting_get_bool(s) ? "true" : "false");
+    case CONFIG_TYPE_STRING: {
+        strbuf sb;
+        if (!sb_open(&sb))
+            return SIM_ENOMEM;
+        ovr_string(sb.f, config_setting_get_string(s));
+        char *o = sb_close(&sb);
+        if (!o)
+            return SIM_ENOMEM;
+        int rc = value_set(v, key, o, config_setting_get_string(s));
+        free(o);
+        return rc;
+    }
+    case CONFIG_TYPE_ARRAY:
+    case CONFIG_TYPE_LIST: {
+        /* override text ["a", "b"]; the cell shows [a, b] */
+        strbuf sb, cb;
+        if (!sb_open(&sb))
+            return SIM_ENOMEM;
+        if (!sb_open(&cb)) {
+            free(sb_close(&sb));
+            return SIM_ENOMEM;
+        }
+        fputc('[', sb.f);
+        fputc('[', cb.f);
+        int n = config_setting_length(s);
+        int rc = SIM_OK;
+        for (int k = 0; k < n && rc == SIM_OK; k++) {
+            const config_setting_t *el = config_setting_get_elem(s, (unsigned)k);
+            if (k) {
+                fputs(", ", sb.f);
+                fputs(", ", cb.f);
+            }
+            if (is_int(el)) {
+                fprintf(sb.f, "%lld", config_setting_get_int64(el));
+                fprintf(cb.f, "%lld", config_setting_get_int64(el));
+            } else if (config_setting_type(el) == CONFIG_TYPE_STRING) {
+                ovr_string(sb.f, config_setting_get_string(el));
+                fputs(config_setting_get_string(el), cb.f);
+            } else {
+                rc = spec_err(err, sw, line_of(el), key, "a list value holds integers or strings only");
+            }
+        }
+        fputc(']', sb.f);
+        fputc(']', cb.f);
+        char *o = sb_close(&sb), *c = sb_close(&cb);
+        if (rc == SIM_OK)
+            rc = (o && c) ? value_set(v, key, o, c) : SIM_ENOMEM;
+        free(o);
+        free(c);
+        return rc;
+    }
+    default:
+        return spec_err(err, sw, line_of(s), key, "a value is a number, true/false, a string or a list");
+    }
+}
+
+/* ------------------------------------------------------------ spec checks */
+
+/* True if the key is in parsim's key table.  Asks config itself: a scratch
+ * cfg holding only this override is resolved and must not fail with
+ * "unknown key" on it (config.h has no lookup of its own yet).  msg gets
+ * config's message, with its "did you mean". */
+static bool key_known(const sweep_t *sw, const char *ovr, const char *key, char *msg, size_t len)
+{
+    cfg_t *c = cfg_create(sw->data_dir);
+    if (!c)
+        return true; /* out of memory: the run will say so */
+    sim_err e;
+    sim_err_clear(&e);
+    run_inputs in;
+    bool ok = true;
+    if (cfg_set_override(c, ovr, &e) == SIM_OK && cfg_resolve(c, &in, &e) != SIM_OK &&
+        !strcmp(e.key, key) && !strncmp(e.msg, "unknown key", 11)) {
+        ok = false;
+        snprintf(msg, len, "%s", e.msg);
+    }
+    cfg_destroy(c);
+    return ok;
+}
+
+/* Checks that an override parses (config's own syntax rules). */
+static int check_override(const sweep_t *sw, const char *ovr, int line, const char *key, sim_err *err)
+{
+    cfg_t *c = cfg_create(sw->data_dir);
+    if (!c)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    sim_err e;
+    sim_err_clear(&e);
+    int rc = cfg_set_override(c, ovr, &e);
+    cfg_destroy(c);
+    if (rc == SIM_ENOMEM)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    if (rc != SIM_OK)
+        return spec_err(err, sw, line, e.key[0] ? e.key : key, "%s", e.msg);
+    return SIM_OK;
+}
+
+static int add_key(sweep_t *sw, const char *key, int line, sim_err *err)
+{
+    for (int k = 0; k < sw->nkeys; k++)
+        if (!strcmp(sw->keys[k], key))
+            return spec_err(err, sw, line, key, "swept twice (first at line %d)", sw->key_lines[k]);
+    for (int k = 0; k < sw->nset; k++) {
+        size_t n = strlen(key);
+        if (!strncmp(sw->set[k], key, n) && sw->set[k][n] == '=')
+            return spec_err(err, sw, line, key, "both fixed in `set` and swept");
+    }
+    char **keys = realloc(sw->keys, (size_t)(sw->nkeys + 1) * sizeof *keys);
+    if (keys)
+        sw->keys = keys;
+    int *lines = realloc(sw->key_lines, (size_t)(sw->nkeys + 1) * sizeof *lines);
+    if (lines)
+        sw->key_lines = lines;
+    if (!keys || !lines || !(sw->keys[sw->nkeys] = dup_str(key)))
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    sw->key_lines[sw->nkeys++] = line;
+    return SIM_OK;
+}
+
+/* ------------------------------------------------------------------ axes */
+
+static int64_t int_range_count(const sweep_t *sw, int line, const char *key, long long from, long long to,
+                               long long step, long long mul, sim_err *err)
+{
+    int64_t n = 0;
+    if (mul) {
+        if (mul < 2 || from < 1 || from > to)
+            return spec_err(err, sw, line, key, "a mul range needs mul >= 2 and 1 <= from <= to");
+        for (long long x = from; x <= to; n++) {
+            if (x > to / mul)
+                return n + 1;
+            x *= mul;
+        }
+        return n;
+    }
+    if (step == 0 || (step > 0 && from > to) || (step < 0 && from < to))
+        return spec_err(err, sw, line, key, "step must be nonzero and lead from `from` to `to`");
+    return (int64_t)((to - from) / step) + 1;
+}
+
+/* Fills an axis of one key from `values` or a range. */
+static int axis_from_key(sweep_t *sw, const config_setting_t *g, sweep_axis *ax, sim_err *err)
+{
+    const char *key = NULL;
+    config_setting_lookup_string(g, "key", &key);
+    int line = line_of(g);
+    const config_setting_t *vals = config_setting_get_member(g, "values");
+    const config_setting_t *from = config_setting_get_member(g, "from");
+    const config_setting_t *to = config_setting_get_member(g, "to");
+    const config_setting_t *step = config_setting_get_member(g, "step");
+    const config_setting_t *mul = config_setting_get_member(g, "mul");
+    int rc = add_key(sw, key, line, err);
+    if (rc)
+        return rc;
+    ax->nkeys = 1;
+    ax->first_col = sw->nkeys - 1;
+
+    if (vals) {
+        if (from || to || step || mul)
+            return spec_err(err, sw, line, key, "give `values` or a range (from, to, step|mul), not both");
+        int t = config_setting_type(vals);
+        if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+            return spec_err(err, sw, line_of(vals), key, "`values` is a list: [1, 2, 4]");
+        ax->n = config_setting_length(vals);
+        if (ax->n == 0)
+            return spec_err(err, sw, line_of(vals), key, "`values` is empty");
+        ax->v = calloc((size_t)ax->n, sizeof *ax->v);
+        if (!ax->v)
+            return sim_err_set(err, SIM_ENOMEM, "out of memory");
+        for (int64_t k = 0; k < ax->n; k++) {
+            const config_setting_t *el = config_setting_get_elem(vals, (unsigned)k);
+            if ((rc = value_from_setting(sw, el, key, &ax->v[k], err)))
+                return rc == SIM_ENOMEM ? sim_err_set(err, rc, "out of memory") : rc;
+        }
+        return SIM_OK;
+    }
+    if (!from || !to)
+        return spec_err(err, sw, line, key, "an axis needs `values` or a range (from, to, step|mul)");
+    if (step && mul)
+        return spec_err(err, sw, line, key, "give `step` or `mul`, not both");
+    const config_setting_t *parts[] = { from, to, step, mul };
+    bool ints = true;
+    for (int k = 0; k < 4; k++) {
+        if (!parts[k])
+            continue;
+        int t = config_setting_type(parts[k]);
+        if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT)
+            return spec_err(err, sw, line_of(parts[k]), key, "range bounds and steps are numbers");
+        ints = ints && t != CONFIG_TYPE_FLOAT;
+    }
+    char num[64];
+    if (ints) {
+        long long f = config_setting_get_int64(from), t = config_setting_get_int64(to);
+        long long st = step ? config_setting_get_int64(step) : 1, m = mul ? config_setting_get_int64(mul) : 0;
+        int64_t n = int_range_count(sw, line, key, f, t, st, m, err);
+        if (n < 0)
+            return (int)n;
+        if (n > AXIS_MAX_VALUES)
+            return spec_err(err, sw, line, key, "range has %" PRId64 " values (at most %d)", n,
+                            AXIS_MAX_VALUES);
+        ax->n = n;
+        ax->v = calloc((size_t)n, sizeof *ax->v);
+        if (!ax->v)
+            return sim_err_set(err, SIM_ENOMEM, "out of memory");
+        long long x = f;
+        for (int64_t k = 0; k < n; k++) {
+            snprintf(num, sizeof num, "%lld", x);
+            if (value_set(&ax->v[k], key, num, num))
+                return sim_err_set(err, SIM_ENOMEM, "out of memory");
+            x = m ? x * m : x + st;
+        }
+        return SIM_OK;
+    }
+    double f = config_setting_get_float(from), t = config_setting_get_float(to);
+    if (is_int(from))
+        f = (double)config_setting_get_int64(from);
+    if (is_int(to))
+        t = (double)config_setting_get_int64(to);
+    double st = 1, m = 0;
+    if (step)
+        st = is_int(step) ? (double)config_setting_get_int64(step) : config_setting_get_float(step);
+    if (mul)
+        m = is_int(mul) ? (double)config_setting_get_int64(mul) : config_setting_get_float(mul);
+    double n;
+    if (mul) {
+        if (!(m > 1) || !(f > 0) || f > t)
+            return spec_err(err, sw, line, key, "a mul range needs mul > 1 and 0 < from <= to");
+        n = floor(log(t / f) / log(m) + 1e-9) + 1;
+    } else {
+        if (st == 0 || (st > 0 && f > t) || (st < 0 && f < t))
+            return spec_err(err, sw, line, key, "step must be nonzero and lead from `from` to `to`");
+        n = floor((t - f) / st + 1e-9) + 1;
+    }
+    if (!(n >= 1) || n > AXIS_MAX_VALUES)
+        return spec_err(err, sw, line, key, "range has too many values (at most %d)", AXIS_MAX_VALUES);
+    ax->n = (int64_t)n;
+    ax->v = calloc((size_t)ax->n, sizeof *ax->v);
+    if (!ax->v)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    for (int64_t k = 0; k < ax->n; k++) {
+        /* from + k*step (or from * mul^k), not a running sum: no drift */
+        double x = mul ? f * pow(m, (double)k) : f + (double)k * st;
+        fmt_float(num, sizeof num, x);
+        if (value_set(&ax->v[k], key, num, num))
+            return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    return SIM_OK;
+}
+
+/* Fills a zipped axis (a listed set) from `keys` and `rows`. */
+static int axis_from_rows(sweep_t *sw, const config_setting_t *g, sweep_axis *ax, sim_err *err)
+{
+    const config_setting_t *keys = config_setting_get_member(g, "keys");
+    const config_setting_t *rows = config_setting_get_member(g, "rows");
+    int line = line_of(g);
+    if (config_setting_get_member(g, "values") || config_setting_get_member(g, "from") ||
+        config_setting_get_member(g, "to") || config_setting_get_member(g, "step") ||
+        config_setting_get_member(g, "mul"))
+        return spec_err(err, sw, line, NULL, "an axis with `keys` takes `rows`, not values or a range");
+    if (!rows)
+        return spec_err(err, sw, line, NULL, "`keys` needs `rows`, e.g. rows = ( (8, 4), (4, 8) );");
+    int kt = config_setting_type(keys), rt = config_setting_type(rows);
+    int nk = (kt == CONFIG_TYPE_ARRAY || kt == CONFIG_TYPE_LIST) ? config_setting_length(keys) : 0;
+    if (nk == 0)
+        return spec_err(err, sw, line_of(keys), NULL, "`keys` is a non-empty list of key names");
+    if (rt != CONFIG_TYPE_LIST && rt != CONFIG_TYPE_ARRAY)
+        return spec_err(err, sw, line_of(rows), NULL, "`rows` is a list of rows, e.g. ( (8, 4), (4, 8) )");
+    ax->nkeys = nk;
+    ax->first_col = sw->nkeys;
+    for (int k = 0; k < nk; k++) {
+        const config_setting_t *ks = config_setting_get_elem(keys, (unsigned)k);
+        if (config_setting_type(ks) != CONFIG_TYPE_STRING)
+            return spec_err(err, sw, line_of(ks), NULL, "`keys` holds key names (strings)");
+        int rc = add_key(sw, config_setting_get_string(ks), line_of(ks), err);
+        if (rc)
+            return rc;
+    }
+    ax->n = config_setting_length(rows);
+    if (ax->n == 0)
+        return spec_err(err, sw, line_of(rows), NULL, "`rows` is empty");
+    ax->v = calloc((size_t)(ax->n * nk), sizeof *ax->v);
+    if (!ax->v)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    for (int64_t r = 0; r < ax->n; r++) {
+        const config_setting_t *row = config_setting_get_elem(rows, (unsigned)r);
+        int t = config_setting_type(row);
+        if ((t != CONFIG_TYPE_LIST && t != CONFIG_TYPE_ARRAY) || config_setting_length(row) != nk)
+            return spec_err(err, sw, line_of(row), NULL, "row %" PRId64 " must hold %d values, one per key", r,
+                            nk);
+        for (int k = 0; k < nk; k++) {
+            const char *key = sw->keys[ax->first_col + k];
+            int rc = value_from_setting(sw, config_setting_get_elem(row, (unsigned)k), key,
+                                        &ax->v[r * nk + k], err);
+            if (rc)
+                return rc == SIM_ENOMEM ? sim_err_set(err, rc, "out of memory") : rc;
+        }
+    }
+    return SIM_OK;
+}
+
+/* Rejects settings of a group that are not in names (a typo is an error). */
+static int check_members(const sweep_t *sw, const config_setting_t *g, const char *const *names, const char *what,
+                         sim_err *err)
+{
+    int n = config_setting_length(g);
+    for (int k = 0; k < n; k++) {
+        const config_setting_t *s = config_setting_get_elem(g, (unsigned)k);
+        const char *name = config_setting_name(s);
+        bool ok = false;
+        for (const char *const *p = names; *p && !ok; p++)
+            ok = name && !strcmp(name, *p);
+        if (!ok)
+            return spec_err(err, sw, line_of(s), NULL, "unknown setting `%s` in %s", name ? name : "?", what);
+    }
+    return SIM_OK;
+}
+
+/* The base config: relative to the spec's folder (as @include is), else to
+ * the working directory. */
+static int find_base(sweep_t *sw, const char *base, int line, sim_err *err)
+{
+    char cand[2][1024];
+    int nc = 0;
+    const char *slash = strrchr(sw->path, '/');
+    if (base[0] != '/' && slash)
+        snprintf(cand[nc++], sizeof cand[0], "%.*s/%s", (int)(slash - sw->path), sw->path, base);
+    snprintf(cand[nc++], sizeof cand[0], "%s", base);
+    for (int k = 0; k < nc; k++) {
+        if (access(cand[k], R_OK) == 0) {
+            sw->base = dup_str(cand[k]);
+            return sw->base ? SIM_OK : sim_err_set(err, SIM_ENOMEM, "out of memory");
+        }
+    }
+    return spec_err(err, sw, line, "base", "cannot open \"%s\" (looked for %s%s%s)", base, cand[0],
+                    nc > 1 ? " and " : "", nc > 1 ? cand[1] : "");
+}
+
+static int build_header(sweep_t *sw, sim_err *err)
+{
+    strbuf rep, sb;
+    if (!sb_open(&rep))
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    report_csv_header(rep.f);
+    char *r = sb_close(&rep);
+    if (!r || !sb_open(&sb)) {
+        free(r);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    size_t n = strlen(r);
+    if (n && r[n - 1] == '\n')
+        r[--n] = '\0';
+    sw->report_cols = 1;
+    for (const char *p = r; *p; p++)
+        sw->report_cols += *p == ',';
+    fputs("index", sb.f);
+    for (int k = 0; k < sw->nkeys; k++) {
+        fputc(',', sb.f);
+        csv_cell(sb.f, sw->keys[k]);
+    }
+    fprintf(sb.f, ",%s,error\n", r);
+    free(r);
+    sw->header = sb_close(&sb);
+    return sw->header ? SIM_OK : sim_err_set(err, SIM_ENOMEM, "out of memory");
+}
+
+static int load_spec(sweep_t *sw, config_t *lc, sim_err *err)
+{
+    errno = 0;
+    if (config_read_file(lc, sw->path) != CONFIG_TRUE) {
+        if (config_error_type(lc) == CONFIG_ERR_FILE_IO) {
+            int e = errno;
+            return sim_err_set_at(err, SIM_EINVAL, sw->path, 0, NULL, "cannot open%s%s", e ? ": " : "",
+                                  e ? strerror(e) : "");
+        }
+        const char *f = config_error_file(lc);
+        return sim_err_set_at(err, SIM_EINVAL, f ? f : sw->path, config_error_line(lc), NULL,
+                              "syntax error: %s", config_error_text(lc));
+    }
+    const config_setting_t *root = config_root_setting(lc);
+    static const char *const top[] = { "sweep", NULL };
+    int rc = check_members(sw, root, top, "the spec (everything goes in `sweep: { ... };`)", err);
+    if (rc)
+        return rc;
+    const config_setting_t *g = config_setting_get_member(root, "sweep");
+    if (!g || config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return spec_err(err, sw, g ? line_of(g) : 1, NULL,
+                        "a sweep spec is a group `sweep: { base = ...; set = [...]; vary = (...); };`");
+    static const char *const members[] = { "base", "set", "vary", NULL };
+    if ((rc = check_members(sw, g, members, "`sweep`", err)))
+        return rc;
+
+    const config_setting_t *base = config_setting_get_member(g, "base");
+    if (base) {
+        if (config_setting_type(base) != CONFIG_TYPE_STRING)
+            return spec_err(err, sw, line_of(base), "base", "`base` is the name of a run config file");
+        if ((rc = find_base(sw, config_setting_get_string(base), line_of(base), err)))
+            return rc;
+        cfg_t *c = cfg_create(sw->data_dir);
+        if (!c)
+            return sim_err_set(err, SIM_ENOMEM, "out of memory");
+        rc = cfg_load_file(c, sw->base, CFG_PRIO_FILE, err);
+        cfg_destroy(c);
+        if (rc)
+            return rc;
+    }
+
+    const config_setting_t *set = config_setting_get_member(g, "set");
+    if (set) {
+        int t = config_setting_type(set);
+        if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
+            return spec_err(err, sw, line_of(set), "set", "`set` is a list of \"KEY=VALUE\" strings");
+        int n = config_setting_length(set);
+        sw->set = calloc((size_t)n + 1, sizeof *sw->set);
+        if (!sw->set)
+            return sim_err_set(err, SIM_ENOMEM, "out of memory");
+        for (int k = 0; k < n; k++) {
+            const config_setting_t *el = config_setting_get_elem(set, (unsigned)k);
+            const char *s = config_setting_type(el) == CONFIG_TYPE_STRING ? config_setting_get_string(el) : NULL;
+            if (!s || !strchr(s, '='))
+                return spec_err(err, sw, line_of(el), "set", "`set` holds \"KEY=VALUE\" strings");
+            if ((rc = check_override(sw, s, line_of(el), NULL, err)))
+                return rc;
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)(strchr(s, '=') - s), s);
+            char msg[512];
+            if (!key_known(sw, s, key, msg, sizeof msg))
+                return spec_err(err, sw, line_of(el), key, "%s", msg);
+            for (int j = 0; j < k; j++)
+                if (!strncmp(sw->set[j], s, strlen(key) + 1))
+                    return spec_err(err, sw, line_of(el), key, "set twice");
+            if (!(sw->set[sw->nset++] = dup_str(s)))
+                return sim_err_set(err, SIM_ENOMEM, "out of memory");
+        }
+    }
+
+    sw->total = 1;
+    const config_setting_t *vary = config_setting_get_member(g, "vary");
+    if (!vary)
+        return SIM_OK;
+    if (config_setting_type(vary) != CONFIG_TYPE_LIST)
+        return spec_err(err, sw, line_of(vary), "vary",
+                        "`vary` is a list of axes: ( { key = \"...\"; values = [...]; }, ... )");
+    int na = config_setting_length(vary);
+    sw->axes = calloc((size_t)na + 1, sizeof *sw->axes);
+    if (!sw->axes)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    static const char *const axis_members[] = { "key", "values", "from", "to", "step", "mul", "keys", "rows", NULL };
+    for (int a = 0; a < na; a++) {
+        const config_setting_t *ag = config_setting_get_elem(vary, (unsigned)a);
+        if (config_setting_type(ag) != CONFIG_TYPE_GROUP)
+            return spec_err(err, sw, line_of(ag), "vary", "an axis is a group: { key = \"...\"; values = [...]; }");
+        if ((rc = check_members(sw, ag, axis_members, "an axis", err)))
+            return rc;
+        const config_setting_t *key = config_setting_get_member(ag, "key");
+        const config_setting_t *keys = config_setting_get_member(ag, "keys");
+        sweep_axis *ax = &sw->axes[sw->naxes++];
+        if (key && keys)
+            return spec_err(err, sw, line_of(ag), NULL, "an axis has `key` or `keys`, not both");
+        if (key && config_setting_type(key) != CONFIG_TYPE_STRING)
+            return spec_err(err, sw, line_of(key), NULL, "`key` is a key name (a string)");
+        if (key)
+            rc = axis_from_key(sw, ag, ax, err);
+        else if (keys)
+            rc = axis_from_rows(sw, ag, ax, err);
+        else
+            rc = spec_err(err, sw, line_of(ag), NULL, "an axis needs `key` (or `keys` with `rows`)");
+        if (rc)
+            return rc;
+        /* every value must parse as an override and every key be known */
+        for (int k = 0; k < ax->nkeys; k++) {
+            const char *kname = sw->keys[ax->first_col + k];
+            int kline = sw->key_lines[ax->first_col + k];
+            for (int64_t j = 0; j < ax->n; j++)
+                if ((rc = check_override(sw, ax->v[j * ax->nkeys + k].ovr, kline, kname, err)))
+                    return rc;
+            char msg[512];
+            if (!key_known(sw, ax->v[k].ovr, kname, msg, sizeof msg))
+                return spec_err(err, sw, kline, kname, "%s", msg);
+        }
+        if (sw->total > SWEEP_MAX_TOTAL / ax->n)
+            return spec_err(err, sw, line_of(ag), NULL, "the sweep has more than %" PRId64 " configurations",
+                            SWEEP_MAX_TOTAL);
+        sw->total *= ax->n;
+    }
+    return SIM_OK;
+}
+
+int sweep_load(sweep_t **out, const char *path, const char *data_dir, sim_err *err)
+{
+    *out = NULL;
+    sweep_t *sw = calloc(1, sizeof *sw);
+    if (!sw || !(sw->path = dup_str(path)) || (data_dir && !(sw->data_dir = dup_str(data_dir)))) {
+        sweep_destroy(sw);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    config_t lc;
+    config_init(&lc);
+    int rc = load_spec(sw, &lc, err);
+    config_destroy(&lc);
+    if (rc == SIM_OK)
+        rc = build_header(sw, err);
+    if (rc) {
+        sweep_destroy(sw);
+        return rc;
+    }
+    *out = sw;
+    return SIM_OK;
+}
+
+void sweep_destroy(sweep_t *sw)
+{
+    if (!sw)
+        return;
+    for (int a = 0; a < sw->naxes; a++) {
+        sweep_axis *ax = &sw->axes[a];
+        if (ax->v)
+            for (int64_t k = 0; k < ax->n * ax->nkeys; k++) {
+                free(ax->v[k].ovr);
+                free(ax->v[k].cell);
+            }
+        free(ax->v);
+    }
+    free(sw->axes);
+    for (int k = 0; k < sw->nkeys; k++)
+        free(sw->keys[k]);
+    free(sw->keys);
+    free(sw->key_lines);
+    if (sw->set)
+        for (int k = 0; k < sw->nset; k++)
+            free(sw->set[k]);
+    free(sw->set);
+    free(sw->base);
+    free(sw->header);
+    free(sw->data_dir);
+    free(sw->path);
+    free(sw);
+}
+
+int64_t sweep_total(const sweep_t *sw)
+{
+    return sw->total;
+}
+
+const char *sweep_header(const sweep_t *sw)
+{
+    return sw->header;
+}
+
+sweep_span sweep_shard_span(const sweep_t *sw, int64_t k, int64_t n)
+{
+    sweep_span sp = { k - 1, n, 0 };
+    if (sw->total > k - 1)
+        sp.count = (sw->total - (k - 1) + n - 1) / n;
+    return sp;
+}
+
+/* ------------------------------------------------------------------- rows */
+
+/* The value of each axis at configuration index (last axis fastest). */
+static void decompose(const sweep_t *sw, int64_t index, int64_t *pick)
+{
+    for (int a = sw->naxes - 1; a >= 0; a--) {
+        pick[a] = index % sw->axes[a].n;
+        index /= sw->axes[a].n;
+    }
+}
+
+/* Builds, resolves and simulates one configuration; the failure of an
+ * invalid one is left in e. */
+static int simulate(const sweep_t *sw, const int64_t *pick, FILE *rep, sim_err *e)
+{
+    cfg_t *c = cfg_create(sw->data_dir);
+    if (!c)
+        return sim_err_set(e, SIM_ENOMEM, "out of memory");
+    int rc = sw->base ? cfg_load_file(c, sw->base, CFG_PRIO_FILE, e) : SIM_OK;
+    for (int k = 0; k < sw->nset && rc == SIM_OK; k++)
+        rc = cfg_set_override(c, sw->set[k], e);
+    for (int a = 0; a < sw->naxes && rc == SIM_OK; a++) {
+        const sweep_axis *ax = &sw->axes[a];
+        for (int k = 0; k < ax->nkeys && rc == SIM_OK; k++)
+            rc = cfg_set_override(c, ax->v[pick[a] * ax->nkeys + k].ovr, e);
+    }
+    run_inputs in;
+    strategy_t s;
+    if (rc == SIM_OK)
+        rc = cli_resolve(c, &in, &s, e);
+    step_t *st = NULL;
+    if (rc == SIM_OK)
+        rc = step_run(&st, &in, &s, e);
+    if (rc == SIM_OK)
+        report_csv_row(rep, &in, &s, step_result_get(st));
+    step_destroy(st);
+    cfg_destroy(c);
+    return rc;
+}
+
+int sweep_row(const sweep_t *sw, int64_t index, char **row, size_t *len, sim_err *err)
+{
+    *row = NULL;
+    *len = 0;
+    int64_t pick[sw->naxes + 1];
+    decompose(sw, index, pick);
+
+    sim_err e;
+    sim_err_clear(&e);
+    strbuf rep, sb;
+    if (!sb_open(&rep))
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    int rc = simulate(sw, pick, rep.f, &e);
+    char *r = sb_close(&rep);
+    if (rc == SIM_ENOMEM || !r || !sb_open(&sb)) {
+        free(r);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+
+    fprintf(sb.f, "%" PRId64, index);
+    for (int a = 0; a < sw->naxes; a++) {
+        const sweep_axis *ax = &sw->axes[a];
+        for (int k = 0; k < ax->nkeys; k++)
+            fprintf(sb.f, ",%s", ax->v[pick[a] * ax->nkeys + k].cell);
+    }
+    if (rc == SIM_OK) {
+        size_t n = strlen(r);
+        fprintf(sb.f, ",%.*s,\n", (int)(n && r[n - 1] == '\n' ? n - 1 : n), r);
+    } else {
+        /* the sweep's own settings are "command line" to config: drop that */
+        if (!strcmp(e.file, CMDLINE_ORIGIN)) {
+            e.file[0] = '\0';
+            e.line = 0;
+        }
+        char msg[1024];
+        sim_err_format(&e, msg, sizeof msg);
+        for (int k = 0; k < sw->report_cols; k++)
+            fputc(',', sb.f);
+        fputc(',', sb.f);
+        csv_cell(sb.f, msg);
+        fputc('\n', sb.f);
+    }
+    free(r);
+    size_t n = 0;
+    fflush(sb.f);
+    n = sb.len;
+    *row = sb_close(&sb);
+    if (!*row)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    *len = n;
+    return SIM_OK;
+}
+
+/* ----------------------------------------------------------------- runner */
+
+/* Workers take positions in order and park finished rows in a ring of
+ * `window` slots; the calling thread writes slot `written` as soon as it is
+ * filled.  A worker never takes a position `window` or more ahead of
+ * `written`, so memory stays bounded however slow one configuration is. */
+typedef struct runner {
+    const sweep_t *sw;
+    sweep_span span;
+    pthread_mutex_t mu;
+    pthread_cond_t filled;  /* a slot was filled (or a worker failed) */
+    pthread_cond_t freed;   /* `written` advanced (or the run stops) */
+    int64_t next;           /* next position to hand out */
+    int64_t written;        /* positions emitted */
+    int64_t window;
+    char **row;             /* window slots; NULL = not done */
+    size_t *len;
+    bool stop;              /* emit failed: workers finish and leave */
+    int fail;               /* a worker's fatal status */
+    sim_err fail_err;
+} runner;
+
+static void *worker(void *arg)
+{
+    runner *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->next < r->span.count && r->next >= r->written + r->window)
+            pthread_cond_wait(&r->freed, &r->mu);
+        if (r->stop || r->next >= r->span.count)
+            break;
+        int64_t pos = r->next++;
+        pthread_mutex_unlock(&r->mu);
+
+        char *row;
+        size_t len;
+        sim_err e;
+        sim_err_clear(&e);
+        int rc = sweep_row(r->sw, r->span.first + pos * r->span.stride, &row, &len, &e);
+
+        pthread_mutex_lock(&r->mu);
+        if (rc) {
+            if (!r->fail) {
+                r->fail = rc;
+                r->fail_err = e;
+            }
+            r->stop = true;
+            pthread_cond_broadcast(&r->filled);
+            pthread_cond_broadcast(&r->freed);
+            break;
+        }
+        r->row[pos % r->window] = row;
+        r->len[pos % r->window] = len;
+        pthread_cond_broadcast(&r->filled);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static int run_inline(const sweep_t *sw, sweep_span span, sweep_emit_fn emit, void *ctx, sim_err *err)
+{
+    for (int64_t pos = 0; pos < span.count; pos++) {
+        char *row;
+        size_t len;
+        int64_t index = span.first + pos * span.stride;
+        int rc = sweep_row(sw, index, &row, &len, err);
+        if (rc)
+            return rc;
+        rc = emit(ctx, pos, index, row, len);
+        free(row);
+        if (rc)
+            return rc;
+    }
+    return SIM_OK;
+}
+
+int sweep_run(const sweep_t *sw, sweep_span span, int jobs, sweep_emit_fn emit, void *ctx, sim_err *err)
+{
+    if (jobs > span.count)
+        jobs = (int)span.count;
+    if (jobs <= 1)
+        return run_inline(sw, span, emit, ctx, err);
+
+    runner r = { .sw = sw, .span = span, .window = (int64_t)jobs * REORDER_PER_JOB };
+    r.row = calloc((size_t)r.window, sizeof *r.row);
+    r.len = calloc((size_t)r.window, sizeof *r.len);
+    pthread_t *tid = calloc((size_t)jobs, sizeof *tid);
+    if (!r.row || !r.len || !tid) {
+        free(r.row);
+        free(r.len);
+        free(tid);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.filled, NULL);
+    pthread_cond_init(&r.freed, NULL);
+    int started = 0, rc = SIM_OK;
+    for (; started < jobs; started++)
+        if (pthread_create(&tid[started], NULL, worker, &r) != 0)
+            break;
+    if (started == 0)
+        rc = sim_err_set(err, SIM_ENOMEM, "cannot start worker threads");
+
+    pthread_mutex_lock(&r.mu);
+    while (rc == SIM_OK && r.written < span.count) {
+        int64_t slot = r.written % r.window;
+        while (!r.row[slot] && !r.fail)
+            pthread_cond_wait(&r.filled, &r.mu);
+        if (r.fail) {
+            rc = r.fail;
+            *err = r.fail_err;
+            break;
+        }
+        char *row = r.row[slot];
+        size_t len = r.len[slot];
+        r.row[slot] = NULL;
+        int64_t pos = r.written;
+        pthread_mutex_unlock(&r.mu);
+        rc = emit(ctx, pos, span.first + pos * span.stride, row, len);
+        free(row);
+        pthread_mutex_lock(&r.mu);
+        r.written++;
+        if (rc)
+            r.stop = true;
+        pthread_cond_broadcast(&r.freed);
+    }
+    r.stop = true;
+    pthread_cond_broadcast(&r.freed);
+    pthread_mutex_unlock(&r.mu);
+    for (int k = 0; k < started; k++)
+        pthread_join(tid[k], NULL);
+    for (int64_t k = 0; k < r.window; k++)
+        free(r.row[k]);
+    free(r.row);
+    free(r.len);
+    free(tid);
+    pthread_mutex_destroy(&r.mu);
+    pthread_cond_destroy(&r.filled);
+    pthread_cond_destroy(&r.freed);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- output */
+
+bool sweep_row_index(const char *row, int64_t *index)
+{
+    if (!isdigit((unsigned char)row[0]))
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(row, &end, 10);
+    if (errno || (*end != ',' && *end != '\n' && *end != '\0'))
+        return false;
+    *index = v;
+    return true;
+}
+
+int sweep_open_output(const char *path, const char *header, sweep_span span, FILE **out, int64_t *done,
+                      sim_err *err)
+{
+    *out = NULL;
+    *done = 0;
+    FILE *f = fopen(path, "r+");
+    if (!f && errno == ENOENT)
+        f = fopen(path, "w+");
+    if (!f)
+        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot open: %s", strerror(errno));
+
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    off_t good = 0;  /* end of the last complete, checked line */
+    int64_t lineno = 0, rows = 0;
+    int rc = SIM_OK;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        bool complete = line[n - 1] == '\n';
+        if (!complete) {
+            /* a row (or the header) cut short by a kill: cut off below */
+            if (lineno == 1 && strncmp(line, header, (size_t)n) != 0)
+                rc = sim_err_set_at(err, SIM_EINVAL, path, 1, NULL,
+                                    "not this sweep's output (use another --out, or delete the file)");
+            break;
+        }
+        if (lineno == 1) {
+            if (strcmp(line, header) != 0) {
+                rc = sim_err_set_at(err, SIM_EINVAL, path, 1, NULL,
+                                    "the header differs from this sweep's: not its output (use another --out, "
+                                    "or delete the file)");
+                break;
+            }
+        } else {
+            int64_t idx, want = span.first + rows * span.stride;
+            if (rows >= span.count || !sweep_row_index(line, &idx) || idx != want) {
+                rc = sim_err_set_at(err, SIM_EINVAL, path, (int)lineno, NULL,
+                                    rows >= span.count ? "more rows than this run has"
+                                                       : "row is not configuration %" PRId64
+                                                         " as this run expects there: not this run's output "
+                                                         "(another shard?)",
+                                    want);
+                break;
+            }
+            rows++;
+        }
+        good += n;
+    }
+    free(line);
+    if (rc == SIM_OK && ferror(f))
+        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(errno));
+    if (rc == SIM_OK && ftruncate(fileno(f), good) != 0)
+        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot truncate: %s", strerror(errno));
+    if (rc == SIM_OK && fseeko(f, good, SEEK_SET) != 0)
+        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot seek: %s", strerror(errno));
+    if (rc == SIM_OK && good == 0 && (fputs(header, f) == EOF || fflush(f) != 0))
+        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+    if (rc) {
+        fclose(f);
+        return rc;
+    }
+    *out = f;
+    *done = rows;
+    return SIM_OK;
+}

@@ -1,0 +1,1105 @@
+/* validate: rows of published measurements -> parsim runs -> errors.
+ * The rules are documented in validate.h; the tables below are the data
+ * they use, one place to read and change them. */
+#include "validate.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
+
+#include "cli.h"
+#include "model.h"
+#include "progress.h"
+#include "step.h"
+#include "strategy.h"
+
+/* ------------------------------------------------------------ the tables */
+
+/* gpu_type -> topology preset (bench/validation/README.md, "Which GPU is
+ * which system"). */
+static const struct {
+    const char *gpu;
+    const char *topology;
+} gpu_topologies[] = {
+    { "A100", "dgx-a100" },       { "A100-80GB", "dgx-a100" }, { "H100", "dgx-h100" },
+    { "H200", "dgx-h200" },       { "H800", "h800" },          { "B200", "dgx-b200" },
+    { "B300", "dgx-b300" },       { "GB200", "gb200-nvl72" },  { "GB300", "gb300-nvl72" },
+};
+
+/* What a source's framework did where a cell is empty.  Chosen by the id
+ * prefix; the last row is the fallback (Megatron Core's own defaults). */
+typedef struct vframework {
+    const char *prefix;
+    const char *name;           /* framework, for the assumed text */
+    bool sp_when_tp;            /* sequence parallel when TP > 1 */
+    bool dist_opt;              /* distributed optimizer */
+    const char *recompute;      /* none | selective | full */
+    const char *precision;
+    bool overlap_dp;            /* overlap_grad_reduce (+ param gather with dist-opt) */
+    bool tp_comm_overlap;       /* with SP and TP > 1 */
+    bool moe_etp1;              /* MoE recipes set expert_tensor_parallel_size = 1 */
+    flop_conv infer;            /* what `unknown` means for this source */
+    const char *infer_why;
+} vframework;
+
+static const vframework frameworks[] = {
+    /* Megatron Bridge perf recipes (bridge/recipes, perf configs): SP with
+     * TP, distributed optimizer, DP and TP comm overlap, no recompute, ETP 1
+     * for DeepSeek/Qwen3/gpt-oss/Moonlight. */
+    { "mbridge-meas", "Megatron Bridge", true, true, "none", "bf16", true, true, true, FC_MEGATRON,
+      "Bridge's logger uses num_floating_point_operations (causal attention at half)" },
+    { "mbridge", "Megatron Bridge", true, true, "none", "bf16", true, true, true, FC_MEGATRON,
+      "Bridge's logger uses num_floating_point_operations (causal attention at half)" },
+    /* NeMo 2.0 recipes (24.07-25.02 containers), also behind dgxc. */
+    { "nemo", "NeMo", true, true, "none", "bf16", true, true, false, FC_NEMO_FULL,
+      "NeMo <= 25.07 counted full attention" },
+    { "dgxc", "NeMo (DGX Cloud recipe)", true, true, "none", "bf16", true, true, false,
+      FC_NEMO_FULL, "the DGX Cloud READMEs count full attention" },
+    /* Megatron-LM of 2021-2022: --checkpoint-activations, fp16, no SP, the
+     * old DDP (no overlap), no distributed optimizer. */
+    { "sc21", "Megatron-LM 2021", false, false, "full", "fp16", false, false, false, FC_UNKNOWN,
+      NULL },
+    { "korthikanti", "Megatron-LM 2022", false, false, "full", "fp16", false, false, false,
+      FC_NEMO_FULL, "Korthikanti et al.'s MFU is 72 B s L h^2 (1 + s/6h + V/12Lh), full attention" },
+    { "mtnlg", "Megatron-DeepSpeed 2021", false, false, "full", "fp16", false, false, false,
+      FC_UNKNOWN, NULL },
+    { "bloom", "Megatron-DeepSpeed 2022", false, false, "full", "bf16", false, false, false,
+      FC_UNKNOWN, NULL },
+    /* Megatron-LM README 2024 table: notes say overlap-grad-reduce,
+     * overlap-param-gather (needs the distributed optimizer) and
+     * tp-comm-overlap (needs SP). */
+    { "mlm-h100", "Megatron-LM r0.8", true, true, "none", "bf16", true, true, false, FC_NEMO_FULL,
+      "Megatron-LM r0.8 num_floating_point_operations counted full attention" },
+    { "", "Megatron Core", false, false, "none", "bf16", false, false, false, FC_UNKNOWN,
+      NULL },
+};
+
+static const char *metric_names[VM_COUNT] = {
+    "step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "memory_gb",
+};
+
+static const char *conv_names[FC_COUNT] = {
+    "megatron", "nemo-full-attention", "sc21-hardware", "hardware", "unknown",
+};
+
+static const char *family_names[VFAM_COUNT] = { "time", "memory", "tflops-flagged" };
+
+static const char *feature_names[VFEAT_COUNT] = { "PP>1", "VP", "CP", "EP", "FP8" };
+
+/* Models whose published tokens/s and TFLOP/s imply a different FLOPs per
+ * token than the stated convention (bench/validation/README.md): their
+ * TFLOP/s and MFU rows are reported apart. */
+static const char *flops_flagged_models[] = { "qwen3-30b-a3b", "gpt-oss-120b" };
+
+/* Columns validate reads. */
+static const char *needed_columns[] = {
+    "id", "gpu_type", "num_gpus", "model", "seq_len", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep",
+    "etp", "dp", "sp", "recompute", "precision", "distributed_optimizer", "metric_name",
+    "metric_value", "notes", "flop_convention",
+};
+
+const char *vmetric_name(vmetric m) { return (unsigned)m < VM_COUNT ? metric_names[m] : "?"; }
+const char *flop_conv_name(flop_conv f) { return (unsigned)f < FC_COUNT ? conv_names[f] : "?"; }
+const char *vfamily_name(vfamily f) { return (unsigned)f < VFAM_COUNT ? family_names[f] : "?"; }
+
+/* ------------------------------------------------------------- helpers */
+
+int validate_check_columns(const csv_table *t, const char *name, sim_err *err)
+{
+    for (size_t k = 0; k < sizeof needed_columns / sizeof needed_columns[0]; k++)
+        if (csv_col(t, needed_columns[k]) < 0)
+            return sim_err_set_at(err, SIM_EINVAL, name, 1, NULL,
+                                  "no column '%s' (validate reads the columns of "
+                                  "bench/validation/public.csv)",
+                                  needed_columns[k]);
+    return SIM_OK;
+}
+
+void validate_id_prefix(const char *id, char *out, size_t len)
+{
+    size_t n = strlen(id);
+    while (n > 0 && isdigit((unsigned char)id[n - 1]))
+        n--;
+    if (n > 0 && n < strlen(id) && (id[n - 1] == '-' || id[n - 1] == '_'))
+        n--;
+    if (n == 0)
+        n = strlen(id);
+    snprintf(out, len, "%.*s", (int)n, id);
+}
+
+static const vframework *framework_for(const char *prefix)
+{
+    size_t n = sizeof frameworks / sizeof frameworks[0];
+    for (size_t k = 0; k + 1 < n; k++)
+        if (strncmp(prefix, frameworks[k].prefix, strlen(frameworks[k].prefix)) == 0)
+            return &frameworks[k];
+    return &frameworks[n - 1];
+}
+
+static const char *topology_for(const char *gpu)
+{
+    for (size_t k = 0; k < sizeof gpu_topologies / sizeof gpu_topologies[0]; k++)
+        if (strcmp(gpu, gpu_topologies[k].gpu) == 0)
+            return gpu_topologies[k].topology;
+    return NULL;
+}
+
+/* Parses a whole cell as an integer; false if empty or not a number. */
+static bool cell_int(const char *s, int64_t *out)
+{
+    if (!*s)
+        return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    while (*end == ' ')
+        end++;
+    if (errno || *end)
+        return false;
+    *out = (int64_t)v;
+    return true;
+}
+
+static bool cell_double(const char *s, double *out)
+{
+    if (!*s)
+        return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    while (*end == ' ')
+        end++;
+    if (errno || *end || !isfinite(v))
+        return false;
+    *out = v;
+    return true;
+}
+
+static void add_over(vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_over(vcase *c, const char *fmt, ...)
+{
+    if (c->n_over >= VCASE_MAX_OVER) {
+        snprintf(c->skip, sizeof c->skip, "internal: more than %d settings", VCASE_MAX_OVER);
+        return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->over[c->n_over++], VCASE_OVER_LEN, fmt, ap);
+    va_end(ap);
+}
+
+static void add_assumed(vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_assumed(vcase *c, const char *fmt, ...)
+{
+    size_t n = strlen(c->assumed);
+    if (n && n + 2 < sizeof c->assumed) {
+        memcpy(c->assumed + n, "; ", 3);
+        n += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->assumed + n, sizeof c->assumed - n, fmt, ap);
+    va_end(ap);
+    c->n_assumed++;
+}
+
+static void set_skip(vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_skip(vcase *c, const char *fmt, ...)
+{
+    if (c->skip[0])
+        return; /* the first reason is the one reported */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->skip, sizeof c->skip, fmt, ap);
+    va_end(ap);
+}
+
+/* Finds "key=<int>" or "key <int>" in notes; false if absent. */
+static bool note_int(const char *notes, const char *key, int64_t *out)
+{
+    for (const char *p = strstr(notes, key); p; p = strstr(p + 1, key)) {
+        const char *q = p + strlen(key);
+        if (!isdigit((unsigned char)*q))
+            continue;
+        *out = strtoll(q, NULL, 10);
+        return true;
+    }
+    return false;
+}
+
+static bool is_fp8_family(const char *prec)
+{
+    return strstr(prec, "fp8") || strstr(prec, "fp4");
+}
+
+/* Whether parsim has a config key (from the key table's listing). */
+static bool key_known(const char *key)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem)
+        return false;
+    cfg_print_keys(mem);
+    fclose(mem);
+    bool found = false;
+    size_t kl = strlen(key);
+    for (const char *p = buf; p && (p = strstr(p, key)); p += kl)
+        if ((p == buf || p[-1] == '\n') && (p[kl] == ' ' || p[kl] == '\t')) {
+            found = true;
+            break;
+        }
+    free(buf);
+    return found;
+}
+
+/* The model of a row, resolved from its preset on the row's topology (a
+ * probe: one GPU, one sequence). */
+static int probe_model(const char *data_dir, const char *model, const char *topology,
+                       model_spec *out, sim_err *err)
+{
+    cfg_t *cfg = cfg_create(data_dir);
+    if (!cfg)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    char kv[3][128];
+    snprintf(kv[0], sizeof kv[0], "model.name=%s", model);
+    snprintf(kv[1], sizeof kv[1], "cluster.topology=%s", topology);
+    snprintf(kv[2], sizeof kv[2], "cluster.num_gpus=1");
+    int rc = SIM_OK;
+    for (int k = 0; k < 3 && rc == SIM_OK; k++)
+        rc = cfg_set_override(cfg, kv[k], err);
+    if (rc == SIM_OK)
+        rc = cfg_set_override(cfg, "train.global_batch_size=1", err);
+    run_inputs in;
+    if (rc == SIM_OK)
+        rc = cfg_resolve(cfg, &in, err);
+    if (rc == SIM_OK)
+        *out = in.model;
+    cfg_destroy(cfg);
+    return rc;
+}
+
+/* Writes model.moe_layer_freq for the first L layers of m's pattern: the
+ * frequency f if the pattern is "every f-th layer", else the 0/1 list. */
+static void moe_pattern_override(vcase *c, const model_spec *m, int64_t L)
+{
+    for (int64_t f = 1; f <= L; f++) {
+        bool same = true;
+        for (int64_t i = 0; i < L && same; i++)
+            same = (m->moe_layer_pattern[i] != 0) == (i % f == 0);
+        if (same) {
+            add_over(c, "model.moe_layer_freq=%" PRId64, f);
+            return;
+        }
+    }
+    char list[VCASE_OVER_LEN];
+    size_t n = (size_t)snprintf(list, sizeof list, "model.moe_layer_freq=[");
+    for (int64_t i = 0; i < L && n + 4 < sizeof list; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", i ? "," : "",
+                              m->moe_layer_pattern[i] ? 1 : 0);
+    if (n + 2 >= sizeof list) {
+        set_skip(c, "layers_override=%" PRId64 ": MoE layer pattern too long to write", L);
+        return;
+    }
+    snprintf(list + n, sizeof list - n, "]");
+    add_over(c, "%s", list);
+}
+
+/* ------------------------------------------------------------ the case */
+
+void validate_case_labels(const csv_table *t, size_t r, vcase *c)
+{
+    memset(c, 0, sizeof *c);
+    c->row = r;
+    c->conv = FC_UNKNOWN;
+    c->mem_unit_bytes = 1e9;
+#define CELL(name) csv_cell(t, r, csv_col(t, name))
+    snprintf(c->id, sizeof c->id, "%s", CELL("id"));
+    validate_id_prefix(c->id, c->prefix, sizeof c->prefix);
+    snprintf(c->gpu, sizeof c->gpu, "%s", CELL("gpu_type"));
+    snprintf(c->model, sizeof c->model, "%s", CELL("model"));
+    const char *notes = CELL("notes");
+
+    const char *mname = CELL("metric_name");
+    c->metric = VM_COUNT;
+    for (int k = 0; k < VM_COUNT; k++)
+        if (strcmp(mname, metric_names[k]) == 0)
+            c->metric = (vmetric)k;
+    if (c->metric == VM_COUNT) {
+        set_skip(c, "unknown metric_name '%s'", mname);
+        c->metric = VM_STEP_TIME;
+    }
+
+    c->family = VFAM_TIME;
+    if (c->metric == VM_MEMORY)
+        c->family = VFAM_MEMORY;
+    else if (c->metric == VM_TFLOPS || c->metric == VM_MFU) {
+        bool flagged = strstr(notes, "task=sft") || strstr(notes, "task=lora");
+        for (size_t k = 0; k < sizeof flops_flagged_models / sizeof flops_flagged_models[0]; k++)
+            flagged = flagged || strcmp(c->model, flops_flagged_models[k]) == 0;
+        if (flagged)
+            c->family = VFAM_TFLOPS_FLAGGED;
+    }
+
+    /* features as the cells state them (validate_case replaces them with
+     * the sizes it runs) */
+    static const char *fcols[] = { "pp", "vp", "cp", "ep" };
+    for (int k = 0; k < 4; k++) {
+        int64_t v = 1;
+        c->feat[k] = cell_int(CELL(fcols[k]), &v) && v > 1;
+    }
+    c->feat[VFEAT_FP8] = is_fp8_family(CELL("precision"));
+#undef CELL
+}
+
+void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
+{
+    validate_case_labels(t, r, c);
+#define CELL(name) csv_cell(t, r, csv_col(t, name))
+    const char *notes = CELL("notes");
+    const vframework *fw = framework_for(c->prefix);
+
+    if (!cell_double(CELL("metric_value"), &c->measured) || c->measured <= 0)
+        set_skip(c, "metric_value '%s' is not a positive number", CELL("metric_value"));
+    if (strstr(notes, "GiB"))
+        c->mem_unit_bytes = 1073741824.0;
+
+    /* FLOP convention (TFLOP/s and MFU rows only) */
+    if (c->metric == VM_TFLOPS || c->metric == VM_MFU) {
+        const char *conv = CELL("flop_convention");
+        c->conv = FC_COUNT;
+        for (int k = 0; k < FC_COUNT; k++)
+            if (strcmp(conv, conv_names[k]) == 0)
+                c->conv = (flop_conv)k;
+        if (c->conv == FC_COUNT || !conv[0]) {
+            set_skip(c, "unknown flop_convention '%s'", conv);
+            c->conv = FC_UNKNOWN;
+        } else if (c->conv == FC_UNKNOWN) {
+            if (fw->infer == FC_UNKNOWN)
+                set_skip(c, "flop_convention unknown and not inferable for source '%s'",
+                         c->prefix);
+            else {
+                c->conv = fw->infer;
+                c->conv_inferred = true;
+                add_assumed(c, "flop_convention inferred as %s (%s)", conv_names[c->conv],
+                            fw->infer_why);
+            }
+        }
+    }
+
+    if (strstr(notes, "task=lora"))
+        set_skip(c, "LoRA fine-tuning is not modeled (frozen base weights, adapter GEMMs)");
+
+    const char *topology = topology_for(c->gpu);
+    if (!topology) {
+        set_skip(c, "unknown gpu_type '%s' (no topology preset for it)", c->gpu);
+        topology = "dgx-h100"; /* keeps the probe below meaningful */
+    }
+
+    /* the model, to know whether it has experts */
+    model_spec m;
+    sim_err err;
+    sim_err_clear(&err);
+    bool have_model = false;
+    if (probe_model(data_dir, c->model, topology, &m, &err) == SIM_OK)
+        have_model = true;
+    else {
+        char buf[600];
+        sim_err_format(&err, buf, sizeof buf);
+        set_skip(c, "model '%s': %s", c->model, buf);
+    }
+    bool moe = have_model && model_is_moe(&m);
+
+    add_over(c, "model.name=%s", c->model);
+    add_over(c, "cluster.topology=%s", topology);
+
+    int64_t world = 0, gbs = 0, v = 0;
+    if (!cell_int(CELL("num_gpus"), &world) || world < 1)
+        set_skip(c, "num_gpus '%s' is not a positive integer", CELL("num_gpus"));
+    add_over(c, "cluster.num_gpus=%" PRId64, world);
+
+    if (cell_int(CELL("seq_len"), &v) && v > 0)
+        add_over(c, "model.seq_length=%" PRId64, v);
+    else if (CELL("seq_len")[0])
+        set_skip(c, "seq_len '%s' is not a positive integer", CELL("seq_len"));
+    else
+        add_assumed(c, "seq_len: the preset's");
+
+    if (!cell_int(CELL("gbs"), &gbs) || gbs < 1)
+        set_skip(c, "gbs '%s' is not a positive integer", CELL("gbs"));
+    add_over(c, "train.global_batch_size=%" PRId64, gbs);
+
+    int64_t mbs = 1;
+    if (CELL("mbs")[0]) {
+        if (!cell_int(CELL("mbs"), &mbs) || mbs < 1)
+            set_skip(c, "mbs '%s' is not a positive integer", CELL("mbs"));
+    } else
+        add_assumed(c, "mbs=1 (%s default)", fw->name);
+    add_over(c, "train.micro_batch_size=%" PRId64, mbs);
+
+    /* parallel sizes: empty = 1 */
+    static const struct {
+        const char *col, *key;
+    } sizes[] = {
+        { "tp", "model.tensor_model_parallel_size" },
+        { "pp", "model.pipeline_model_parallel_size" },
+        { "cp", "model.context_parallel_size" },
+        { "ep", "model.expert_model_parallel_size" },
+    };
+    int64_t sz[4];
+    for (int k = 0; k < 4; k++) {
+        const char *cell = CELL(sizes[k].col);
+        sz[k] = 1;
+        if (cell[0]) {
+            if (!cell_int(cell, &sz[k]) || sz[k] < 1)
+                set_skip(c, "%s '%s' is not a positive integer", sizes[k].col, cell);
+        } else if (k < 3 || moe)
+            add_assumed(c, "%s=1 (not stated)", sizes[k].col);
+        if (sz[k] > 1)
+            add_over(c, "%s=%" PRId64, sizes[k].key, sz[k]);
+    }
+    int64_t tp = sz[0], pp = sz[1], cp = sz[2], ep = sz[3];
+
+    int64_t vp = 1;
+    if (CELL("vp")[0]) {
+        if (!cell_int(CELL("vp"), &vp) || vp < 1)
+            set_skip(c, "vp '%s' is not a positive integer", CELL("vp"));
+    } else if (pp > 1)
+        add_assumed(c, "vp: no interleaving (not stated)");
+    if (vp > 1)
+        add_over(c, "model.virtual_pipeline_model_parallel_size=%" PRId64, vp);
+
+    if (moe) {
+        int64_t etp = 0;
+        if (CELL("etp")[0]) {
+            if (!cell_int(CELL("etp"), &etp) || etp < 1)
+                set_skip(c, "etp '%s' is not a positive integer", CELL("etp"));
+        } else if (fw->moe_etp1) {
+            etp = 1;
+            add_assumed(c, "etp=1 (%s MoE recipes)", fw->name);
+        } else if (world > 0 && world % (pp * ep * tp) != 0) {
+            etp = 1;
+            add_assumed(c, "etp=1 (Megatron's default etp=tp does not fit %" PRId64 " GPUs)", world);
+        } else
+            add_assumed(c, "etp=tp (Megatron default)");
+        if (etp > 0)
+            add_over(c, "model.expert_tensor_parallel_size=%" PRId64, etp);
+    }
+
+    /* sequence parallel */
+    bool sp = false;
+    const char *sp_cell = CELL("sp");
+    if (!strcmp(sp_cell, "1") || !strcmp(sp_cell, "true"))
+        sp = true;
+    else if (!strcmp(sp_cell, "0") || !strcmp(sp_cell, "false"))
+        sp = false;
+    else if (sp_cell[0])
+        set_skip(c, "sp '%s' is not 0 or 1", sp_cell);
+    else if (tp > 1) {
+        sp = fw->sp_when_tp;
+        add_assumed(c, "sp=%d (%s default with TP>1)", sp ? 1 : 0, fw->name);
+    }
+    if (sp && tp > 1)
+        add_over(c, "model.sequence_parallel=true");
+
+    /* recompute */
+    const char *rec = CELL("recompute");
+    if (!rec[0]) {
+        rec = fw->recompute;
+        add_assumed(c, "recompute=%s (%s default)", rec, fw->name);
+    }
+    if (strcmp(rec, "none") && strcmp(rec, "selective") && strcmp(rec, "full"))
+        set_skip(c, "recompute '%s' is not none, selective or full", rec);
+    else if (strcmp(rec, "none"))
+        add_over(c, "model.recompute_granularity=%s", rec);
+    const char *mods = strstr(notes, "recompute_modules=");
+    if (mods && !strcmp(rec, "selective")) {
+        mods += strlen("recompute_modules=");
+        char list[160];
+        size_t n = strcspn(mods, "; (");
+        if (n >= sizeof list)
+            n = sizeof list - 1;
+        memcpy(list, mods, n);
+        list[n] = '\0';
+        if (list[0] == '[')
+            add_over(c, "model.recompute_modules=%s", list);
+        else
+            add_over(c, "model.recompute_modules=[%s]", list);
+    }
+
+    /* precision */
+    const char *prec = CELL("precision");
+    if (!prec[0]) {
+        prec = fw->precision;
+        add_assumed(c, "precision=%s (%s default)", prec, fw->name);
+    }
+    add_over(c, "mixed_precision=%s", prec);
+
+    /* optimizer and DP overlap */
+    bool dist = fw->dist_opt;
+    const char *dcell = CELL("distributed_optimizer");
+    if (!strcmp(dcell, "1") || !strcmp(dcell, "true"))
+        dist = true;
+    else if (!strcmp(dcell, "0") || !strcmp(dcell, "false"))
+        dist = false;
+    else if (dcell[0])
+        set_skip(c, "distributed_optimizer '%s' is not 0 or 1", dcell);
+    else
+        add_assumed(c, "distributed_optimizer=%d (%s default)", dist ? 1 : 0, fw->name);
+    if (strstr(notes, "Megatron-FSDP used")) {
+        dist = true;
+        add_assumed(c, "Megatron-FSDP run as the distributed optimizer (per-layer parameter "
+                       "gathers not modeled)");
+    }
+    if (dist)
+        add_over(c, "ddp.use_distributed_optimizer=true");
+    if (fw->overlap_dp) {
+        add_over(c, "ddp.overlap_grad_reduce=true");
+        if (dist)
+            add_over(c, "ddp.overlap_param_gather=true");
+    }
+    if (fw->tp_comm_overlap && sp && tp > 1)
+        add_over(c, "model.tp_comm_overlap=true");
+
+    /* notes: layers, vocabulary, MTP, routing */
+    int64_t layers = 0;
+    if (note_int(notes, "layers_override=", &layers) && layers > 0) {
+        add_over(c, "model.num_layers=%" PRId64, layers);
+        if (moe && layers <= MODEL_MAX_LAYERS)
+            moe_pattern_override(c, &m, layers);
+    }
+    int64_t vocab = 0;
+    if (note_int(notes, "vocab ", &vocab) && vocab > 0)
+        add_over(c, "model.vocab_size=%" PRId64, vocab);
+    else if (strstr(notes, "GPT2BPETokenizer"))
+        add_over(c, "model.vocab_size=50257"); /* GPT-2 BPE */
+    else if (!strcmp(c->model, "gpt-oss-120b") && !strcmp(fw->name, "Megatron Bridge")) {
+        add_over(c, "model.vocab_size=128256");
+        add_assumed(c, "vocab 128256 (Bridge gpt-oss perf recipes)");
+    }
+    /* Uneven pipelines: Megatron Bridge recipes whose layers do not split
+     * evenly over PP x VP (Llama 3.1 405B's 126 on PP 8, Qwen3 235B's 94)
+     * count the embedding and the loss as a layer each
+     * (account_for_embedding/loss_in_pipeline_split).  Used once parsim has
+     * the keys; until then strategy rejects the row and says why. */
+    int64_t L = layers > 0 ? layers : have_model ? m.num_layers : 0;
+    if (L > 0 && L % (pp * vp) != 0 && fw->sp_when_tp && fw->dist_opt &&
+        key_known("model.account_for_embedding_in_pipeline_split") &&
+        key_known("model.account_for_loss_in_pipeline_split")) {
+        add_over(c, "model.account_for_embedding_in_pipeline_split=true");
+        add_over(c, "model.account_for_loss_in_pipeline_split=true");
+        add_assumed(c, "uneven pipeline: embedding and loss counted as layers (%s recipes)",
+                    fw->name);
+    }
+    if (strstr(notes, "w/o MTP"))
+        add_over(c, "model.mtp_num_layers=0");
+    if (strstr(notes, "variant: tokendrop"))
+        add_assumed(c, "token-drop routing run as balanced dropless");
+
+    /* DP column vs the GPU count */
+    int64_t dp_cell = 0;
+    if (cell_int(CELL("dp"), &dp_cell) && tp * pp * cp > 0 && world > 0 &&
+        dp_cell != world / (tp * pp * cp))
+        add_assumed(c, "dp column %" PRId64 " ignored: num_gpus/(tp*pp*cp) = %" PRId64, dp_cell,
+                    world / (tp * pp * cp));
+
+    /* features */
+    c->feat[VFEAT_PP] = pp > 1;
+    c->feat[VFEAT_VP] = vp > 1;
+    c->feat[VFEAT_CP] = cp > 1;
+    c->feat[VFEAT_EP] = ep > 1;
+    c->feat[VFEAT_FP8] = is_fp8_family(prec);
+#undef CELL
+}
+
+/* ---------------------------------------------------------- FLOPs */
+
+/* Core-attention FLOPs per step as Megatron counts them (causal, half):
+ * the part of model_flops_per_step that grows with s^2, recovered as
+ * (F(2s) - 2 F(s)) / 2 so it follows model.c exactly. */
+static double core_attention_flops(const model_spec *m, int64_t batch, int64_t tp)
+{
+    model_spec m2 = *m;
+    m2.seq_length = 2 * m->seq_length;
+    return (model_flops_per_step(&m2, batch, tp) - 2.0 * model_flops_per_step(m, batch, tp)) / 2.0;
+}
+
+double validate_conv_flops(flop_conv conv, const run_inputs *in, int64_t tp)
+{
+    const model_spec *m = &in->model;
+    int64_t B = in->train.global_batch_size;
+    double F = model_flops_per_step(m, B, tp);
+    double core = core_attention_flops(m, B, tp);
+    double full = F + core; /* core attention counted in full */
+    double s = (double)m->seq_length, h = (double)m->hidden_size, L = (double)m->num_layers;
+    double V = (double)model_padded_vocab(m, tp);
+    switch (conv) {
+    case FC_MEGATRON:
+        return F;
+    case FC_NEMO_FULL:
+        return full;
+    case FC_SC21_HW:
+        return 96.0 * (double)B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
+    case FC_HARDWARE: {
+        /* One more forward of what is recomputed.  Logits (3 x 2 B s h V
+         * per output head) are never recomputed. */
+        double logits = 6.0 * (double)B * s * h * V * (double)(m->mtp_num_layers + 1);
+        if (in->par.recompute_granularity == RECOMPUTE_FULL)
+            return full + (full - logits) / 3.0;
+        if (in->par.recompute_granularity == RECOMPUTE_SELECTIVE &&
+            (in->par.recompute_modules & RECOMPUTE_MOD_CORE_ATTN))
+            return full + 2.0 * core / 3.0; /* a third of the full core term */
+        return full;
+    }
+    default:
+        return NAN;
+    }
+}
+
+static double peak_for(const run_inputs *in)
+{
+    switch (in->par.precision) {
+    case PREC_BF16:
+    case PREC_FP16:
+        return in->cluster.gpu.peak_bf16_flops_per_s;
+    case PREC_NVFP4:
+        return in->cluster.gpu.peak_fp4_flops_per_s;
+    default:
+        return in->cluster.gpu.peak_fp8_flops_per_s;
+    }
+}
+
+/* ---------------------------------------------------------- predict */
+
+static int pred_skip(vpred *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int pred_skip(vpred *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->skip, sizeof p->skip, fmt, ap);
+    va_end(ap);
+    p->ok = false;
+    return SIM_OK;
+}
+
+int validate_predict(const vcase *c, const char *data_dir, const char *const *extra, vpred *p)
+{
+    memset(p, 0, sizeof *p);
+    p->value = p->ape = NAN;
+    if (c->skip[0])
+        return pred_skip(p, "%s", c->skip);
+    cfg_t *cfg = cfg_create(data_dir);
+    if (!cfg)
+        return SIM_ENOMEM;
+    sim_err err;
+    sim_err_clear(&err);
+    char buf[700];
+    int rc = SIM_OK;
+    for (int k = 0; k < c->n_over && rc == SIM_OK; k++)
+        rc = cfg_set_override(cfg, c->over[k], &err);
+    for (const char *const *e = extra; e && *e && rc == SIM_OK; e++)
+        rc = cfg_set_override(cfg, *e, &err);
+    run_inputs in;
+    strategy_t s;
+    if (rc == SIM_OK)
+        rc = cli_resolve(cfg, &in, &s, &err);
+    if (rc != SIM_OK) {
+        cfg_destroy(cfg);
+        if (rc == SIM_ENOMEM)
+            return rc;
+        sim_err_format(&err, buf, sizeof buf);
+        return pred_skip(p, "rejected: %s", buf);
+    }
+    step_t *st = NULL;
+    rc = step_run(&st, &in, &s, &err);
+    if (rc != SIM_OK) {
+        cfg_destroy(cfg);
+        if (rc == SIM_ENOMEM)
+            return rc;
+        sim_err_format(&err, buf, sizeof buf);
+        return pred_skip(p, "simulation failed: %s", buf);
+    }
+    const step_result *r = step_result_get(st);
+    p->step_time_s = r->step_time_s;
+    p->peak_bytes = r->peak_bytes;
+    double world = (double)s.world;
+    switch (c->metric) {
+    case VM_STEP_TIME:
+        p->value = r->step_time_s;
+        break;
+    case VM_TOKENS:
+        p->value = r->tokens_per_s_per_gpu;
+        break;
+    case VM_TFLOPS:
+        p->value = validate_conv_flops(c->conv, &in, s.tp) / r->step_time_s / world / 1e12;
+        break;
+    case VM_MFU: {
+        double peak = peak_for(&in);
+        if (!(peak > 0)) {
+            step_destroy(st);
+            cfg_destroy(cfg);
+            return pred_skip(p, "no dense peak for %s on %s", precision_name(in.par.precision),
+                             in.cluster.name);
+        }
+        p->value = validate_conv_flops(c->conv, &in, s.tp) / r->step_time_s / world / peak;
+        break;
+    }
+    case VM_MEMORY:
+        p->value = r->peak_bytes / c->mem_unit_bytes;
+        break;
+    default:
+        break;
+    }
+    step_destroy(st);
+    cfg_destroy(cfg);
+    if (!isfinite(p->value) || p->value <= 0)
+        return pred_skip(p, "prediction is not a positive number (%g)", p->value);
+    p->ok = true;
+    p->ape = 100.0 * fabs(p->value - c->measured) / c->measured;
+    return SIM_OK;
+}
+
+/* ---------------------------------------------------------- summary */
+
+void validate_stats(double *ape, size_t n, vstats *st)
+{
+    st->n = n;
+    if (n == 0) {
+        st->median = st->p90 = st->mean = NAN;
+        return;
+    }
+    gsl_sort(ape, 1, n);
+    st->median = gsl_stats_median_from_sorted_data(ape, 1, n);
+    st->p90 = gsl_stats_quantile_from_sorted_data(ape, 1, n, 0.9);
+    st->mean = gsl_stats_mean(ape, 1, n);
+}
+
+enum { G_ALL, G_FAMILY, G_METRIC, G_PREFIX, G_GPU, G_FEATURE };
+
+static size_t add_group(vgroup *g, size_t n, size_t max, int kind, int arg, const char *value,
+                        const char *label)
+{
+    if (n >= max)
+        return n;
+    for (size_t k = 0; k < n; k++)
+        if (g[k].kind == kind && g[k].arg == arg && !strcmp(g[k].value, value))
+            return n;
+    g[n].kind = kind;
+    g[n].arg = arg;
+    snprintf(g[n].value, sizeof g[n].value, "%s", value);
+    snprintf(g[n].label, sizeof g[n].label, "%s", label);
+    return n + 1;
+}
+
+size_t validate_groups(const vcase *cases, size_t n, vgroup *groups, size_t max)
+{
+    size_t k = 0;
+    char label[64];
+    k = add_group(groups, k, max, G_ALL, 0, "", "all");
+    for (int f = 0; f < VFAM_COUNT; f++) {
+        snprintf(label, sizeof label, "family %s", family_names[f]);
+        k = add_group(groups, k, max, G_FAMILY, f, "", label);
+    }
+    for (int m = 0; m < VM_COUNT; m++) {
+        snprintf(label, sizeof label, "metric %s", metric_names[m]);
+        k = add_group(groups, k, max, G_METRIC, m, "", label);
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(label, sizeof label, "source %s", cases[i].prefix);
+        k = add_group(groups, k, max, G_PREFIX, 0, cases[i].prefix, label);
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(label, sizeof label, "gpu %s", cases[i].gpu);
+        k = add_group(groups, k, max, G_GPU, 0, cases[i].gpu, label);
+    }
+    for (int f = 0; f < VFEAT_COUNT; f++) {
+        snprintf(label, sizeof label, "feature %s", feature_names[f]);
+        k = add_group(groups, k, max, G_FEATURE, f, "", label);
+    }
+    return k;
+}
+
+bool validate_in_group(const vgroup *g, const vcase *c)
+{
+    switch (g->kind) {
+    case G_ALL: return true;
+    case G_FAMILY: return (int)c->family == g->arg;
+    case G_METRIC: return (int)c->metric == g->arg;
+    case G_PREFIX: return !strcmp(c->prefix, g->value);
+    case G_GPU: return !strcmp(c->gpu, g->value);
+    case G_FEATURE: return c->feat[g->arg];
+    }
+    return false;
+}
+
+static void print_num(FILE *out, double v)
+{
+    if (isnan(v))
+        fprintf(out, " %8s", "-");
+    else
+        fprintf(out, " %8.1f", v);
+}
+
+void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t n)
+{
+    size_t predicted = 0, assumed = 0;
+    for (size_t i = 0; i < n; i++) {
+        predicted += preds[i].ok;
+        assumed += cases[i].n_assumed > 0;
+    }
+    fprintf(out, "validate: %zu rows, %zu predicted, %zu skipped, %zu with assumed settings\n\n", n,
+            predicted, n - predicted, assumed);
+    fprintf(out, "absolute percent error (APE) of the predicted rows\n");
+    fprintf(out, "%-28s %6s %6s %8s %8s %8s %8s\n", "group", "rows", "pred", "assumed", "median%",
+            "p90%", "mean%");
+    vgroup groups[128];
+    size_t ng = validate_groups(cases, n, groups, sizeof groups / sizeof groups[0]);
+    double *ape = malloc((n ? n : 1) * sizeof *ape);
+    if (!ape)
+        return;
+    for (size_t g = 0; g < ng; g++) {
+        size_t rows = 0, na = 0, k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!validate_in_group(&groups[g], &cases[i]))
+                continue;
+            rows++;
+            na += cases[i].n_assumed > 0;
+            if (preds[i].ok)
+                ape[k++] = preds[i].ape;
+        }
+        if (rows == 0)
+            continue;
+        vstats st;
+        validate_stats(ape, k, &st);
+        fprintf(out, "%-28s %6zu %6zu %8zu", groups[g].label, rows, k, na);
+        print_num(out, st.median);
+        print_num(out, st.p90);
+        print_num(out, st.mean);
+        fputc('\n', out);
+    }
+    free(ape);
+
+    /* skipped rows, grouped by reason */
+    if (predicted < n) {
+        fprintf(out, "\nskipped rows by reason\n");
+        bool *done = calloc(n ? n : 1, sizeof *done);
+        if (!done)
+            return;
+        for (size_t i = 0; i < n; i++) {
+            if (preds[i].ok || done[i])
+                continue;
+            size_t count = 0;
+            char ids[160] = "";
+            for (size_t j = i; j < n; j++) {
+                if (preds[j].ok || done[j] || strcmp(preds[j].skip, preds[i].skip))
+                    continue;
+                done[j] = true;
+                size_t len = strlen(ids);
+                if (count < 4)
+                    snprintf(ids + len, sizeof ids - len, "%s%s", count ? " " : "", cases[j].id);
+                else if (count == 4)
+                    snprintf(ids + len, sizeof ids - len, " ...");
+                count++;
+            }
+            fprintf(out, "  %4zu  %s  [%s]\n", count, preds[i].skip, ids);
+        }
+        free(done);
+    }
+}
+
+void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds)
+{
+    fprintf(out, "%s,predicted_value,ape_percent,skip_reason,assumed,overrides\n", t->header_raw);
+    for (size_t r = 0; r < t->nrows; r++) {
+        fputs(t->raw[r], out);
+        if (preds[r].ok)
+            fprintf(out, ",%.9g,%.6g,", preds[r].value, preds[r].ape);
+        else {
+            fputs(",,,", out);
+            csv_write_field(out, preds[r].skip);
+        }
+        fputc(',', out);
+        csv_write_field(out, cases[r].assumed);
+        fputc(',', out);
+        char ov[VCASE_MAX_OVER * (VCASE_OVER_LEN + 1)];
+        size_t n = 0;
+        ov[0] = '\0';
+        for (int k = 0; k < cases[r].n_over; k++)
+            n += (size_t)snprintf(ov + n, sizeof ov - n, "%s%s", k ? " " : "", cases[r].over[k]);
+        csv_write_field(out, ov);
+        fputc('\n', out);
+    }
+}
+
+/* ---------------------------------------------------------- filters */
+
+/* One condition of a filter: NAME=PAT or NAME!=PAT. */
+typedef struct vcond {
+    char name[256];
+    char pat[256];
+    bool negate;
+} vcond;
+
+/* Reads the next condition at *p into cd; false at the end.  *malformed
+ * is set for a condition without '='. */
+static bool next_cond(const char **p, vcond *cd, bool *malformed)
+{
+    *malformed = false;
+    while (**p == ',' || **p == ' ')
+        (*p)++;
+    if (!**p)
+        return false;
+    size_t n = strcspn(*p, ",");
+    char buf[256];
+    if (n >= sizeof buf)
+        n = sizeof buf - 1;
+    memcpy(buf, *p, n);
+    buf[n] = '\0';
+    *p += n;
+    char *eq = strchr(buf, '=');
+    if (!eq || eq == buf) {
+        *malformed = true;
+        snprintf(cd->name, sizeof cd->name, "%s", buf);
+        return true;
+    }
+    cd->negate = eq > buf && eq[-1] == '!';
+    char *name_end = cd->negate ? eq - 1 : eq;
+    *name_end = '\0';
+    snprintf(cd->name, sizeof cd->name, "%s", buf);
+    snprintf(cd->pat, sizeof cd->pat, "%s", eq + 1);
+    return true;
+}
+
+int validate_filter_check(const csv_table *t, const char *filter, sim_err *err)
+{
+    if (!filter)
+        return SIM_OK;
+    const char *p = filter;
+    vcond cd;
+    bool bad;
+    while (next_cond(&p, &cd, &bad)) {
+        if (bad)
+            return sim_err_set(err, SIM_EINVAL,
+                               "--rows: '%s' is not NAME=PATTERN or NAME!=PATTERN", cd.name);
+        if (strcmp(cd.name, "prefix") && strcmp(cd.name, "family") && strcmp(cd.name, "row") &&
+            csv_col(t, cd.name) < 0)
+            return sim_err_set(err, SIM_EINVAL,
+                               "--rows: no column '%s' (columns of the file, or prefix, family, "
+                               "row)",
+                               cd.name);
+    }
+    return SIM_OK;
+}
+
+bool validate_filter_match(const csv_table *t, const vcase *c, const char *filter)
+{
+    if (!filter)
+        return true;
+    const char *p = filter;
+    vcond cd;
+    bool bad;
+    while (next_cond(&p, &cd, &bad)) {
+        if (bad)
+            return false;
+        char num[32];
+        const char *value;
+        bool hit;
+        if (!strcmp(cd.name, "row")) {
+            snprintf(num, sizeof num, "%zu", c->row);
+            if (!strcmp(cd.pat, "even"))
+                hit = c->row % 2 == 0;
+            else if (!strcmp(cd.pat, "odd"))
+                hit = c->row % 2 == 1;
+            else
+                hit = fnmatch(cd.pat, num, 0) == 0;
+        } else {
+            if (!strcmp(cd.name, "prefix"))
+                value = c->prefix;
+            else if (!strcmp(cd.name, "family"))
+                value = vfamily_name(c->family);
+            else
+                value = csv_cell(t, c->row, csv_col(t, cd.name));
+            hit = fnmatch(cd.pat, value, 0) == 0;
+        }
+        if (hit == cd.negate)
+            return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------- many rows */
+
+typedef struct vpool {
+    const vcase *cases;
+    const bool *select;
+    size_t n;
+    const char *data_dir;
+    const char *const *extra;
+    vpred *preds;
+    progress_t *prog;
+    pthread_mutex_t mu;
+    size_t next;   /* next row to take */
+    size_t done;   /* rows finished */
+    int rc;        /* first failure */
+} vpool;
+
+static void *vpool_worker(void *arg)
+{
+    vpool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (p->next < p->n && p->select && !p->select[p->next])
+            p->next++;
+        size_t i = p->next < p->n && p->rc == SIM_OK ? p->next++ : p->n;
+        pthread_mutex_unlock(&p->mu);
+        if (i >= p->n)
+            return NULL;
+        int rc = validate_predict(&p->cases[i], p->data_dir, p->extra, &p->preds[i]);
+        pthread_mutex_lock(&p->mu);
+        if (rc != SIM_OK && p->rc == SIM_OK)
+            p->rc = rc;
+        p->done++;
+        if (p->prog)
+            progress_update(p->prog, (long)p->done);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+int validate_predict_many(const vcase *cases, const bool *select, size_t n, const char *data_dir,
+                          const char *const *extra, vpred *preds, int jobs, progress_t *prog)
+{
+    vpool p = { .cases = cases, .select = select, .n = n, .data_dir = data_dir, .extra = extra,
+                .preds = preds, .prog = prog, .rc = SIM_OK };
+    if (pthread_mutex_init(&p.mu, NULL) != 0)
+        return SIM_ENOMEM;
+    if (jobs > 64)
+        jobs = 64;
+    pthread_t th[64];
+    int started = 0;
+    for (int k = 0; k < jobs - 1; k++) {
+        if (pthread_create(&th[k], NULL, vpool_worker, &p) != 0)
+            break; /* run with fewer threads */
+        started++;
+    }
+    vpool_worker(&p); /* the calling thread works too */
+    for (int k = 0; k < started; k++)
+        pthread_join(th[k], NULL);
+    pthread_mutex_destroy(&p.mu);
+    return p.rc;
+}
+
+int validate_default_jobs(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}

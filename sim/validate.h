@@ -1,0 +1,208 @@
+/* validate: parsim against published measurements.
+ *
+ * Each row of a validation CSV (columns of bench/validation/public.csv, see
+ * bench/validation/README.md) becomes a vcase: the KEY=VALUE overrides that
+ * describe its run to parsim, the settings that had to be assumed, the
+ * metric to predict and how the source counted FLOPs.  validate_predict()
+ * simulates the case and turns the step into the row's metric; the summary
+ * gives the absolute percent error (APE) overall and per group.
+ *
+ * Rules (the documentation of record; bench/validation/ERRORS.md repeats
+ * them):
+ *  - gpu_type -> topology: A100, A100-80GB -> dgx-a100; H100 -> dgx-h100;
+ *    H200 -> dgx-h200; H800 -> h800; B200 -> dgx-b200; B300 -> dgx-b300;
+ *    GB200 -> gb200-nvl72; GB300 -> gb300-nvl72.
+ *  - model -> model.name (models/<model>.cfg).  Notes: `layers_override=N`
+ *    sets model.num_layers (a MoE layer pattern given as a list keeps its
+ *    first N entries); `vocab N` sets the vocabulary; "GPT2BPETokenizer used
+ *    as proxy" sets it to 50257; "w/o MTP" sets model.mtp_num_layers=0.
+ *  - Empty cells take the documented default of the source's framework,
+ *    chosen by the id prefix (vframework table in validate.c), and the row
+ *    counts as assumed: Megatron Bridge and NeMo rows (mbridge*, nemo*,
+ *    dgxc) SP when TP > 1, the distributed optimizer, no recompute, mbs 1,
+ *    bf16, DP overlap on and TP comm overlap with SP; Megatron-LM 2021-22
+ *    rows (sc21, korthikanti, mtnlg) full recompute, fp16, no SP, no
+ *    distributed optimizer; the 2024 Megatron-LM table (mlm-h100) bf16, SP
+ *    with TP, distributed optimizer, overlaps on (its notes); unset TP, PP,
+ *    CP, EP 1, no interleaving; ETP 1 for Megatron Bridge MoE recipes,
+ *    Megatron's default (= TP) elsewhere.  A note that parsim can only
+ *    approximate (Megatron-FSDP run as the distributed optimizer, token-drop
+ *    routing run as balanced dropless, the Bridge gpt-oss vocabulary
+ *    128256) counts as assumed too.
+ *  - World size is num_gpus.  A dp cell that contradicts
+ *    num_gpus/(tp*pp*cp) is ignored (and the row counted as assumed): the
+ *    sources state GPU counts more reliably than derived DP sizes.
+ *  - Skipped, with the reason: LoRA rows (not modeled), unknown gpu_type or
+ *    metric, unparsable numbers, a flop_convention of `unknown` on a
+ *    TFLOP/s or MFU row whose source's convention cannot be inferred, rows
+ *    parsim's strategy check rejects (uneven pipeline layouts, ...), rows
+ *    whose model has no preset.
+ *  - FLOPs for tflops_per_gpu / mfu rows, per flop_convention:
+ *    megatron = model_flops_per_step (causal attention at half);
+ *    nemo-full-attention = the same with the core-attention term counted in
+ *    full; sc21-hardware = 96 B s L h^2 (1 + s/6h + V/16Lh) with the padded
+ *    vocabulary; hardware = full-attention model FLOPs plus the recomputed
+ *    forward (full recompute: a third of the layer FLOPs, i.e. everything
+ *    but the logits; selective: a third of the core-attention FLOPs).
+ *    `unknown` is inferred per framework where the source's code is known:
+ *    mlm-h100 (Megatron-LM r0.8 counted full attention) and korthikanti (its
+ *    MFU is 72 B s L h^2 (1 + s/6h + V/12Lh), full attention) ->
+ *    nemo-full-attention; mbridge-meas (Bridge's logger) -> megatron.
+ *  - MFU uses the dense peak of the row's precision family, as the sources
+ *    do (DGX Cloud READMEs: "vs BF16 989" for bf16 rows, "vs FP8 1979" for
+ *    fp8 rows): bf16/fp16 -> peak_bf16, fp8 variants -> peak_fp8, nvfp4 ->
+ *    peak_fp4, from the topology preset.
+ *  - memory_gb: the max over stages of the simulated peak bytes, in GB
+ *    (1e9) or GiB when the notes say so.
+ *
+ * Groups of the summary: overall, per metric family (time = step time,
+ * tokens/s, TFLOP/s and MFU; memory; `tflops-flagged` = TFLOP/s and MFU
+ * rows of models whose published tokens/s and TFLOP/s disagree with the
+ * convention: qwen3-30b-a3b, gpt-oss-120b, SFT and LoRA rows, per the
+ * README), per metric, per source prefix (id without its trailing
+ * number), per GPU type and per feature (PP>1, VP, CP, EP, FP8 = any fp8 or
+ * fp4 precision).
+ */
+#ifndef PARSIM_VALIDATE_H
+#define PARSIM_VALIDATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "csv.h"
+#include "err.h"
+
+typedef enum { VM_STEP_TIME = 0, VM_TOKENS, VM_TFLOPS, VM_MFU, VM_MEMORY, VM_COUNT } vmetric;
+
+typedef enum {
+    FC_MEGATRON = 0, FC_NEMO_FULL, FC_SC21_HW, FC_HARDWARE, FC_UNKNOWN, FC_COUNT
+} flop_conv;
+
+typedef enum { VFAM_TIME = 0, VFAM_MEMORY, VFAM_TFLOPS_FLAGGED, VFAM_COUNT } vfamily;
+
+typedef enum { VFEAT_PP = 0, VFEAT_VP, VFEAT_CP, VFEAT_EP, VFEAT_FP8, VFEAT_COUNT } vfeature;
+
+#define VCASE_MAX_OVER 40
+#define VCASE_OVER_LEN 320
+
+typedef struct vcase {
+    size_t row;                  /* data row index in the table (0-based) */
+    char id[64];
+    char prefix[48];             /* id without its trailing "-<number>" */
+    char gpu[24];                /* gpu_type cell */
+    char model[64];
+    vmetric metric;
+    vfamily family;
+    double measured;             /* metric_value, in the metric's unit */
+    flop_conv conv;              /* after inference; only for TFLOP/s, MFU */
+    bool conv_inferred;          /* the row said `unknown` */
+    double mem_unit_bytes;       /* memory rows: 1e9 (GB) or 2^30 (GiB) */
+    bool feat[VFEAT_COUNT];
+    int n_over;                  /* overrides that describe the run */
+    char over[VCASE_MAX_OVER][VCASE_OVER_LEN];
+    int n_assumed;               /* settings filled from defaults */
+    char assumed[1024];          /* what was assumed, "; "-separated */
+    char skip[320];              /* non-empty: not simulated, and why */
+} vcase;
+
+typedef struct vpred {
+    bool ok;                     /* predicted; else skip says why */
+    double value;                /* in the metric's unit */
+    double ape;                  /* 100 |value - measured| / measured */
+    double step_time_s;
+    double peak_bytes;
+    char skip[320];
+} vpred;
+
+/* Checks that the columns validate needs are present.  SIM_EINVAL names
+ * the first missing one. */
+int validate_check_columns(const csv_table *t, const char *name, sim_err *err);
+
+/* Builds the case of data row r.  Loads the row's model preset (from
+ * data_dir, as for cfg_create) to know whether it is a MoE and to cut a
+ * MoE layer pattern to a layer override.  Never fails: a row that cannot
+ * be turned into a run gets a skip reason. */
+void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c);
+
+/* Fills only what a row says about itself (id, prefix, gpu, model,
+ * metric, family, features from the cells; no preset is read), for
+ * grouping rows of a validate output (compare).  validate_case does this
+ * first. */
+void validate_case_labels(const csv_table *t, size_t r, vcase *c);
+
+/* Simulates c (unless it is skipped) with `extra` overrides applied after
+ * the case's own (NULL-terminated list or NULL; calibrate passes the
+ * parameters it fits there) and fills p.  data_dir as for cfg_create.
+ * Returns SIM_OK whether or not the row could be predicted (p->ok says),
+ * SIM_ENOMEM when out of memory. */
+int validate_predict(const vcase *c, const char *data_dir, const char *const *extra, vpred *p);
+
+/* validate_predict over cases[0..n) on `jobs` threads (<= 1: in the
+ * calling thread); rows with select[i] false (select may be NULL = all)
+ * are left untouched in preds.  prog (may be NULL) is advanced as rows
+ * finish.  Returns SIM_OK, or SIM_ENOMEM if any row ran out of memory. */
+struct progress;
+int validate_predict_many(const vcase *cases, const bool *select, size_t n, const char *data_dir,
+                          const char *const *extra, vpred *preds, int jobs,
+                          struct progress *prog);
+
+/* Threads to use when the user does not say: the online CPUs. */
+int validate_default_jobs(void);
+
+/* FLOPs per step under a convention for a resolved run (global batch of
+ * in->train, vocabulary padded for tp, recompute of in->par); exposed for
+ * tests.  FC_UNKNOWN gives NAN. */
+double validate_conv_flops(flop_conv conv, const run_inputs *in, int64_t tp);
+
+/* Error statistics of a set of APEs (percent). */
+typedef struct vstats {
+    size_t n;                    /* values */
+    double median, p90, mean;    /* NAN when n == 0 */
+} vstats;
+
+/* Sorts ape[0..n) in place and fills st (GSL quantiles: p90 is
+ * gsl_stats_quantile_from_sorted_data at 0.9, linear interpolation). */
+void validate_stats(double *ape, size_t n, vstats *st);
+
+/* One group of the summary: a label and whether a case belongs to it. */
+typedef struct vgroup {
+    char label[64];              /* e.g. "source dgxc", "feature CP" */
+    int kind;                    /* what it selects (validate.c) */
+    int arg;                     /* family, metric or feature */
+    char value[48];              /* prefix or GPU type */
+} vgroup;
+
+/* Fills groups (up to max) in summary order for these cases; returns the
+ * number. */
+size_t validate_groups(const vcase *cases, size_t n, vgroup *groups, size_t max);
+bool validate_in_group(const vgroup *g, const vcase *c);
+
+/* Prints the summary table: per group rows, predicted, assumed, median,
+ * p90 and mean APE. */
+void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t n);
+
+/* Writes the input table with predicted_value, ape_percent, skip_reason,
+ * assumed and overrides appended (input rows byte for byte). */
+void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds);
+
+/* Row filters (--rows): comma-separated conditions, all of which must
+ * hold, each `NAME=PATTERN` or `NAME!=PATTERN`; PATTERN is a shell glob
+ * (fnmatch).  NAME is a column of the table or one of the derived names
+ * `prefix` (source prefix of the id), `family` (time, memory,
+ * tflops-flagged) and `row` (0-based data row index; PATTERN even or odd
+ * or a number).  Example: "gpu_type=H100,family=time,prefix!=mlm-h100".
+ * validate_filter_check reports an unknown NAME or a malformed condition. */
+int validate_filter_check(const csv_table *t, const char *filter, sim_err *err);
+bool validate_filter_match(const csv_table *t, const vcase *c, const char *filter);
+
+const char *vmetric_name(vmetric m);
+const char *flop_conv_name(flop_conv f);
+const char *vfamily_name(vfamily f);
+
+/* Source prefix of an id ("mbridge-meas-001" -> "mbridge-meas"). */
+void validate_id_prefix(const char *id, char *out, size_t len);
+
+#endif
