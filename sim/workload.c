@@ -331,41 +331,58 @@ static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
     double rows = sent * etp;                  /* rows its experts process */
     double Fe = (double)model_moe_ffn(m) / etp;
     double a2a_bytes = sent * x->h * 2.0;
+    /* The allgather dispatcher gathers every token of the ETP x EP group
+     * (hidden states and routing) and reduce-scatters the results back;
+     * alltoall (and flex, DeepEP's fused form) move only the routed rows. */
+    bool allgather = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLGATHER && s->ep * s->etp > 1;
+    group_span tp_ep;
+    double ag_bytes = x->T_sp * x->h * 2.0 * (double)(s->ep * s->etp);
+    if (allgather)
+        net_group_span(x->c, s->ep * s->etp, 1, &tp_ep);
+    const char *gather = allgather ? "ep_allgather" : "ep_dispatch";
+    const char *scatter = allgather ? "ep_reduce_scatter" : "ep_combine";
+    /* Both directions of one exchange: (all-to-all, or the allgather
+     * dispatcher's all-gather / reduce-scatter). */
+#define EP_EXCHANGE(name, coll_a2a, coll_ag)                                                                 \
+    do {                                                                                                     \
+        if (allgather && !x->ideal)                                                                          \
+            then(b, name, STREAM_EP, net_collective_s(x->c, &tp_ep, coll_ag, ag_bytes));                     \
+        else if (!allgather && has(x, GROUP_EP))                                                             \
+            then(b, name, STREAM_EP, coll(x, GROUP_EP, coll_a2a, a2a_bytes));                                \
+    } while (0)
+    bool etp_comm = !allgather && has(x, GROUP_ETP);
     if (!bwd) {
         then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
         then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
-        if (has(x, GROUP_EP))
-            then(b, "ep_dispatch", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
-        if (has(x, GROUP_ETP))
+        EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
+        if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
         then(b, "expert_fc1", STREAM_COMPUTE, gemm(x, b, rows, Fe * glu, x->h));
         then(b, "expert_act", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (glu + 1.0)));
         then(b, "expert_fc2", STREAM_COMPUTE, gemm(x, b, rows, x->h, Fe));
-        if (has(x, GROUP_ETP))
+        if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
-        if (has(x, GROUP_EP))
-            then(b, "ep_combine", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
+        EP_EXCHANGE(scatter, COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
         then(b, "unpermute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
     } else {
         then(b, "unpermute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
-        if (has(x, GROUP_EP))
-            then(b, "ep_combine_bwd", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
-        if (has(x, GROUP_ETP))
+        /* Backward of a reduce-scatter is an all-gather and vice versa. */
+        EP_EXCHANGE(allgather ? "ep_allgather_bwd" : "ep_combine_bwd", COLL_ALL_TO_ALL, COLL_ALL_GATHER);
+        if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
         then(b, "expert_fc2_dgrad", STREAM_COMPUTE, gemm(x, b, rows, Fe, x->h));
         then(b, "expert_fc2_wgrad", STREAM_COMPUTE, gemm(x, b, Fe, x->h, rows));
         then(b, "expert_act_bwd", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (2.0 * glu + 1.0)));
         then(b, "expert_fc1_dgrad", STREAM_COMPUTE, gemm(x, b, rows, x->h, Fe * glu));
         then(b, "expert_fc1_wgrad", STREAM_COMPUTE, gemm(x, b, Fe * glu, x->h, rows));
-        if (has(x, GROUP_ETP))
+        if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
-        if (has(x, GROUP_EP))
-            then(b, "ep_dispatch_bwd", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, a2a_bytes));
+        EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
         then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
-        then(b, "router_bwd", STREAM_COMPUTE,
-             gemm(x, b, x->T_sp, x->h, (double)m->num_moe_experts) +
-                 compute_gemm_s(x->c, (double)m->num_moe_experts, x->h, x->T_sp, x->dt));
+        then(b, "router_bwd", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, (double)m->num_moe_experts));
+        then(b, "router_wgrad", STREAM_COMPUTE, gemm(x, b, (double)m->num_moe_experts, x->h, x->T_sp));
     }
+#undef EP_EXCHANGE
 }
 
 static void mlp_fwd(const ctx *x, opbuf *b, bool moe)

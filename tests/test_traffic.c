@@ -169,7 +169,7 @@ Test(traffic, trace_shows_cp_ring_overlapping_attention)
 }
 
 #define QWEN "model.name=qwen3-30b-a3b cluster.topology=dgx-h100 cluster.num_gpus=16 model.seq_length=4096 " \
-             "train.global_batch_size=32 model.expert_tensor_parallel_size=1 "
+             "train.global_batch_size=32 model.expert_tensor_parallel_size=1 model.moe_token_dispatcher_type=alltoall "
 
 Test(traffic, ep_all_to_all_grows_with_topk)
 {
