@@ -39,7 +39,7 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
     double tp_sharded = 0, replicated = 0, routed = 0;
 
     int64_t first, count;
-    sched_chunk_layers(m->num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    strategy_chunk_layers(s, stage, chunk, &first, &count);
     for (int64_t l = first; l < first + count; l++) {
         model_layer_params p;
         bool moe = model_layer_is_moe(m, l);
@@ -171,7 +171,7 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
 {
     const model_spec *m = &in->model;
     int64_t first, count;
-    sched_chunk_layers(m->num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    strategy_chunk_layers(s, stage, chunk, &first, &count);
     double bytes = 0;
     for (int64_t l = first; l < first + count; l++)
         bytes += memory_layer_activation_bytes(in, s, model_layer_is_moe(m, l));
@@ -204,7 +204,7 @@ double memory_chunk_backward_transient_bytes(const run_inputs *in, const strateg
     strategy_t st = *s;
     st.par.recompute_granularity = RECOMPUTE_NONE;
     int64_t first, count;
-    sched_chunk_layers(in->model.num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    strategy_chunk_layers(s, stage, chunk, &first, &count);
     double worst = 0;
     for (int64_t l = first; l < first + count; l++) {
         double b = memory_layer_activation_bytes(in, &st, model_layer_is_moe(&in->model, l));

@@ -114,6 +114,82 @@ static int check_world(strategy_t *s, const struct cfg *cfg, sim_err *err)
                s->min_gpus, note);
 }
 
+/* Layers per virtual stage, as Megatron's get_num_layers_to_build splits
+ * them: evenly; or with num_layers_in_first/last_pipeline_stage on the
+ * first/last rank and the rest evenly over the middle ranks; or counting
+ * the embedding and/or the loss as one layer each
+ * (account_for_*_in_pipeline_split).  Fills s->vstage_start. */
+static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, sim_err *err)
+{
+    const parallel_spec *par = &s->par;
+    const int64_t L = m->num_layers, p = s->pp, v = s->v, nv = p * v;
+    const int64_t first = par->num_layers_in_first_pipeline_stage, last = par->num_layers_in_last_pipeline_stage;
+    const bool acc_emb = par->account_for_embedding_in_pipeline_split,
+               acc_loss = par->account_for_loss_in_pipeline_split;
+    int64_t count[MODEL_MAX_LAYERS + 2];
+    if (nv > MODEL_MAX_LAYERS + 2)
+        return BAD(K_PP, "pipeline_model_parallel_size x virtual size (%" PRId64 ") exceeds %d", nv,
+                   MODEL_MAX_LAYERS + 2);
+
+    if (first > 0 || last > 0) {
+        const char *key = first > 0 ? "model.num_layers_in_first_pipeline_stage"
+                                    : "model.num_layers_in_last_pipeline_stage";
+        if (acc_emb || acc_loss)
+            return BAD(key, "cannot be combined with account_for_embedding/loss_in_pipeline_split");
+        if (p < 2)
+            return BAD(key, "needs pipeline_model_parallel_size > 1 (got %" PRId64 ")", p);
+        if (first % v != 0 || last % v != 0)
+            return BAD(key, "layers on the first/last pipeline stage (%" PRId64 "/%" PRId64
+                       ") must be divisible by the virtual size (%" PRId64 ")", first, last, v);
+        int64_t middle_ranks = p - (first > 0) - (last > 0), middle = L - first - last;
+        if (middle < 0 || (middle_ranks == 0 && middle != 0))
+            return BAD(key, "first (%" PRId64 ") and last (%" PRId64 ") stage layers do not add up to "
+                       "num_layers (%" PRId64 ")", first, last, L);
+        if (middle_ranks > 0 && (middle % middle_ranks != 0 || (middle / middle_ranks) % v != 0))
+            return BAD(key, "the %" PRId64 " middle layers must split evenly over %" PRId64
+                       " middle pipeline stages and %" PRId64 " virtual stages each", middle, middle_ranks, v);
+        int64_t per_mid = middle_ranks > 0 ? middle / middle_ranks / v : 0;
+        for (int64_t c = 0; c < v; c++)
+            for (int64_t r = 0; r < p; r++)
+                count[c * p + r] = r == 0 && first > 0      ? first / v
+                                   : r == p - 1 && last > 0 ? last / v
+                                                            : per_mid;
+    } else {
+        int64_t units = L + (acc_emb ? 1 : 0) + (acc_loss ? 1 : 0);
+        const char *key = acc_emb || acc_loss ? "model.account_for_embedding_in_pipeline_split" : K_PP;
+        if (units % p != 0)
+            return BAD(key, "num_layers (%" PRId64 "%s) must be divisible by pipeline_model_parallel_size (%"
+                       PRId64 ")", units, acc_emb || acc_loss ? ", with embedding/loss counted as layers" : "", p);
+        if ((units / p) % v != 0)
+            return BAD(K_VP, "layers per pipeline stage (%" PRId64 " = %" PRId64 "/%" PRId64
+                       ") must be divisible by virtual_pipeline_model_parallel_size (%" PRId64 ")",
+                       units / p, units, p, v);
+        for (int64_t vs = 0; vs < nv; vs++)
+            count[vs] = units / nv;
+        if (acc_emb)
+            count[0]--;
+        if (acc_loss)
+            count[nv - 1]--;
+        if (count[0] < 0 || count[nv - 1] < 0)
+            return BAD(key, "a virtual stage would hold fewer than zero layers");
+    }
+    s->vstage_start[0] = 0;
+    s->layers_per_chunk = 0;
+    for (int64_t vs = 0; vs < nv; vs++) {
+        s->vstage_start[vs + 1] = s->vstage_start[vs] + (int32_t)count[vs];
+        if (count[vs] > s->layers_per_chunk)
+            s->layers_per_chunk = count[vs];
+    }
+    return SIM_OK;
+}
+
+void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, int64_t *first, int64_t *count)
+{
+    int64_t vs = chunk * s->pp + stage;
+    *first = s->vstage_start[vs];
+    *count = s->vstage_start[vs + 1] - s->vstage_start[vs];
+}
+
 int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c,
                      const parallel_spec *par, const train_spec *train, const ddp_spec *ddp,
                      const struct cfg *cfg, sim_err *err)
@@ -140,7 +216,7 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
     s->par.vp = s->v;
     s->par.microbatch_group_size_per_vp_stage = s->group_size_n;
 
-    const int64_t L = m->num_layers, a = m->num_attention_heads;
+    const int64_t a = m->num_attention_heads;
     const int64_t g = m->num_query_groups ? m->num_query_groups : a;
 
     /* 2. sequence parallelism shards along the TP group */
@@ -177,26 +253,19 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                    "tensor_model_parallel_size (%" PRId64 ")", g, s->tp);
 
     /* 6. layers split over stages and virtual stages */
-    if (L % s->pp != 0)
-        return BAD(K_PP,
-                   "num_layers (%" PRId64 ") must be divisible by "
-                   "pipeline_model_parallel_size (%" PRId64 ")", L, s->pp);
     if (s->v > 1) {
         if (s->pp <= 1)
             return BAD(K_VP,
                        "an interleaved schedule (virtual size %" PRId64 ") needs "
                        "pipeline_model_parallel_size > 1 (got %" PRId64 ")", s->v, s->pp);
-        if ((L / s->pp) % s->v != 0)
-            return BAD(K_VP,
-                       "layers per pipeline stage (%" PRId64 " = %" PRId64 "/%" PRId64
-                       ") must be divisible by virtual_pipeline_model_parallel_size (%" PRId64
-                       ")", L / s->pp, L, s->pp, s->v);
         if (!par->overlap_p2p_comm && s->pp <= 2)
             return BAD(K_VP,
                        "an interleaved schedule without model.overlap_p2p_comm needs "
                        "pipeline_model_parallel_size > 2 (got %" PRId64 ")", s->pp);
     }
-    s->layers_per_chunk = L / (s->pp * s->v);
+    rc = split_layers(s, m, cfg, err);
+    if (rc)
+        return rc;
 
     /* 7. world size */
     rc = check_world(s, cfg, err);

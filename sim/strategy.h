@@ -57,6 +57,13 @@ typedef struct parallel_spec {
     unsigned recompute_modules;      /* RECOMPUTE_MOD_* bits; default core_attn */
     int64_t recompute_num_layers;    /* full recompute: layers per group (uniform) */
     int64_t microbatch_group_size_per_vp_stage; /* 0 = pp */
+    /* Uneven pipeline stages (Megatron Bridge names): layers on the first /
+     * last pipeline rank (0 = even split), or count the embedding / the loss
+     * as one layer each when splitting. */
+    int64_t num_layers_in_first_pipeline_stage;
+    int64_t num_layers_in_last_pipeline_stage;
+    bool account_for_embedding_in_pipeline_split;
+    bool account_for_loss_in_pipeline_split;
     bool overlap_p2p_comm;           /* interleaved only; Megatron default on */
     bool tp_comm_overlap;
     moe_dispatcher_kind moe_token_dispatcher; /* how MoE tokens reach the experts */
@@ -115,7 +122,10 @@ typedef struct strategy {
     int64_t group_size_n;      /* microbatch_group_size_per_vp_stage */
     int64_t min_gpus;          /* pp * lcm(tp*cp, ep*etp) */
     int64_t min_gpus_common;   /* pp * max(tp*cp, ep*etp), the usual rule */
-    int64_t layers_per_chunk;  /* L / (pp*v) */
+    int64_t layers_per_chunk;  /* L / (pp*v) when the split is even, else the most */
+    /* Layers of virtual stage vs = chunk*pp + rank are
+     * [vstage_start[vs], vstage_start[vs+1]). */
+    int32_t vstage_start[MODEL_MAX_LAYERS + 3];
     group_span groups[GROUP_COUNT];
 } strategy_t;
 
@@ -133,6 +143,10 @@ typedef struct rank_coords {
     int64_t etp, ep, edp;     /* expert generator */
 } rank_coords;
 void strategy_coords(const strategy_t *s, int64_t rank, rank_coords *out);
+
+/* Global layer range [first, first+count) held by model chunk `chunk` of
+ * pipeline rank `stage`. */
+void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, int64_t *first, int64_t *count);
 
 const char *group_kind_name(group_kind g);
 

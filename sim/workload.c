@@ -596,7 +596,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     const strategy_t *s = x->s;
     opbuf f = {0}, b = {0};
     int64_t first, count;
-    sched_chunk_layers(x->m->num_layers, s->pp, s->v, stage, chunk, &first, &count);
+    strategy_chunk_layers(s, stage, chunk, &first, &count);
     bool first_virtual = stage == 0 && chunk == 0;
     bool last_virtual = stage == s->pp - 1 && chunk == s->v - 1;
     /* The ideal pipeline runs identical work everywhere: layers only, all
