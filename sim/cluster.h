@@ -34,6 +34,7 @@ typedef struct gpu_spec {
     double peak_fp4_flops_per_s;    /* 0 if unsupported */
     double hbm_capacity_bytes;
     double hbm_bw_bytes_per_s;      /* vendor peak */
+    int64_t sm_count;               /* streaming multiprocessors (0 = no wave model) */
 } gpu_spec;
 
 /* Achievable fractions of the peaks above, and fixed overheads. */
@@ -44,6 +45,19 @@ typedef struct compute_params {
     double attention_bwd_efficiency; /* flash attention backward / bf16 peak */
     double hbm_efficiency;           /* achievable / peak HBM bandwidth */
     double kernel_overhead_s;        /* fixed cost per kernel launch */
+    /* GEMM shape: output tile of the library's large kernels (0 = no tile
+     * or wave quantization) and the K depth whose prologue/epilogue cost
+     * equals the main loop's (efficiency k / (k + gemm_k_overhead)). */
+    double gemm_tile_m, gemm_tile_n;
+    double gemm_k_overhead;
+    /* Flash attention reaches half its plateau efficiency at this key
+     * length (efficiency s / (s + this)); 0 = flat. */
+    double attention_seq_half_tokens;
+    /* Share of the SMs a collective running beside a kernel takes from it
+     * (the kernel runs at 1 - share of its speed while they overlap), for
+     * collectives inside the NVLink domain and across the network. */
+    double overlap_sm_share_nvlink;
+    double overlap_sm_share_network;
 } compute_params;
 
 typedef enum { SCALEUP_NVLINK = 0, SCALEUP_PCIE } scaleup_kind;

@@ -15,6 +15,32 @@ gemm_dtype compute_gemm_dtype(precision_kind p)
     }
 }
 
+/* Bytes moved per element to quantize a bf16 GEMM operand under a
+ * Transformer Engine recipe: read 2 B, write the low-precision copy in the
+ * row-wise and the column-wise (transposed) layout that forward and
+ * backward GEMMs need; current scaling (and NVFP4's per-tensor amax)
+ * reads the tensor once more for its amax.  Block scales (MXFP8: one per
+ * 32 elements, blockwise: per 128) add under 4%.  Format facts, not fitted. */
+double compute_cast_bytes_per_element(precision_kind p)
+{
+    switch (p) {
+    case PREC_BF16:
+    case PREC_FP16:
+        return 0.0;
+    case PREC_FP8_DELAYED:
+        return 2.0 + 1.0 + 1.0;
+    case PREC_FP8_CS:
+        return 2.0 + 2.0 + 1.0 + 1.0;
+    case PREC_MXFP8:
+        return 2.0 + 1.0 + 1.0 + 2.0 / 32.0;
+    case PREC_FP8_BLOCKWISE:
+        return 2.0 + 1.0 + 1.0 + 8.0 / 128.0;
+    case PREC_NVFP4:
+        return 2.0 + 2.0 + 0.5 + 0.5 + 2.0 / 16.0;
+    }
+    return 0.0;
+}
+
 /* Peak and achievable fraction for a GEMM dtype; a GPU without fp8 (fp4)
  * units runs them at the next wider width, as Transformer Engine falls back. */
 static double gemm_rate(const cluster_spec *c, gemm_dtype dt, double *elem_bytes)
@@ -38,23 +64,52 @@ static double hbm_rate(const cluster_spec *c)
     return c->gpu.hbm_bw_bytes_per_s * c->compute.hbm_efficiency;
 }
 
-double compute_gemm_s(const cluster_spec *c, double m, double n, double k, gemm_dtype dt)
+/* Share of the large-GEMM rate a shape reaches (NVIDIA's "Matrix
+ * Multiplication Background" guide): output tiles padded to whole tiles,
+ * tiles run in waves of one per SM so a partial last wave idles SMs, and
+ * each tile pays a prologue/epilogue worth gemm_k_overhead of K depth.
+ * `groups` GEMMs of the same shape in one launch (grouped expert GEMMs)
+ * share the waves. */
+static double shape_util(const cluster_spec *c, double groups, double m, double n, double k)
 {
-    if (m <= 0 || n <= 0 || k <= 0)
+    const compute_params *p = &c->compute;
+    double util = 1.0;
+    if (p->gemm_k_overhead > 0)
+        util *= k / (k + p->gemm_k_overhead);
+    double sms = (double)c->gpu.sm_count;
+    if (p->gemm_tile_m > 0 && p->gemm_tile_n > 0 && sms > 0) {
+        double tiles = groups * ceil(m / p->gemm_tile_m) * ceil(n / p->gemm_tile_n);
+        double waves = ceil(tiles / sms);
+        util *= groups * m * n / (waves * sms * p->gemm_tile_m * p->gemm_tile_n);
+    }
+    return util;
+}
+
+double compute_grouped_gemm_s(const cluster_spec *c, double groups, double m, double n, double k, gemm_dtype dt)
+{
+    if (groups <= 0 || m <= 0 || n <= 0 || k <= 0)
         return 0.0;
     double elem_bytes;
-    double rate = gemm_rate(c, dt, &elem_bytes);
-    double flops = 2.0 * m * n * k;
+    double rate = gemm_rate(c, dt, &elem_bytes) * shape_util(c, groups, m, n, k);
+    double flops = 2.0 * groups * m * n * k;
     /* Operands at the GEMM width, output in bf16. */
-    double bytes = elem_bytes * (m * k + k * n) + 2.0 * m * n;
+    double bytes = groups * (elem_bytes * (m * k + k * n) + 2.0 * m * n);
     return fmax(flops / rate, bytes / hbm_rate(c)) + c->compute.kernel_overhead_s;
 }
 
-double compute_attention_s(const cluster_spec *c, double flops, double bytes, bool backward)
+double compute_gemm_s(const cluster_spec *c, double m, double n, double k, gemm_dtype dt)
+{
+    return compute_grouped_gemm_s(c, 1.0, m, n, k, dt);
+}
+
+double compute_attention_s(const cluster_spec *c, double flops, double bytes, double kv_tokens, bool backward)
 {
     if (flops <= 0)
         return 0.0;
     double eff = backward ? c->compute.attention_bwd_efficiency : c->compute.attention_fwd_efficiency;
+    double half = c->compute.attention_seq_half_tokens;
+    if (half > 0 && kv_tokens > 0)
+        eff *= kv_tokens / (kv_tokens + half);
     double rate = c->gpu.peak_bf16_flops_per_s * eff;
     return fmax(flops / rate, bytes / hbm_rate(c)) + c->compute.kernel_overhead_s;
 }

@@ -74,6 +74,7 @@ typedef struct ctx {
     double q, kv_k, kv_v, core_out; /* projection widths */
     double attn_fwd_flops; /* one layer, this rank */
     bool sp;
+    bool no_cast;          /* GEMMs outside Transformer Engine stay in bf16 */
 } ctx;
 
 static double gemm(const ctx *x, opbuf *b, double m, double n, double k)
@@ -82,9 +83,26 @@ static double gemm(const ctx *x, opbuf *b, double m, double n, double k)
     return compute_gemm_s(x->c, m, n, k, x->dt);
 }
 
+/* `groups` same-shape GEMMs in one grouped launch (local experts). */
+static double ggemm(const ctx *x, opbuf *b, double groups, double m, double n, double k)
+{
+    b->flops += 2.0 * groups * m * n * k;
+    return compute_grouped_gemm_s(x->c, groups, m, n, k, x->dt);
+}
+
 static double mem(const ctx *x, double bytes)
 {
     return compute_memory_s(x->c, bytes);
+}
+
+/* Quantizing `elements` of a GEMM operand for a low-precision recipe
+ * (Transformer Engine casts activations before fprop and gradients before
+ * dgrad/wgrad); no op for bf16. */
+static void cast(const ctx *x, opbuf *b, double elements)
+{
+    double per = compute_cast_bytes_per_element(x->s->par.precision);
+    if (per > 0 && !x->ideal && !x->no_cast)
+        then(b, "quantize", STREAM_COMPUTE, mem(x, per * elements));
 }
 
 static double coll(const ctx *x, group_kind g, coll_kind k, double bytes)
@@ -99,6 +117,20 @@ static double coll(const ctx *x, group_kind g, coll_kind k, double bytes)
 static bool has(const ctx *x, group_kind g)
 {
     return !x->ideal && x->s->groups[g].size > 1;
+}
+
+/* A kernel of `comp` seconds with a collective of `comm` seconds beside it
+ * runs at (1 - share) of its speed while they overlap: the collective's
+ * kernels hold SMs (Calculon's processor_usage).  The group decides the
+ * tier. */
+static double contended(const ctx *x, const group_span *g, double comp, double comm)
+{
+    const compute_params *p = &x->c->compute;
+    double share = g->in_nvlink_domain ? p->overlap_sm_share_nvlink : p->overlap_sm_share_network;
+    if (share <= 0 || share >= 1 || comm <= 0)
+        return comp;
+    double overlap = fmin(comp, comm);
+    return comp + overlap * share / (1.0 - share);
 }
 
 /* TP entry into a column-parallel region: SP all-gather of the sequence. */
@@ -137,9 +169,11 @@ static void side_by_side(opbuf *b, const char *n1, stream_kind s1, double t1, co
 static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k)
 {
     double g = gemm(x, b, m, n, k);
+    cast(x, b, (x->sp ? m / x->t : m) * k); /* the input is cast before the gather */
     if (x->sp && has(x, GROUP_TP) && x->s->par.tp_comm_overlap) {
-        side_by_side(b, "tp_ag", STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0), name,
-                     STREAM_COMPUTE, g);
+        double ag = coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0);
+        side_by_side(b, "tp_ag", STREAM_TP, ag, name, STREAM_COMPUTE,
+                     contended(x, &x->s->groups[GROUP_TP], g, ag));
         return;
     }
     tp_enter(x, b, "tp_ag");
@@ -151,12 +185,14 @@ static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, doubl
 static void row_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k)
 {
     double g = gemm(x, b, m, n, k);
+    cast(x, b, m * k);
     if (!has(x, GROUP_TP)) {
         then(b, name, STREAM_COMPUTE, g);
         return;
     }
     if (x->sp && x->s->par.tp_comm_overlap) {
-        side_by_side(b, name, STREAM_COMPUTE, g, tp_exit_name(x), STREAM_TP, tp_exit_s(x));
+        side_by_side(b, name, STREAM_COMPUTE, contended(x, &x->s->groups[GROUP_TP], g, tp_exit_s(x)),
+                     tp_exit_name(x), STREAM_TP, tp_exit_s(x));
         return;
     }
     then(b, name, STREAM_COMPUTE, g);
@@ -169,6 +205,7 @@ static void row_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad
                     double k_in)
 {
     tp_enter(x, b, "tp_ag");
+    cast(x, b, m * n_out);
     then(b, dgrad, STREAM_COMPUTE, gemm(x, b, m, k_in, n_out));
     then(b, wgrad, STREAM_COMPUTE, gemm(x, b, k_in, n_out, m));
 }
@@ -183,18 +220,19 @@ static void column_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wg
 {
     double dg = gemm(x, b, m, k_in, n_out);
     double wg = gemm(x, b, n_out, k_in, m);
+    cast(x, b, m * n_out);
     if (!has(x, GROUP_TP)) {
         then(b, dgrad, STREAM_COMPUTE, dg);
         then(b, wgrad, STREAM_COMPUTE, wg);
         return;
     }
     int32_t prev = b->n - 1;
-    int32_t ag = x->sp ? push(b, "tp_ag", STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0), prev,
-                              NONE)
-                       : NONE;
-    int32_t d = push(b, dgrad, STREAM_COMPUTE, dg, prev, NONE);
+    const group_span *tp = &x->s->groups[GROUP_TP];
+    double ag_s = x->sp ? coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0) : 0.0;
+    int32_t ag = x->sp ? push(b, "tp_ag", STREAM_TP, ag_s, prev, NONE) : NONE;
+    int32_t d = push(b, dgrad, STREAM_COMPUTE, contended(x, tp, dg, ag_s), prev, NONE);
     int32_t rs = push(b, tp_exit_name(x), STREAM_TP, tp_exit_s(x), d, NONE);
-    int32_t w = push(b, wgrad, STREAM_COMPUTE, wg, d, ag);
+    int32_t w = push(b, wgrad, STREAM_COMPUTE, contended(x, tp, wg, tp_exit_s(x)), d, ag);
     push(b, "join", STREAM_COMPUTE, 0.0, w, rs);
 }
 
@@ -216,8 +254,9 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
     /* K and V of the local sequence chunk. */
     double kv_bytes = 2.0 * x->T * (x->kv_k + x->kv_v) / x->t;
 
+    const double seq = (double)x->m->seq_length;
     if (cp <= 1 || x->ideal) {
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, bwd));
         return;
     }
     cp_comm_kind kind = s->par.cp_comm_type;
@@ -238,7 +277,7 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
         /* Gather the whole sequence's K and V (again in backward, then
          * reduce-scatter dK, dV); not asynchronous. */
         then(b, "cp_ag_kv", STREAM_CP, coll(x, GROUP_CP, COLL_ALL_GATHER, kv_bytes * (double)cp));
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, bwd));
         if (bwd)
             then(b, "cp_rs_dkv", STREAM_CP, coll(x, GROUP_CP, COLL_REDUCE_SCATTER, kv_bytes * (double)cp));
         return;
@@ -250,16 +289,21 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
         kv_bytes *= (double)a2a_size; /* the ring then moves the gathered K, V */
     }
     if (ring <= 1) {
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, bwd));
     } else {
         /* Ring of `ring` steps: step i computes on the K, V block received
          * at step i-1 while sending it on.  Forward sends ring-1 K+V blocks;
          * backward 2(ring-1) (K+V forward round, dK+dV back).  With
          * load-balanced (zig-zag) chunks every step has equal work. */
-        double step_s = compute_attention_s(x->c, flops / (double)ring, bytes / (double)ring, bwd);
+        /* Each step attends the local queries to one block of keys. */
+        double step_s =
+            compute_attention_s(x->c, flops / (double)ring, bytes / (double)ring, seq / (double)ring, bwd);
         double send_s = net_p2p_s(x->c, s->tp * a2a_size, kv_bytes);
         if (bwd)
             send_s *= 2.0;
+        group_span ring_span;
+        net_group_span(x->c, ring, s->tp * a2a_size, &ring_span);
+        step_s = contended(x, &ring_span, step_s, send_s);
         int32_t start = b->n - 1, prev_attn = NONE, prev_send = NONE;
         for (int64_t i = 0; i < ring; i++) {
             int32_t send = NONE;
@@ -277,11 +321,20 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
     }
 }
 
+/* Rotary embedding of q and k (read and write, bf16); the same in the
+ * backward.  Other position types cost nothing per layer. */
+static void rope(const ctx *x, opbuf *b)
+{
+    if (strcmp(x->m->position_embedding_type, "rope") == 0)
+        then(b, "rope", STREAM_COMPUTE, mem(x, 4.0 * x->T * (x->q + x->kv_k) / x->t));
+}
+
 static void attention_fwd(const ctx *x, opbuf *b)
 {
     double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
     then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
     column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h);
+    rope(x, b);
     core_attention(x, b, false);
     row_fwd(x, b, "proj", x->T, x->h, x->core_out / x->t);
     then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
@@ -294,6 +347,7 @@ static void attention_bwd(const ctx *x, opbuf *b, bool recompute_attn)
     if (recompute_attn)
         core_attention(x, b, false);
     core_attention(x, b, true);
+    rope(x, b);
     column_bwd(x, b, "qkv_dgrad", "qkv_wgrad", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h);
     then(b, "ln1_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
 }
@@ -330,6 +384,8 @@ static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
     double sent = x->T_sp * k;                 /* rows this rank dispatches */
     double rows = sent * etp;                  /* rows its experts process */
     double Fe = (double)model_moe_ffn(m) / etp;
+    /* Experts on this rank, each fed rows / E_loc rows (balanced routing). */
+    double E_loc = (double)m->num_moe_experts / (double)s->ep;
     double a2a_bytes = sent * x->h * 2.0;
     /* The allgather dispatcher gathers every token of the ETP x EP group
      * (hidden states and routing) and reduce-scatters the results back;
@@ -357,9 +413,11 @@ static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
         EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
-        then(b, "expert_fc1", STREAM_COMPUTE, gemm(x, b, rows, Fe * glu, x->h));
+        cast(x, b, rows * x->h);
+        then(b, "expert_fc1", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, Fe * glu, x->h));
         then(b, "expert_act", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (glu + 1.0)));
-        then(b, "expert_fc2", STREAM_COMPUTE, gemm(x, b, rows, x->h, Fe));
+        cast(x, b, rows * Fe);
+        then(b, "expert_fc2", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, x->h, Fe));
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
         EP_EXCHANGE(scatter, COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
@@ -370,11 +428,13 @@ static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
         EP_EXCHANGE(allgather ? "ep_allgather_bwd" : "ep_combine_bwd", COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
-        then(b, "expert_fc2_dgrad", STREAM_COMPUTE, gemm(x, b, rows, Fe, x->h));
-        then(b, "expert_fc2_wgrad", STREAM_COMPUTE, gemm(x, b, Fe, x->h, rows));
+        cast(x, b, rows * x->h);
+        then(b, "expert_fc2_dgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, Fe, x->h));
+        then(b, "expert_fc2_wgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, Fe, x->h, rows / E_loc));
         then(b, "expert_act_bwd", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (2.0 * glu + 1.0)));
-        then(b, "expert_fc1_dgrad", STREAM_COMPUTE, gemm(x, b, rows, x->h, Fe * glu));
-        then(b, "expert_fc1_wgrad", STREAM_COMPUTE, gemm(x, b, Fe * glu, x->h, rows));
+        cast(x, b, rows * Fe * glu);
+        then(b, "expert_fc1_dgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, x->h, Fe * glu));
+        then(b, "expert_fc1_wgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, Fe * glu, x->h, rows / E_loc));
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
         EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
@@ -437,8 +497,20 @@ static double padded_vocab_local(const ctx *x)
     return (double)model_padded_vocab(x->m, x->s->tp) / x->t;
 }
 
-static void output_fwd(const ctx *x, opbuf *b)
+/* Megatron's output layer is a plain ColumnParallelLinear: bf16 even under
+ * an fp8 recipe. */
+static ctx bf16_ctx(const ctx *x)
 {
+    ctx y = *x;
+    y.dt = GEMM_BF16;
+    y.no_cast = true;
+    return y;
+}
+
+static void output_fwd(const ctx *x0, opbuf *b)
+{
+    ctx y = bf16_ctx(x0);
+    const ctx *x = &y;
     double V = padded_vocab_local(x);
     then(b, "final_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
     column_fwd(x, b, "logits", x->T, V, x->h);
@@ -449,8 +521,10 @@ static void output_fwd(const ctx *x, opbuf *b)
         then(b, "tp_ar_ce", STREAM_TP, 3.0 * coll(x, GROUP_TP, COLL_ALL_REDUCE, x->T * 4.0));
 }
 
-static void output_bwd(const ctx *x, opbuf *b)
+static void output_bwd(const ctx *x0, opbuf *b)
 {
+    ctx y = bf16_ctx(x0);
+    const ctx *x = &y;
     double V = padded_vocab_local(x);
     then(b, "cross_entropy_bwd", STREAM_COMPUTE, mem(x, 2.0 * 4.0 * x->T * V));
     column_bwd(x, b, "logits_dgrad", "logits_wgrad", x->T, V, x->h);
