@@ -1,7 +1,9 @@
 /* Simulator speed: one training step of GPT-3 175B on 16,384 H100s
- * (TP 8, PP 16, VP 3, DP 128, GBS 2048, MBS 1), and how the wall time grows
- * when PP, microbatches and layers each double.  Prints wall time, tasks,
+ * (TP 8, PP 16, VP 3, DP 128, GBS 2048, MBS 1), once with every kernel a
+ * task and once two-level (the default), and how the wall time grows when
+ * PP, microbatches and layers each double.  Prints wall time, tasks,
  * events and events per second for each case. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -17,7 +19,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int run_case(const char *label, const char *const *overrides, int n, double *wall_out)
+static int run_case(const char *label, const char *const *overrides, int n, bool keep_ops, double *wall_out)
 {
     sim_err err;
     sim_err_clear(&err);
@@ -30,6 +32,7 @@ static int run_case(const char *label, const char *const *overrides, int n, doub
     if (!cfg || cfg_resolve(cfg, &in, &err) != SIM_OK ||
         strategy_resolve(&s, &in.model, &in.cluster, &in.par, &in.train, &in.ddp, cfg, &err) != SIM_OK)
         goto fail;
+    in.sim.keep_ops = keep_ops;
     /* Best of several repetitions: the figure is the simulator's cost, not
      * the machine's noise. */
     double best = 1e30;
@@ -74,19 +77,22 @@ int main(void)
     int n = 14;
     double w0, w;
     int rc = 0;
-    rc |= run_case("gpt3-175b 16384 GPUs (base)", base, n, &w0);
+    /* Every kernel a task (what --trace runs), then the two-level default
+     * where identical passes are simulated once. */
+    rc |= run_case("gpt3-175b 16384 GPUs, every kernel", base, n, true, &w);
+    rc |= run_case("gpt3-175b 16384 GPUs (base)", base, n, false, &w0);
 
     /* Double microbatches. */
     base[8] = "train.global_batch_size=4096";
     double w_m2;
-    rc |= run_case("x2 microbatches (GBS 4096, M 32)", base, n, &w_m2);
+    rc |= run_case("x2 microbatches (GBS 4096, M 32)", base, n, false, &w_m2);
     printf("  ratio to base %.2f\n", w_m2 / w0);
 
     /* Double PP at the same M = 32 (the interleaved schedule needs M >= PP):
      * 32 stages, DP 128, 32,768 GPUs; compared with the M = 32 case. */
     base[4] = "model.pipeline_model_parallel_size=32";
     base[2] = "cluster.num_gpus=32768";
-    rc |= run_case("x2 PP (32 stages, M 32)", base, n, &w);
+    rc |= run_case("x2 PP (32 stages, M 32)", base, n, false, &w);
     printf("  ratio to M 32 case %.2f\n", w / w_m2);
     base[4] = "model.pipeline_model_parallel_size=16";
     base[2] = "cluster.num_gpus=16384";
@@ -94,14 +100,14 @@ int main(void)
 
     /* Double layers. */
     base[13] = "model.num_layers=192";
-    rc |= run_case("x2 layers (192)", base, n, &w);
+    rc |= run_case("x2 layers (192)", base, n, false, &w);
     printf("  ratio to base %.2f\n", w / w0);
     base[13] = "model.num_layers=96";
 
     /* Same step on 8x fewer GPUs (DP 16): cost must not depend on DP. */
     base[2] = "cluster.num_gpus=2048";
     base[8] = "train.global_batch_size=256";
-    rc |= run_case("DP 16 (2048 GPUs, same M)", base, n, &w);
+    rc |= run_case("DP 16 (2048 GPUs, same M)", base, n, false, &w);
     printf("  ratio to base %.2f\n", w / w0);
     return rc;
 }

@@ -18,6 +18,18 @@ typedef struct pass_ref {
     eng_task first, last, send;
 } pass_ref;
 
+/* A pass template simulated alone: its span and, per stream, its busy and
+ * exposed (compute idle) time.  Passes begin and end on the compute
+ * stream and follow each other on it, so a pass runs in the step exactly
+ * as alone; a single task of its span stands in for it (two-level
+ * simulation), and its communication is accounted from the summary. */
+typedef struct pass_summary {
+    sim_time_ps span_ps;
+    sim_time_ps comm_ps[STREAM_KINDS];
+    sim_time_ps exposed_ps[STREAM_KINDS]; /* [STREAM_COMPUTE]: all streams together */
+    bool collapsible;
+} pass_summary;
+
 struct step {
     engine_t *eng;
     workload_t *wl;
@@ -26,7 +38,14 @@ struct step {
     step_result res;
     int64_t pp, v, M;
     pass_ref *passes;       /* [stage][kind][microbatch][chunk] */
+    pass_summary *summary;  /* [stage][chunk][kind] */
+    bool *collapsed;        /* per pass (pass_index): stands as one task */
 };
+
+static pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
+{
+    return &st->summary[(stage * st->v + chunk) * 2 + kind];
+}
 
 static size_t pass_index(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk)
 {
@@ -62,190 +81,6 @@ static int dep(step_t *st, eng_task a, eng_task b)
     if (a < 0 || b < 0)
         return SIM_OK;
     return eng_add_dep(st->eng, a, b);
-}
-
-/* Time to all-gather a chunk's updated parameters: all its buckets. */
-static double chunk_gather_s(const wl_chunk *ch)
-{
-    double t = 0;
-    for (int32_t k = 0; k < ch->n_buckets; k++)
-        t += ch->buckets[k].gather_s;
-    return t;
-}
-
-/* Instantiates one pass's op template; returns SIM_OK or SIM_ENOMEM. */
-static int add_pass(step_t *st, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk,
-                    pass_ref *ref)
-{
-    eng_task base = -1;
-    for (int32_t i = 0; i < p->n_ops; i++) {
-        const wl_op *op = &p->ops[i];
-        eng_task t = add(st, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb, chunk);
-        if (t < 0)
-            return SIM_ENOMEM;
-        if (i == 0)
-            base = t;
-        for (int j = 0; j < 2; j++)
-            if (op->dep_back[j] && dep(st, t - op->dep_back[j], t) != SIM_OK)
-                return SIM_ENOMEM;
-    }
-    ref->first = base;
-    ref->last = base < 0 ? -1 : base + p->n_ops - 1;
-    return SIM_OK;
-}
-
-static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
-{
-    const int64_t pp = s->pp, v = s->v, M = s->num_microbatches;
-    const int64_t n_items = sched_len(M, v);
-    const bool distopt = in->ddp.use_distributed_optimizer;
-    sched_item *items = malloc((size_t)n_items * sizeof *items);
-    eng_task *param_ag = malloc((size_t)v * sizeof *param_ag);
-    bool *first_f_of_chunk = malloc((size_t)v * sizeof *first_f_of_chunk);
-    int64_t *last_b_item = malloc((size_t)v * sizeof *last_b_item);
-    if (!items || !param_ag || !first_f_of_chunk || !last_b_item) {
-        free(items);
-        free(param_ag);
-        free(first_f_of_chunk);
-        free(last_b_item);
-        return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
-    }
-    int rc = SIM_OK;
-
-    for (int64_t r = 0; r < pp && rc == SIM_OK; r++) {
-        const wl_stage *ws = &st->wl->stages[r];
-        rc = sched_build(pp, v, M, s->group_size_n, r, items, err);
-        if (rc != SIM_OK)
-            break;
-        int ctr_act = (int)(r * CTR_PER_STAGE + CTR_ACT), ctr_fl = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
-
-        /* Parameters must be gathered before a chunk's first forward.  With
-         * overlap_param_gather the gather of this step overlaps the forward
-         * of earlier chunks; without it, it follows the optimizer step. */
-        bool ag_first = distopt && in->ddp.overlap_param_gather;
-        for (int64_t c = 0; c < v; c++) {
-            param_ag[c] = ag_first ? add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag",
-                                         -1, (int32_t)c)
-                                   : -1;
-            first_f_of_chunk[c] = false;
-            last_b_item[c] = -1;
-        }
-        for (int64_t i = 0; i < n_items; i++)
-            if (items[i].kind == SCHED_B)
-                last_b_item[items[i].chunk] = i;
-
-        /* Megatron's p2p is synchronous (the rank waits for its send before
-         * the next pass) in the non-interleaved schedule and in the
-         * interleaved one without overlap_p2p_comm; with it, sends are
-         * asynchronous and only the receiver waits. */
-        const bool blocking_p2p = v == 1 || !s->par.overlap_p2p_comm;
-        eng_task last_rs = -1;
-        eng_task pending_send = -1;
-        for (int64_t i = 0; i < n_items && rc == SIM_OK; i++) {
-            const sched_item *it = &items[i];
-            const wl_chunk *ch = &ws->chunks[it->chunk];
-            pass_ref *ref = &st->passes[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
-            const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
-            if ((rc = add_pass(st, r, p, it->microbatch, it->chunk, ref)) != SIM_OK)
-                break;
-            if (blocking_p2p && pending_send >= 0)
-                dep(st, pending_send, ref->first);
-            pending_send = -1;
-            if (it->kind == SCHED_F) {
-                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->act_bytes, 0);
-                eng_add_counter_delta(st->eng, ref->first, ctr_fl, 1, 0);
-                if (ag_first && !first_f_of_chunk[it->chunk]) {
-                    first_f_of_chunk[it->chunk] = true;
-                    dep(st, param_ag[it->chunk], ref->first);
-                }
-            } else {
-                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->bwd_transient_bytes,
-                                      -ch->act_bytes - ch->bwd_transient_bytes);
-                eng_add_counter_delta(st->eng, ref->last, ctr_fl, 0, -1);
-                /* The backward of a microbatch follows its own forward. */
-                pass_ref *f = &st->passes[pass_index(st, r, SCHED_F, it->microbatch, it->chunk)];
-                dep(st, f->last, ref->first);
-            }
-            /* Pipeline send of the output (forward) or input gradient
-             * (backward) to the neighbouring virtual stage. */
-            int64_t vstage = it->chunk * pp + r;
-            bool sends = it->kind == SCHED_F ? vstage < pp * v - 1 : vstage > 0;
-            ref->send = -1;
-            if (sends && pp > 1) {
-                ref->send = add(st, r, STREAM_PP, time_from_s(ws->p2p_s), it->kind == SCHED_F ? "send_fwd" : "send_bwd",
-                                it->microbatch, it->chunk);
-                if (ref->send < 0) {
-                    rc = SIM_ENOMEM;
-                    break;
-                }
-                dep(st, ref->last, ref->send);
-                pending_send = ref->send;
-            }
-            /* With overlap_grad_reduce a bucket's reduction starts as soon as
-             * the last microbatch's backward has passed its layers;
-             * otherwise all wait for the end of the pipeline. */
-            if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == last_b_item[it->chunk])
-                for (int32_t k = 0; k < ch->n_buckets; k++) {
-                    const wl_bucket *bk = &ch->buckets[k];
-                    last_rs = add(st, r, STREAM_DP, time_from_s(bk->reduce_s), distopt ? "dp_rs" : "dp_ar", -1,
-                                  it->chunk);
-                    dep(st, ref->first + bk->ready_op, last_rs);
-                }
-        }
-        if (rc != SIM_OK)
-            break;
-        const pass_ref *last = &st->passes[pass_index(st, r, items[n_items - 1].kind,
-                                                      items[n_items - 1].microbatch, items[n_items - 1].chunk)];
-        if (!in->ddp.overlap_grad_reduce)
-            for (int64_t c = 0; c < v; c++)
-                for (int32_t k = 0; k < ws->chunks[c].n_buckets; k++) {
-                    last_rs = add(st, r, STREAM_DP, time_from_s(ws->chunks[c].buckets[k].reduce_s),
-                                  distopt ? "dp_rs" : "dp_ar", -1, (int32_t)c);
-                    dep(st, last->last, last_rs);
-                }
-        if (ws->embedding_grad_s > 0) {
-            last_rs = add(st, r, STREAM_DP, time_from_s(ws->embedding_grad_s), "embedding_ar", -1, -1);
-            dep(st, last->last, last_rs);
-        }
-        eng_task opt = add(st, r, STREAM_COMPUTE, time_from_s(ws->optimizer_s), "optimizer", -1, -1);
-        if (opt < 0) {
-            rc = SIM_ENOMEM;
-            break;
-        }
-        dep(st, last->last, opt);
-        dep(st, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
-        if (distopt && !ag_first)
-            for (int64_t c = 0; c < v; c++) {
-                eng_task ag = add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag", -1,
-                                  (int32_t)c);
-                dep(st, opt, ag);
-            }
-    }
-
-    /* Cross-stage edges: a forward waits for the previous virtual stage's
-     * send, a backward for the next one's. */
-    for (int64_t r = 0; r < pp && rc == SIM_OK; r++)
-        for (int64_t mb = 0; mb < M; mb++)
-            for (int64_t c = 0; c < v; c++) {
-                int64_t vs = c * pp + r;
-                if (vs > 0) {
-                    int64_t pr = (vs - 1) % pp, pc = (vs - 1) / pp;
-                    rc |= dep(st, st->passes[pass_index(st, pr, SCHED_F, mb, pc)].send,
-                              st->passes[pass_index(st, r, SCHED_F, mb, c)].first);
-                }
-                if (vs < pp * v - 1) {
-                    int64_t nr = (vs + 1) % pp, nc = (vs + 1) / pp;
-                    rc |= dep(st, st->passes[pass_index(st, nr, SCHED_B, mb, nc)].send,
-                              st->passes[pass_index(st, r, SCHED_B, mb, c)].first);
-                }
-            }
-    free(items);
-    free(param_ag);
-    free(first_f_of_chunk);
-    free(last_b_item);
-    if (rc == SIM_ENOMEM)
-        return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
-    return rc;
 }
 
 /* ---- measuring the timeline ------------------------------------------- */
@@ -305,6 +140,255 @@ static size_t stream_intervals(const engine_t *e, int stream, eng_task *ids, siz
     for (size_t i = 0; i < n; i++)
         out[i] = (interval){eng_task_start(e, ids[i]), eng_task_end(e, ids[i])};
     return n;
+}
+
+/* Time to all-gather a chunk's updated parameters: all its buckets. */
+static double chunk_gather_s(const wl_chunk *ch)
+{
+    double t = 0;
+    for (int32_t k = 0; k < ch->n_buckets; k++)
+        t += ch->buckets[k].gather_s;
+    return t;
+}
+
+/* Instantiates one pass's op template; returns SIM_OK or SIM_ENOMEM. */
+static int add_pass(step_t *st, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk,
+                    pass_ref *ref)
+{
+    eng_task base = -1;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        const wl_op *op = &p->ops[i];
+        eng_task t = add(st, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb, chunk);
+        if (t < 0)
+            return SIM_ENOMEM;
+        if (i == 0)
+            base = t;
+        for (int j = 0; j < 2; j++)
+            if (op->dep_back[j] && dep(st, t - op->dep_back[j], t) != SIM_OK)
+                return SIM_ENOMEM;
+    }
+    ref->first = base;
+    ref->last = base < 0 ? -1 : base + p->n_ops - 1;
+    return SIM_OK;
+}
+
+/* Simulates one pass template alone and fills its summary. */
+static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (p->n_ops == 0)
+        return SIM_OK;
+    engine_t *e = eng_create(STREAM_KINDS, 0, (size_t)p->n_ops, 2 * (size_t)p->n_ops);
+    eng_task *ids = malloc((size_t)p->n_ops * sizeof *ids);
+    interval *comp = malloc((size_t)p->n_ops * sizeof *comp), *comm = malloc((size_t)p->n_ops * sizeof *comm),
+             *all = malloc((size_t)p->n_ops * sizeof *all);
+    int rc = (!e || !ids || !comp || !comm || !all) ? SIM_ENOMEM : SIM_OK;
+    for (int32_t i = 0; i < p->n_ops && rc == SIM_OK; i++) {
+        eng_task t = eng_add_task(e, p->ops[i].stream, p->ops[i].duration_ps, i);
+        for (int j = 0; j < 2 && t >= 0; j++)
+            if (p->ops[i].dep_back[j])
+                rc = eng_add_dep(e, t - p->ops[i].dep_back[j], t);
+        if (t < 0)
+            rc = SIM_ENOMEM;
+    }
+    if (rc == SIM_OK)
+        rc = eng_run(e, err);
+    if (rc == SIM_OK) {
+        out->span_ps = eng_makespan(e);
+        size_t nc = merge(comp, stream_intervals(e, STREAM_COMPUTE, ids, (size_t)p->n_ops, comp));
+        size_t n_all = 0;
+        for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+            size_t nk = stream_intervals(e, k, ids, (size_t)p->n_ops, comm);
+            for (size_t i = 0; i < nk; i++)
+                out->comm_ps[k] += comm[i].b - comm[i].a;
+            memcpy(all + n_all, comm, nk * sizeof *comm);
+            n_all += nk;
+            nk = merge(comm, nk);
+            out->exposed_ps[k] = uncovered(comm, nk, comp, nc);
+        }
+        qsort(all, n_all, sizeof *all, cmp_interval);
+        n_all = merge(all, n_all);
+        out->exposed_ps[STREAM_COMPUTE] = uncovered(all, n_all, comp, nc);
+        out->collapsible = p->ops[0].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
+    } else if (rc == SIM_ENOMEM) {
+        sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
+    }
+    eng_destroy(e);
+    free(ids);
+    free(comp);
+    free(comm);
+    free(all);
+    return rc;
+}
+
+static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    const int64_t pp = s->pp, v = s->v, M = s->num_microbatches;
+    const int64_t n_items = sched_len(M, v);
+    const bool distopt = in->ddp.use_distributed_optimizer;
+    sched_item *items = malloc((size_t)n_items * sizeof *items);
+    eng_task *param_ag = malloc((size_t)v * sizeof *param_ag);
+    bool *first_f_of_chunk = malloc((size_t)v * sizeof *first_f_of_chunk);
+    int64_t *last_b_item = malloc((size_t)v * sizeof *last_b_item);
+    if (!items || !param_ag || !first_f_of_chunk || !last_b_item) {
+        free(items);
+        free(param_ag);
+        free(first_f_of_chunk);
+        free(last_b_item);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
+    }
+    int rc = SIM_OK;
+
+    for (int64_t r = 0; r < pp && rc == SIM_OK; r++) {
+        const wl_stage *ws = &st->wl->stages[r];
+        rc = sched_build(pp, v, M, s->group_size_n, r, items, err);
+        if (rc != SIM_OK)
+            break;
+        int ctr_act = (int)(r * CTR_PER_STAGE + CTR_ACT), ctr_fl = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
+
+        /* Parameters must be gathered before a chunk's first forward.  With
+         * overlap_param_gather the gather of this step overlaps the forward
+         * of earlier chunks; without it, it follows the optimizer step. */
+        bool ag_first = distopt && in->ddp.overlap_param_gather;
+        for (int64_t c = 0; c < v; c++) {
+            param_ag[c] = ag_first ? add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag",
+                                         -1, (int32_t)c)
+                                   : -1;
+            first_f_of_chunk[c] = false;
+            last_b_item[c] = -1;
+        }
+        for (int64_t i = 0; i < n_items; i++)
+            if (items[i].kind == SCHED_B)
+                last_b_item[items[i].chunk] = i;
+
+        /* Megatron's p2p is synchronous (the rank waits for its send before
+         * the next pass) in the non-interleaved schedule and in the
+         * interleaved one without overlap_p2p_comm; with it, sends are
+         * asynchronous and only the receiver waits. */
+        const bool blocking_p2p = v == 1 || !s->par.overlap_p2p_comm;
+        eng_task last_rs = -1;
+        eng_task pending_send = -1;
+        for (int64_t i = 0; i < n_items && rc == SIM_OK; i++) {
+            const sched_item *it = &items[i];
+            const wl_chunk *ch = &ws->chunks[it->chunk];
+            pass_ref *ref = &st->passes[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
+            const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
+            const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
+            /* The last backward of a chunk releases gradient buckets from
+             * inside it when reduction overlaps: keep its ops. */
+            bool bucket_pass = it->kind == SCHED_B && in->ddp.overlap_grad_reduce &&
+                               i == last_b_item[it->chunk] && ch->n_buckets > 1;
+            if (!in->sim.keep_ops && sum->collapsible && !bucket_pass) {
+                eng_task t = add(st, r, STREAM_COMPUTE, sum->span_ps, it->kind == SCHED_F ? "F" : "B",
+                                 it->microbatch, it->chunk);
+                if (t < 0) {
+                    rc = SIM_ENOMEM;
+                    break;
+                }
+                ref->first = ref->last = t;
+                st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)] = true;
+            } else if ((rc = add_pass(st, r, p, it->microbatch, it->chunk, ref)) != SIM_OK) {
+                break;
+            }
+            if (blocking_p2p && pending_send >= 0)
+                dep(st, pending_send, ref->first);
+            pending_send = -1;
+            if (it->kind == SCHED_F) {
+                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->act_bytes, 0);
+                eng_add_counter_delta(st->eng, ref->first, ctr_fl, 1, 0);
+                if (ag_first && !first_f_of_chunk[it->chunk]) {
+                    first_f_of_chunk[it->chunk] = true;
+                    dep(st, param_ag[it->chunk], ref->first);
+                }
+            } else {
+                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->bwd_transient_bytes,
+                                      -ch->act_bytes - ch->bwd_transient_bytes);
+                eng_add_counter_delta(st->eng, ref->last, ctr_fl, 0, -1);
+                /* The backward of a microbatch follows its own forward. */
+                pass_ref *f = &st->passes[pass_index(st, r, SCHED_F, it->microbatch, it->chunk)];
+                dep(st, f->last, ref->first);
+            }
+            /* Pipeline send of the output (forward) or input gradient
+             * (backward) to the neighbouring virtual stage. */
+            int64_t vstage = it->chunk * pp + r;
+            bool sends = it->kind == SCHED_F ? vstage < pp * v - 1 : vstage > 0;
+            ref->send = -1;
+            if (sends && pp > 1) {
+                ref->send = add(st, r, STREAM_PP, time_from_s(ws->p2p_s), it->kind == SCHED_F ? "send_fwd" : "send_bwd",
+                                it->microbatch, it->chunk);
+                if (ref->send < 0) {
+                    rc = SIM_ENOMEM;
+                    break;
+                }
+                dep(st, ref->last, ref->send);
+                pending_send = ref->send;
+            }
+            /* With overlap_grad_reduce a bucket's reduction starts as soon as
+             * the last microbatch's backward has passed its layers;
+             * otherwise all wait for the end of the pipeline. */
+            if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == last_b_item[it->chunk])
+                for (int32_t k = 0; k < ch->n_buckets; k++) {
+                    const wl_bucket *bk = &ch->buckets[k];
+                    last_rs = add(st, r, STREAM_DP, time_from_s(bk->reduce_s), distopt ? "dp_rs" : "dp_ar", -1,
+                                  it->chunk);
+                    bool whole = st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
+                    dep(st, whole ? ref->last : ref->first + bk->ready_op, last_rs);
+                }
+        }
+        if (rc != SIM_OK)
+            break;
+        const pass_ref *last = &st->passes[pass_index(st, r, items[n_items - 1].kind,
+                                                      items[n_items - 1].microbatch, items[n_items - 1].chunk)];
+        if (!in->ddp.overlap_grad_reduce)
+            for (int64_t c = 0; c < v; c++)
+                for (int32_t k = 0; k < ws->chunks[c].n_buckets; k++) {
+                    last_rs = add(st, r, STREAM_DP, time_from_s(ws->chunks[c].buckets[k].reduce_s),
+                                  distopt ? "dp_rs" : "dp_ar", -1, (int32_t)c);
+                    dep(st, last->last, last_rs);
+                }
+        if (ws->embedding_grad_s > 0) {
+            last_rs = add(st, r, STREAM_DP, time_from_s(ws->embedding_grad_s), "embedding_ar", -1, -1);
+            dep(st, last->last, last_rs);
+        }
+        eng_task opt = add(st, r, STREAM_COMPUTE, time_from_s(ws->optimizer_s), "optimizer", -1, -1);
+        if (opt < 0) {
+            rc = SIM_ENOMEM;
+            break;
+        }
+        dep(st, last->last, opt);
+        dep(st, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
+        if (distopt && !ag_first)
+            for (int64_t c = 0; c < v; c++) {
+                eng_task ag = add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag", -1,
+                                  (int32_t)c);
+                dep(st, opt, ag);
+            }
+    }
+
+    /* Cross-stage edges: a forward waits for the previous virtual stage's
+     * send, a backward for the next one's. */
+    for (int64_t r = 0; r < pp && rc == SIM_OK; r++)
+        for (int64_t mb = 0; mb < M; mb++)
+            for (int64_t c = 0; c < v; c++) {
+                int64_t vs = c * pp + r;
+                if (vs > 0) {
+                    int64_t pr = (vs - 1) % pp, pc = (vs - 1) / pp;
+                    rc |= dep(st, st->passes[pass_index(st, pr, SCHED_F, mb, pc)].send,
+                              st->passes[pass_index(st, r, SCHED_F, mb, c)].first);
+                }
+                if (vs < pp * v - 1) {
+                    int64_t nr = (vs + 1) % pp, nc = (vs + 1) / pp;
+                    rc |= dep(st, st->passes[pass_index(st, nr, SCHED_B, mb, nc)].send,
+                              st->passes[pass_index(st, r, SCHED_B, mb, c)].first);
+                }
+            }
+    free(items);
+    free(param_ag);
+    free(first_f_of_chunk);
+    free(last_b_item);
+    if (rc == SIM_ENOMEM)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
+    return rc;
 }
 
 static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
@@ -372,14 +456,31 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
             nk = merge(comm, nk);
             sr->comm_s[k] = time_as_s(total);
             sr->exposed_s[k] = time_as_s(uncovered(comm, nk, comp, nc));
+        }
+        qsort(all, n_all, sizeof *all, cmp_interval);
+        n_all = merge(all, n_all);
+        sim_time_ps exposed_ps = uncovered(all, n_all, comp, nc);
+        /* Passes that stand as one task bring their communication from
+         * their summary. */
+        for (int kind = 0; kind < 2; kind++)
+            for (int64_t mb = 0; mb < M; mb++)
+                for (int64_t c = 0; c < v; c++) {
+                    if (!st->collapsed[pass_index(st, r, kind, mb, c)])
+                        continue;
+                    const pass_summary *ps = summary_of(st, r, c, kind);
+                    exposed_ps += ps->exposed_ps[STREAM_COMPUTE];
+                    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+                        sr->comm_s[k] += time_as_s(ps->comm_ps[k]);
+                        sr->exposed_s[k] += time_as_s(ps->exposed_ps[k]);
+                    }
+                }
+        for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
             if (sr->comm_s[k] > res->comm_s[k])
                 res->comm_s[k] = sr->comm_s[k];
             if (sr->exposed_s[k] > res->exposed_s[k])
                 res->exposed_s[k] = sr->exposed_s[k];
         }
-        qsort(all, n_all, sizeof *all, cmp_interval);
-        n_all = merge(all, n_all);
-        double exposed = time_as_s(uncovered(all, n_all, comp, nc));
+        double exposed = time_as_s(exposed_ps);
         sr->exposed_s[STREAM_COMPUTE] = exposed;
         if (exposed > res->exposed_total_s)
             res->exposed_total_s = exposed;
@@ -430,20 +531,38 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
         step_destroy(st);
         return rc;
     }
-    /* Size the engine from the templates: every pass instantiates its
-     * ops once per microbatch, plus sends and the DP/optimizer tail. */
-    size_t ops = 0;
-    for (int64_t r = 0; r < s->pp; r++)
-        for (int64_t c = 0; c < s->v; c++)
-            ops += (size_t)(st->wl->stages[r].chunks[c].fwd.n_ops + st->wl->stages[r].chunks[c].bwd.n_ops);
-    size_t hint = ops * (size_t)s->num_microbatches + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8);
-    st->eng = eng_create((int)(s->pp * STREAM_KINDS), (int)(s->pp * CTR_PER_STAGE), hint, hint * 2);
-    st->passes = malloc((size_t)(s->pp * 2 * s->num_microbatches * s->v) * sizeof *st->passes);
-    if (!st->eng || !st->passes) {
+    const size_t n_passes = (size_t)(s->pp * 2 * s->num_microbatches * s->v);
+    st->summary = calloc((size_t)(s->pp * s->v * 2), sizeof *st->summary);
+    st->collapsed = calloc(n_passes, sizeof *st->collapsed);
+    st->passes = malloc(n_passes * sizeof *st->passes);
+    if (!st->summary || !st->collapsed || !st->passes) {
         step_destroy(st);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < (size_t)(s->pp * 2 * s->num_microbatches * s->v); i++)
+    /* Simulate every pass template once; size the engine from what will
+     * be instantiated: a task per collapsed pass, every op otherwise, plus
+     * sends and the DP/optimizer tail. */
+    size_t ops = 0;
+    for (int64_t r = 0; r < s->pp; r++)
+        for (int64_t c = 0; c < s->v; c++)
+            for (int kind = 0; kind < 2; kind++) {
+                const wl_chunk *ch = &st->wl->stages[r].chunks[c];
+                const wl_pass *p = kind == 0 ? &ch->fwd : &ch->bwd;
+                pass_summary *ps = summary_of(st, r, c, kind);
+                if ((rc = summarize(p, ps, err)) != SIM_OK) {
+                    step_destroy(st);
+                    return rc;
+                }
+                ops += (in->sim.keep_ops || !ps->collapsible) ? (size_t)p->n_ops * (size_t)s->num_microbatches
+                                                              : (size_t)s->num_microbatches + (size_t)p->n_ops;
+            }
+    size_t hint = ops + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8);
+    st->eng = eng_create((int)(s->pp * STREAM_KINDS), (int)(s->pp * CTR_PER_STAGE), hint, hint * 2);
+    if (!st->eng) {
+        step_destroy(st);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_passes; i++)
         st->passes[i] = (pass_ref){-1, -1, -1};
     if ((rc = build(st, in, s, err)) != SIM_OK || (rc = eng_run(st->eng, err)) != SIM_OK ||
         (rc = measure(st, in, s, err)) != SIM_OK) {
@@ -495,6 +614,8 @@ void step_destroy(step_t *st)
     workload_destroy(st->wl);
     free(st->info);
     free(st->passes);
+    free(st->summary);
+    free(st->collapsed);
     free(st->res.stages);
     free(st);
 }

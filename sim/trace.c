@@ -50,7 +50,9 @@ void trace_write(FILE *out, const step_t *st)
         step_task_info info;
         step_task_describe(st, (eng_task)i, &info);
         sim_time_ps a = eng_task_start(e, (eng_task)i), b = eng_task_end(e, (eng_task)i);
-        if (b == a)
+        /* Zero-length joins, and passes that stand as one task (written
+         * above as their span), are left out. */
+        if (b == a || ((info.name[0] == 'F' || info.name[0] == 'B') && info.name[1] == '\0'))
             continue;
         event(out, &first, info.name, info.stage, (int)info.stream, a, b, info.microbatch, info.chunk);
     }

@@ -593,8 +593,9 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
  * it would as part of it (streams are in order and a pass's ops are issued
  * together), so the two become one task.  This leaves the timeline as it is
  * and the engine a third fewer tasks.  map[i] receives the new index of old
- * op i (may be NULL). */
-static void fuse_chains(opbuf *b, int32_t *map)
+ * op i (may be NULL).  Ops that release a gradient bucket (pins) must end
+ * a task, so nothing is fused onto them. */
+static void fuse_chains(opbuf *b, int32_t *map, const wl_bucket *pins, int32_t n_pins)
 {
     int32_t n = b->n;
     uint8_t *refs = calloc((size_t)n + 1, 1);
@@ -610,6 +611,8 @@ static void fuse_chains(opbuf *b, int32_t *map)
         for (int j = 0; j < 2; j++)
             if (b->ops[i].dep_back[j] && refs[i - b->ops[i].dep_back[j]] < 255)
                 refs[i - b->ops[i].dep_back[j]]++;
+    for (int32_t k = 0; k < n_pins; k++)
+        refs[pins[k].ready_op] = 255; /* something else waits on its end */
     int32_t out = 0;
     for (int32_t i = 0; i < n; i++) {
         wl_op op = b->ops[i];
@@ -728,8 +731,8 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
             free(buckets);
             return SIM_ENOMEM;
         }
-        fuse_chains(&f, NULL);
-        fuse_chains(&b, map);
+        fuse_chains(&f, NULL, NULL, 0);
+        fuse_chains(&b, map, buckets, n_buckets);
         for (int32_t k = 0; k < n_buckets; k++)
             buckets[k].ready_op = map[buckets[k].ready_op];
         free(map);

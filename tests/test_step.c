@@ -333,3 +333,53 @@ Test(step, same_inputs_same_bytes)
     free(out[0]);
     free(out[1]);
 }
+
+/* --- two-level simulation is exact ---------------------------------------
+ * Identical passes stand as one task of their simulated span; with every
+ * kernel a task the step must come out the same. */
+
+static void check_two_level(const char *const *kv)
+{
+    sim a, b;
+    sim_run(&a, kv);
+    sim_err err;
+    sim_err_clear(&err);
+    b.cfg = NULL;
+    b.in = a.in;
+    b.s = a.s;
+    b.in.sim.keep_ops = true;
+    cr_assert_eq(step_run(&b.st, &b.in, &b.s, &err), SIM_OK, "%s", err.msg);
+    const step_result *ra = step_result_get(a.st), *rb = step_result_get(b.st);
+    cr_assert_eq(ra->step_time_s, rb->step_time_s, "%s: two-level %.9f s, every kernel %.9f s", kv[0],
+                 ra->step_time_s, rb->step_time_s);
+    cr_assert_eq(ra->bubble_fraction, rb->bubble_fraction);
+    for (int64_t r = 0; r < ra->n_stages; r++)
+        cr_assert_eq(ra->stages[r].activations_peak_bytes, rb->stages[r].activations_peak_bytes);
+    cr_assert(ra->tasks < rb->tasks);
+    /* Communication inside passes is carried over from their summaries. */
+    cr_assert(fabs(ra->comm_s[STREAM_TP] - rb->comm_s[STREAM_TP]) <= 1e-9 * rb->comm_s[STREAM_TP] + 1e-12);
+    cr_assert(fabs(ra->comm_s[STREAM_EP] - rb->comm_s[STREAM_EP]) <= 1e-9 * rb->comm_s[STREAM_EP] + 1e-12);
+    step_destroy(b.st);
+    sim_free(&a);
+}
+
+Test(step, two_level_equals_every_kernel)
+{
+    const char *dense[] = {"model.name=llama3-70b", "cluster.topology=dgx-h100", "cluster.num_gpus=64",
+                           "model.tensor_model_parallel_size=4", "model.sequence_parallel=true",
+                           "model.pipeline_model_parallel_size=4", "model.virtual_pipeline_model_parallel_size=5",
+                           "model.context_parallel_size=2", "train.global_batch_size=64",
+                           "ddp.use_distributed_optimizer=true", "ddp.overlap_grad_reduce=true",
+                           "ddp.overlap_param_gather=true", "mixed_precision=fp8", NULL};
+    check_two_level(dense);
+    const char *moe[] = {"model.name=mixtral-8x7b", "cluster.topology=dgx-h100", "cluster.num_gpus=64",
+                         "model.tensor_model_parallel_size=2", "model.sequence_parallel=true",
+                         "model.pipeline_model_parallel_size=4", "model.expert_model_parallel_size=8",
+                         "model.expert_tensor_parallel_size=1", "model.moe_token_dispatcher_type=alltoall",
+                         "train.global_batch_size=64", "model.recompute_granularity=full", NULL};
+    check_two_level(moe);
+    const char *tied[] = {"model.name=llama3-8b", "cluster.topology=dgx-a100", "cluster.num_gpus=16",
+                          "model.pipeline_model_parallel_size=4", "model.share_embeddings_and_output_weights=true",
+                          "train.global_batch_size=32", "model.tp_comm_overlap=false", NULL};
+    check_two_level(tied);
+}
