@@ -97,24 +97,30 @@ static double peak_bound(hctx *x)
     return check(x) ? search_peak_lower_bound(&x->in, &x->s) : INFINITY;
 }
 
+/* The smallest VP that leaves at most LAYERS_PER_CHUNK_MAX layers per
+ * model chunk, with a legal layer split; 0 (not interleaved) if the
+ * stages are that small already or none exists. */
 static int64_t vp_for(const run_inputs *b, int64_t pp)
 {
-    int64_t L = b->model.num_layers, per = L / pp;
-    if (pp <= 1 || (pp <= 2 && !b->par.overlap_p2p_comm) || per <= LAYERS_PER_CHUNK_MAX)
+    const int64_t L = b->model.num_layers;
+    parallel_spec split;
+    if (pp <= 1 || (pp <= 2 && !b->par.overlap_p2p_comm) || (L + pp - 1) / pp <= LAYERS_PER_CHUNK_MAX)
         return 0;
-    for (int64_t v = 2; v <= per; v++)
-        if (per % v == 0 && per / v <= LAYERS_PER_CHUNK_MAX)
+    for (int64_t v = 2; v <= L / pp; v++)
+        if ((L + pp * v - 1) / (pp * v) <= LAYERS_PER_CHUNK_MAX && search_split_layers(&b->model, pp, v, &split))
             return v;
     return 0;
 }
 
-/* The divisor of the layers nearest to `want` (the smallest one >= want,
- * else the largest below) such that the world holds whole replicas. */
+/* The pipeline size nearest to `want` (the smallest one >= want, else the
+ * largest below) with a layer split (search_split_layers) such that the
+ * world holds whole replicas. */
 static int64_t pp_near(const run_inputs *b, int64_t world, int64_t tpcp, int64_t epetp, int64_t want)
 {
     int64_t L = b->model.num_layers, below = 0;
+    parallel_spec split;
     for (int64_t d = 1; d <= L; d++) {
-        if (L % d || world % (tpcp * d) || world % (epetp * d))
+        if (world % (tpcp * d) || world % (epetp * d) || !search_split_layers(&b->model, d, 0, &split))
             continue;
         if (d >= want)
             return d;
@@ -123,11 +129,12 @@ static int64_t pp_near(const run_inputs *b, int64_t world, int64_t tpcp, int64_t
     return below;
 }
 
-/* Applies PP (and the VP that goes with it); notes the VP. */
+/* Applies PP with its layer split and the VP that goes with it. */
 static void set_pp(hctx *x, int64_t pp)
 {
     x->p->par.pp = pp;
     x->p->par.vp = vp_for(x->base, pp);
+    search_split_layers(&x->base->model, pp, x->p->par.vp, &x->p->par);
 }
 
 /* Steps down VP, CP, TP, then tries every PP until Megatron accepts. */
@@ -140,6 +147,7 @@ static void make_legal(hctx *x)
     sim_err_format(&x->err, why, sizeof why);
     if (p->par.vp > 1) {
         p->par.vp = 0;
+        search_split_layers(&x->base->model, p->par.pp, 0, &p->par);
         if (check(x)) {
             note(p, "VP off: the interleaved schedule is not legal here (%s)", why);
             return;
@@ -164,8 +172,6 @@ static void make_legal(hctx *x)
         }
     }
     for (int64_t d = 1; d <= x->base->model.num_layers; d++) {
-        if (x->base->model.num_layers % d)
-            continue;
         set_pp(x, d);
         if (check(x)) {
             note(p, "PP %lld: the only legal pipeline size left (%s)", (long long)d, why);
@@ -273,7 +279,7 @@ void heur_baseline(const run_inputs *base, int64_t world, heur_plan *out)
         note(p, "PP %lld: MoE starts without pipelining", (long long)p->par.pp);
     else
         note(p, "PP %lld: %s table value %lld%s", (long long)p->par.pp, r->range, (long long)r->pp,
-             p->par.pp != r->pp ? ", rounded to a divisor of the layers that fits the world" : "");
+             p->par.pp != r->pp ? ", the nearest that splits the layers and fits the world" : "");
     make_legal(&x);
 
     /* Grow PP, then EP, then recompute while the model does not fit. */
@@ -283,8 +289,6 @@ void heur_baseline(const run_inputs *base, int64_t world, heur_plan *out)
         double was = bound;
         bool grown = false;
         for (int64_t d = p->par.pp + 1; d <= m->num_layers && !grown; d++) {
-            if (m->num_layers % d)
-                continue;
             set_pp(&x, d);
             if (check(&x)) {
                 grown = true;
@@ -325,6 +329,12 @@ void heur_baseline(const run_inputs *base, int64_t world, heur_plan *out)
     }
     if (p->legal) {
         int64_t v = x.s.v;
+        if (p->par.num_layers_in_first_pipeline_stage || p->par.num_layers_in_last_pipeline_stage)
+            note(p, "uneven stages: %lld layers on the first and %lld on the last pipeline stage",
+                 (long long)p->par.num_layers_in_first_pipeline_stage,
+                 (long long)p->par.num_layers_in_last_pipeline_stage);
+        else if (p->par.account_for_embedding_in_pipeline_split)
+            note(p, "uneven stages: the embedding and the loss count as one layer each in the split");
         if (v > 1)
             note(p, "VP %lld: interleaved, %lld layers per model chunk (at most %d)", (long long)v,
                  (long long)x.s.layers_per_chunk, LAYERS_PER_CHUNK_MAX);

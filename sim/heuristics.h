@@ -12,8 +12,9 @@
  *      level inside the NVLink domain with TP where it fits, else 2).
  *   3. MoE: ETP 1, EP the largest divisor of the experts that fits the
  *      NVLink domain.
- *   4. PP by model size (dense table; MoE starts at 1), rounded to a
- *      divisor of the layers; then PP grows while the model does not fit
+ *   4. PP by model size (dense table; MoE starts at 1), the nearest size
+ *      with a layer split (search_split_layers: even, else uneven); then
+ *      PP grows while the model does not fit
  *      (then EP, for MoE, beyond the NVLink domain; then selective, then
  *      full recompute).
  *   5. Interleaving when PP > 1: the smallest VP that leaves at most 4
@@ -31,7 +32,7 @@
 #include "config.h"
 #include "strategy.h"
 
-#define HEUR_MAX_NOTES 12
+#define HEUR_MAX_NOTES 20
 #define HEUR_NOTE_LEN 200
 
 typedef struct heur_plan {

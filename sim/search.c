@@ -95,6 +95,36 @@ int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs 
     return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, NULL, err);
 }
 
+bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par)
+{
+    const int64_t L = m->num_layers, v = vp > 1 ? vp : 1, nv = pp * v;
+    par->num_layers_in_first_pipeline_stage = 0;
+    par->num_layers_in_last_pipeline_stage = 0;
+    par->account_for_embedding_in_pipeline_split = false;
+    par->account_for_loss_in_pipeline_split = false;
+    if (pp < 1 || L < 1)
+        return false;
+    if (L % nv == 0)
+        return true;
+    if (pp > 1 && (L + 2) % nv == 0 && (L + 2) / nv >= 2) {
+        par->account_for_embedding_in_pipeline_split = true;
+        par->account_for_loss_in_pipeline_split = true;
+        return true;
+    }
+    if (pp < 2 || L % v != 0)
+        return false;
+    /* Middle stages hold m layers (a multiple of v, at least L/pp); the
+     * rest splits over the first and last, each a multiple of v, >= v. */
+    int64_t mid = pp > 2 ? v * ((L + nv - 1) / nv) : 0;
+    int64_t rest = L - (pp - 2) * mid;
+    int64_t last = v * (rest / (2 * v)), first = rest - last;
+    if (last < v || first < v || (pp > 2 && first > mid))
+        return false;
+    par->num_layers_in_first_pipeline_stage = first;
+    par->num_layers_in_last_pipeline_stage = last;
+    return true;
+}
+
 /* Activation bytes of a chunk as the step allocates them (an integer). */
 static double chunk_act(const run_inputs *in, const strategy_t *s, int64_t r, int64_t c)
 {
@@ -503,7 +533,7 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
             list_add(&pps, b->par.pp);
         else
             for (int64_t p = 1; p <= L && p <= W; p++)
-                if (L % p == 0 && W % p == 0)
+                if (W % p == 0)
                     list_add(&pps, p);
         if (pinned(o, SEARCH_DIM_CP))
             list_add(&cps, b->par.cp);
@@ -522,14 +552,13 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
             for (int pi = 0; pi < pps.n; pi++) {
                 const int64_t tp = tps.v[ti], pp = pps.v[pi];
                 int_list vps = {0};
+                parallel_spec split;
                 if (pinned(o, SEARCH_DIM_VP))
                     list_add(&vps, b->par.vp);
-                else {
-                    list_add(&vps, 0);
-                    for (int64_t v = 2; pp > 1 && v <= SEARCH_VP_MAX; v++)
-                        if ((L / pp) % v == 0)
+                else
+                    for (int64_t v = 0; v <= (pp > 1 ? SEARCH_VP_MAX : 0); v += v ? 1 : 2)
+                        if (search_split_layers(m, pp, v, &split))
                             list_add(&vps, v);
-                }
                 for (int vi = 0; vi < vps.n; vi++)
                     for (int ci = 0; ci < cps.n; ci++) {
                         if (tp * pp * cps.v[ci] > W)
@@ -544,6 +573,10 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
                         c.par.pp = pp;
                         c.par.vp = vps.v[vi];
                         c.par.cp = cps.v[ci];
+                        /* A pinned PP and VP keep the config's split. */
+                        if (!(pinned(o, SEARCH_DIM_PP) && pinned(o, SEARCH_DIM_VP)) &&
+                            !search_split_layers(m, pp, c.par.vp, &c.par))
+                            continue;
                         emit_experts(&x, &c, &eps);
                     }
             }
@@ -847,7 +880,11 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
 
     /* Phase 3: ascending time bound, in batches. */
     ranked *order = malloc((n_ready + 1) * sizeof *order);
-    size_t *batch = malloc(SEARCH_BATCH * sizeof *batch);
+    /* Batch sizes are constants (never the number of jobs): which
+     * candidates get simulated must not depend on it.  Exhaustive: one
+     * batch, nothing to decide between batches. */
+    const size_t batch_max = o->exhaustive ? (n_ready ? n_ready : 1) : o->pareto ? SEARCH_BATCH_PARETO : SEARCH_BATCH;
+    size_t *batch = malloc(batch_max * sizeof *batch);
     size_t K = (size_t)(o->top > 2 ? o->top : 2);
     topk best = {.v = malloc(K * sizeof *best.v), .k = K};
     if (!order || !batch || !best.v) {
@@ -882,7 +919,7 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
          * dominated by a simulated point) never will: the threshold only
          * falls and the front only grows. */
         size_t nb = 0;
-        while (next < n_ready && nb < SEARCH_BATCH) {
+        while (next < n_ready && nb < batch_max) {
             search_cand *c = &all[order[next].idx];
             bool out_of_top = !o->exhaustive && best.n == best.k && order[next].key > best.v[best.n - 1].key;
             if (out_of_top && !o->pareto) {
@@ -1025,6 +1062,22 @@ static void cp_comm_str(const search_cand *c, char *buf, size_t len)
     }
 }
 
+/* The layer split of a candidate: "even", "emb+loss" (embedding and loss
+ * counted as layers), "7/../6" (layers on the first / last stage). */
+static void split_str(const search_cand *c, char *buf, size_t len)
+{
+    const parallel_spec *p = &c->par;
+    if (p->num_layers_in_first_pipeline_stage || p->num_layers_in_last_pipeline_stage)
+        snprintf(buf, len, "%" PRId64 "/../%" PRId64, p->num_layers_in_first_pipeline_stage,
+                 p->num_layers_in_last_pipeline_stage);
+    else if (p->account_for_embedding_in_pipeline_split || p->account_for_loss_in_pipeline_split)
+        snprintf(buf, len, "%s%s%s", p->account_for_embedding_in_pipeline_split ? "emb" : "",
+                 p->account_for_embedding_in_pipeline_split && p->account_for_loss_in_pipeline_split ? "+" : "",
+                 p->account_for_loss_in_pipeline_split ? "loss" : "");
+    else
+        snprintf(buf, len, "even");
+}
+
 static int64_t vp_of(const search_cand *c)
 {
     return c->par.vp > 1 ? c->par.vp : 1;
@@ -1046,7 +1099,7 @@ static const stream_kind comm_streams[] = {STREAM_TP, STREAM_CP, STREAM_EP, STRE
 
 static void table_header(FILE *out, const search_opts *o, bool moe)
 {
-    fprintf(out, "%-8s %5s %3s %3s %3s %3s", "rank", "GPUs", "TP", "PP", "VP", "CP");
+    fprintf(out, "%-8s %5s %3s %3s %-8s %3s %3s", "rank", "GPUs", "TP", "PP", "split", "VP", "CP");
     if (moe)
         fprintf(out, " %4s %3s", "EP", "ETP");
     fprintf(out, " %3s %3s %-9s %-14s %4s %9s %9s %5s %8s %8s %7s", "SP", "MBS", "recompute", "cp_comm",
@@ -1065,10 +1118,11 @@ static void table_header(FILE *out, const search_opts *o, bool moe)
 static void table_row(FILE *out, const char *label, const run_inputs *b, const search_opts *o,
                       const search_result *r, const search_cand *c, bool moe)
 {
-    char cpc[32];
+    char cpc[32], split[32];
     cp_comm_str(c, cpc, sizeof cpc);
-    fprintf(out, "%-8s %5" PRId64 " %3" PRId64 " %3" PRId64 " %3" PRId64 " %3" PRId64, label, c->world,
-            c->par.tp, c->par.pp, vp_of(c), c->par.cp);
+    split_str(c, split, sizeof split);
+    fprintf(out, "%-8s %5" PRId64 " %3" PRId64 " %3" PRId64 " %-8s %3" PRId64 " %3" PRId64, label, c->world,
+            c->par.tp, c->par.pp, split, vp_of(c), c->par.cp);
     if (moe)
         fprintf(out, " %4" PRId64 " %3" PRId64, c->par.ep, etp_of(c));
     fprintf(out, " %3s %3" PRId64 " %-9s %-14s %4s %9.3f %9.1f %5.1f %8.2f %8.2f %7.1f",
@@ -1102,6 +1156,10 @@ static void diff_str(const search_cand *a, const search_cand *b, bool moe, char 
     DIFF_INT("GPUs", a->world, b->world);
     DIFF_INT("TP", a->par.tp, b->par.tp);
     DIFF_INT("PP", a->par.pp, b->par.pp);
+    char sa[32], sb[32];
+    split_str(a, sa, sizeof sa);
+    split_str(b, sb, sizeof sb);
+    DIFF_STR("layer split", sa, sb);
     DIFF_INT("VP", vp_of(a), vp_of(b));
     DIFF_INT("CP", a->par.cp, b->par.cp);
     if (moe) {
@@ -1198,10 +1256,13 @@ static void print_counts(FILE *out, const search_result *r)
 
 static void layout_str(const search_cand *c, bool moe, char *buf, size_t len)
 {
-    char cpc[32];
+    char cpc[32], split[32];
     cp_comm_str(c, cpc, sizeof cpc);
-    size_t w = (size_t)snprintf(buf, len, "TP %" PRId64 " PP %" PRId64 " VP %" PRId64 " CP %" PRId64, c->par.tp,
-                                c->par.pp, vp_of(c), c->par.cp);
+    split_str(c, split, sizeof split);
+    size_t w = (size_t)snprintf(buf, len, "TP %" PRId64 " PP %" PRId64 "%s%s%s VP %" PRId64 " CP %" PRId64,
+                                c->par.tp, c->par.pp, strcmp(split, "even") ? " (" : "",
+                                strcmp(split, "even") ? split : "", strcmp(split, "even") ? ")" : "", vp_of(c),
+                                c->par.cp);
     if (moe && w < len)
         w += (size_t)snprintf(buf + w, len - w, " EP %" PRId64 " ETP %" PRId64, c->par.ep, etp_of(c));
     if (w < len)
@@ -1252,8 +1313,14 @@ void search_print(FILE *out, const run_inputs *b, const search_opts *o, const se
         else {
             char lay[256];
             layout_str(&r->closest, moe, lay, sizeof lay);
-            fprintf(out, "the smallest memory lower bound is %.1f GiB > %.1f GiB HBM, on %" PRId64 " GPUs with %s\n",
-                    r->closest.peak_lb_bytes / GIB, r->capacity_bytes / GIB, r->closest.world, lay);
+            if (r->closest.peak_lb_bytes > r->capacity_bytes)
+                fprintf(out, "the smallest memory lower bound is %.1f GiB > %.1f GiB HBM, on %" PRId64
+                             " GPUs with %s\n",
+                        r->closest.peak_lb_bytes / GIB, r->capacity_bytes / GIB, r->closest.world, lay);
+            else
+                fprintf(out, "every layout whose memory lower bound fits peaks above %.1f GiB HBM when "
+                             "simulated; the smallest bound is %.1f GiB, on %" PRId64 " GPUs with %s\n",
+                        r->capacity_bytes / GIB, r->closest.peak_lb_bytes / GIB, r->closest.world, lay);
         }
         print_counts(out, r);
         return;
@@ -1342,10 +1409,14 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
         fprintf(out, "%s,%zu,", kind, rank);
     else
         fprintf(out, "%s,,", kind);
+    fprintf(out, "%d,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%d,%d,",
+            c->status == SEARCH_FEASIBLE, c->world, c->par.tp, c->par.pp, c->par.num_layers_in_first_pipeline_stage,
+            c->par.num_layers_in_last_pipeline_stage, c->par.account_for_embedding_in_pipeline_split,
+            c->par.account_for_loss_in_pipeline_split);
     fprintf(out,
-            "%d,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+            "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
             ",%" PRId64 ",%d,%" PRId64 ",%" PRId64 ",%s,%s,%d,",
-            c->status == SEARCH_FEASIBLE, c->world, c->par.tp, c->par.pp, vp_of(c), c->par.cp, c->par.ep,
+            vp_of(c), c->par.cp, c->par.ep,
             etp_of(c), c->dp, c->edp, c->par.sequence_parallel, c->train.micro_batch_size, c->num_microbatches,
             recompute_name(c->par.recompute_granularity), cpc, c->ddp.use_distributed_optimizer);
     fprintf(out, "%.9g,%.9g,%.9g,", c->step_time_s, c->tokens_per_s_per_gpu, c->mfu);
@@ -1362,7 +1433,9 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
 
 void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, const search_result *r)
 {
-    fputs("kind,rank,fits,gpus,tp,pp,vp,cp,ep,etp,dp,edp,sequence_parallel,micro_batch_size,num_microbatches,"
+    fputs("kind,rank,fits,gpus,tp,pp,num_layers_in_first_pipeline_stage,num_layers_in_last_pipeline_stage,"
+          "account_for_embedding_in_pipeline_split,account_for_loss_in_pipeline_split,"
+          "vp,cp,ep,etp,dp,edp,sequence_parallel,micro_batch_size,num_microbatches,"
           "recompute_granularity,cp_comm_type,use_distributed_optimizer,step_time_s,tokens_per_s_per_gpu,mfu,"
           "gpu_hours,bubble_fraction,bubble_s,peak_bytes,headroom_bytes,peak_lower_bound_bytes,"
           "time_lower_bound_s,compute_s,exposed_tp_s,exposed_cp_s,exposed_ep_s,exposed_dp_s,exposed_pp_s,"

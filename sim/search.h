@@ -10,8 +10,11 @@
  * Ranges (the "sensible" space; search.c has the constants):
  *   TP   divisors of the attention heads (and compatible with the query
  *        groups) up to twice the NVLink domain
- *   PP   divisors of the layers (parsim has no uneven stages)
- *   VP   1, or a divisor >= 2 of layers/PP up to SEARCH_VP_MAX
+ *   PP   every size up to the layers that divides the GPUs, with one
+ *        layer split per (PP, VP): even if the layers divide, else the
+ *        embedding and the loss counted as layers, else lighter first and
+ *        last stages (search_split_layers)
+ *   VP   1, or 2 .. SEARCH_VP_MAX where such a split exists
  *   CP   powers of two with seq % (2 CP) == 0 and at least
  *        SEARCH_CP_MIN_TOKENS tokens per rank; cp_comm_type p2p,
  *        all_gather, a2a (heads per TP rank divisible by CP) and a2a+p2p
@@ -47,6 +50,12 @@
  *           memory bound, and better in one of them.  Batches do not
  *           depend on the number of jobs, so the set simulated (and every
  *           output) does not either.
+ * Both bounds lean on how step.c builds a step (each pass's ops added
+ * together in schedule order, activations held from a forward's first op
+ * to its backward's last, the optimizer on the compute stream after the
+ * last backward, p2p sends between virtual stages); tests/test_search.c
+ * checks them against simulating everything, so a change there that
+ * breaks one fails a test rather than silently dropping a result.
  * After simulation, candidates whose simulated peak exceeds the capacity
  * are ranked after the feasible ones and never listed as results.
  *
@@ -73,7 +82,8 @@
 
 #define SEARCH_VP_MAX 8          /* largest virtual pipeline size tried */
 #define SEARCH_CP_MIN_TOKENS 1024 /* smallest sequence chunk per CP rank */
-#define SEARCH_BATCH 32          /* candidates simulated between bound updates */
+#define SEARCH_BATCH 8           /* candidates simulated between bound updates */
+#define SEARCH_BATCH_PARETO 32   /* the same with --pareto (more to simulate) */
 
 typedef enum { SEARCH_RANK_TIME = 0, SEARCH_RANK_TOKENS, SEARCH_RANK_COST } search_rank;
 
@@ -183,6 +193,16 @@ void search_result_free(search_result *r);
  * applied to base), as search_run simulated it. */
 int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs *in, strategy_t *s,
                        sim_err *err);
+
+/* How the layers go onto pp stages of vp virtual stages each (vp 0 or 1:
+ * not interleaved), in Megatron Bridge's terms; fills the four split
+ * fields of par.  In order of preference: the even split; the embedding
+ * and the loss counted as one layer each
+ * (account_for_embedding/loss_in_pipeline_split); first and last stages
+ * with at most as many layers as the middle ones, the first taking the
+ * odd chunk (num_layers_in_first/last_pipeline_stage).  Returns false when
+ * none of these is legal. */
+bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par);
 
 /* Lower bound of the peak bytes of any GPU (see the header comment). */
 double search_peak_lower_bound(const run_inputs *in, const strategy_t *s);

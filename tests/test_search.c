@@ -128,12 +128,10 @@ Test(search, ranked_by_time_and_by_tokens_per_gpu, .timeout = 120)
 
 /* --- pruning never drops what simulation would keep --------------------------- */
 
-Test(search, bounds_are_lower_bounds_and_pruning_is_safe, .timeout = 300)
+static void check_pruning(const char *const *kv, double cap)
 {
-    const char *kv[] = {SMALL, NULL};
     run_inputs in;
     resolve(&in, kv);
-    const double cap = 24e9;
 
     /* Everything, with memory no object: every candidate is simulated. */
     run_inputs roomy = in;
@@ -197,6 +195,70 @@ Test(search, bounds_are_lower_bounds_and_pruning_is_safe, .timeout = 300)
     search_result_free(&all);
 }
 
+Test(search, bounds_are_lower_bounds_and_pruning_is_safe, .timeout = 300)
+{
+    const char *dense[] = {SMALL, NULL};
+    check_pruning(dense, 24e9);
+    const char *moe[] = {"model.name=mixtral-8x7b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                         "model.seq_length=4096", "train.global_batch_size=16", "model.num_layers=4", NULL};
+    check_pruning(moe, 40e9);
+    /* 7 layers: PP 2 and 4 only with uneven stages. */
+    const char *uneven[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                            "model.seq_length=4096", "train.global_batch_size=16", "model.num_layers=7", NULL};
+    check_pruning(uneven, 20e9);
+}
+
+/* --- uneven pipeline stages ------------------------------------------------ */
+
+Test(search, layer_splits_are_legal)
+{
+    const char *kv[] = {"model.name=deepseek-v3", "cluster.topology=dgx-h100", "cluster.num_gpus=256",
+                        "train.global_batch_size=1024", NULL};
+    run_inputs in;
+    resolve(&in, kv);
+    parallel_spec p = in.par;
+    cr_assert(search_split_layers(&in.model, 1, 0, &p));
+    cr_assert_eq(p.num_layers_in_first_pipeline_stage, 0);
+    /* 61 layers on 8 stages: 8 on the middle six, 7 first, 6 last. */
+    cr_assert(search_split_layers(&in.model, 8, 0, &p));
+    cr_assert_eq(p.num_layers_in_first_pipeline_stage, 7);
+    cr_assert_eq(p.num_layers_in_last_pipeline_stage, 6);
+    cr_assert(!search_split_layers(&in.model, 8, 2, &p), "61 layers cannot interleave in twos");
+    cr_assert(!search_split_layers(&in.model, 32, 0, &p), "61 layers have no split over 32 stages");
+    for (int64_t pp = 2; pp <= 16; pp *= 2) {
+        search_cand c;
+        memset(&c, 0, sizeof c);
+        c.world = 256;
+        c.par = in.par;
+        c.train = in.train;
+        c.ddp = in.ddp;
+        c.ddp.use_distributed_optimizer = true;
+        c.par.pp = pp;
+        c.par.ep = 8;
+        c.par.etp = 1;
+        cr_assert(search_split_layers(&in.model, pp, 0, &c.par), "PP %lld", (long long)pp);
+        run_inputs ci;
+        strategy_t s;
+        sim_err err;
+        sim_err_clear(&err);
+        cr_assert_eq(search_cand_inputs(&in, &c, &ci, &s, &err), SIM_OK, "PP %lld: %s", (long long)pp, err.msg);
+        int64_t first, count, total = 0;
+        for (int64_t r = 0; r < pp; r++) {
+            strategy_chunk_layers(&s, r, 0, &first, &count);
+            total += count;
+        }
+        cr_assert_eq(total, 61);
+    }
+    /* An even split stays even; the embedding and loss count where that
+     * evens it out (30 layers + 2 on 8 stages). */
+    in.model.num_layers = 80;
+    cr_assert(search_split_layers(&in.model, 16, 5, &p));
+    cr_assert(!p.num_layers_in_first_pipeline_stage && !p.account_for_embedding_in_pipeline_split);
+    in.model.num_layers = 30;
+    cr_assert(search_split_layers(&in.model, 8, 0, &p));
+    cr_assert(p.account_for_embedding_in_pipeline_split && p.account_for_loss_in_pipeline_split);
+}
+
 /* --- pinned dimensions ---------------------------------------------------- */
 
 Test(search, pinned_dimension_keeps_the_given_value)
@@ -241,6 +303,10 @@ Test(search, baseline_for_dense_and_moe, .timeout = 120)
     cr_assert(p.legal && p.fits);
     cr_assert_eq(p.par.ep, 8, "EP inside the NVLink domain");
     cr_assert_eq(p.par.etp, 1);
+    /* The search with its baseline, on fewer layers to keep the test short. */
+    const char *moe8[] = {"model.name=mixtral-8x7b", "cluster.topology=dgx-h100", "cluster.num_gpus=64",
+                          "model.seq_length=4096", "train.global_batch_size=256", "model.num_layers=8", NULL};
+    resolve(&in, moe8);
     search_opts o;
     search_opts_default(&o);
     o.top = 3;
@@ -314,7 +380,8 @@ Test(search_cli, jobs_do_not_change_the_output, .timeout = 300)
     const char *cases[] = {
         CLI_SMALL "--gpus 8:32 --exhaustive --pareto --top 7",
         CLI_SMALL "cluster.num_gpus=16 --top 4 --rank tokens --token-budget 1T",
-        "configs/mixtral-8x7b-h100x64.cfg --top 3",
+        "model.name=mixtral-8x7b cluster.topology=dgx-h100 cluster.num_gpus=16 model.seq_length=4096 "
+        "train.global_batch_size=64 model.num_layers=8 --top 3",
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char p1[] = "/tmp/parsim_search_XXXXXX.csv", p2[] = "/tmp/parsim_search_XXXXXX.csv";
