@@ -75,6 +75,7 @@ typedef struct ctx {
     double attn_fwd_flops; /* one layer, this rank */
     bool sp;
     bool no_cast;          /* GEMMs outside Transformer Engine stay in bf16 */
+    struct layer_cache *cache; /* op lists of one layer, built once per type */
 } ctx;
 
 static double gemm(const ctx *x, opbuf *b, double m, double n, double k)
@@ -533,6 +534,32 @@ static void output_bwd(const ctx *x0, opbuf *b)
 
 /* ---- one chunk ------------------------------------------------------- */
 
+/* Every layer of a type (dense or MoE) has the same ops: they are built
+ * once per workload and copied. */
+typedef struct layer_cache {
+    opbuf pass[2][2]; /* [moe][0 forward, 1 backward] */
+    bool built[2][2];
+} layer_cache;
+
+/* Appends a cached op list; its first op follows the op before it. */
+static void append(opbuf *dst, const opbuf *src)
+{
+    if (src->oom) {
+        dst->oom = 1;
+        return;
+    }
+    for (int32_t i = 0; i < src->n; i++) {
+        int32_t at = then(dst, src->ops[i].name, (stream_kind)src->ops[i].stream, 0.0);
+        if (dst->oom)
+            return;
+        wl_op op = src->ops[i];
+        if (i == 0)
+            op.dep_back[0] = at > 0 ? 1 : 0;
+        dst->ops[at] = op;
+    }
+    dst->flops += src->flops;
+}
+
 static void layer_fwd(const ctx *x, opbuf *b, bool moe)
 {
     attention_fwd(x, b);
@@ -636,6 +663,19 @@ static void fuse_chains(opbuf *b, int32_t *map, const wl_bucket *pins, int32_t n
     free(idx);
 }
 
+static const opbuf *cached_layer(const ctx *x, bool moe, int bwd)
+{
+    layer_cache *lc = x->cache;
+    if (!lc->built[moe][bwd]) {
+        if (bwd)
+            layer_bwd(x, &lc->pass[moe][bwd], moe);
+        else
+            layer_fwd(x, &lc->pass[moe][bwd], moe);
+        lc->built[moe][bwd] = true;
+    }
+    return &lc->pass[moe][bwd];
+}
+
 /* Megatron's DDP bucket size in parameters: ddp.bucket_size, else
  * max(40M, 1M x data-parallel size); one bucket per chunk where Megatron
  * disables bucketing (pipeline ranks > 0, chunks after the first) or when
@@ -691,14 +731,14 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     if (first_virtual && !ideal)
         embedding_fwd(x, &f);
     for (int64_t l = first; l < first + count; l++)
-        layer_fwd(x, &f, model_layer_is_moe(x->m, ideal ? 0 : l));
+        append(&f, cached_layer(x, model_layer_is_moe(x->m, ideal ? 0 : l), 0));
     if (last_virtual && !ideal)
         output_fwd(x, &f);
 
     if (last_virtual && !ideal)
         output_bwd(x, &b);
     for (int64_t l = first + count - 1; l >= first; l--) {
-        layer_bwd(x, &b, model_layer_is_moe(x->m, ideal ? 0 : l));
+        append(&b, cached_layer(x, model_layer_is_moe(x->m, ideal ? 0 : l), 1));
         double d, e;
         memory_layer_params(x->in, s, l, &d, &e);
         acc_dense += d;
@@ -773,6 +813,8 @@ static double optimizer_s(const ctx *x, int64_t stage)
 int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     *out = NULL;
+    layer_cache cache;
+    memset(&cache, 0, sizeof cache);
     workload_t *w = calloc(1, sizeof *w);
     if (!w)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
@@ -783,6 +825,7 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
         goto oom;
     ctx x;
     ctx_init(&x, in, s);
+    x.cache = &cache;
     /* One activation (forward) or its gradient (backward) per microbatch
      * crosses each stage boundary: (s/cp [/t with SP]) x b x h in bf16. */
     double p2p_bytes = x.T_sp * x.h * 2.0;
@@ -806,9 +849,13 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
             st->embedding_grad_s = net_collective_s(x.c, &pair, COLL_ALL_REDUCE, params * grad_bytes);
         }
     }
+    for (int i = 0; i < 4; i++)
+        free(cache.pass[i / 2][i % 2].ops);
     *out = w;
     return SIM_OK;
 oom:
+    for (int i = 0; i < 4; i++)
+        free(cache.pass[i / 2][i % 2].ops);
     workload_destroy(w);
     return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
 }
