@@ -39,6 +39,7 @@ struct step {
     int64_t pp, v, M;
     pass_ref *passes;       /* [stage][kind][microbatch][chunk] */
     pass_summary *summary;  /* [stage][chunk][kind] */
+    int32_t *order;         /* [stage][i]: pass_index of the stage's i-th pass */
     bool *collapsed;        /* per pass (pass_index): stands as one task */
 };
 
@@ -106,10 +107,14 @@ static size_t merge(interval *iv, size_t n)
     return k;
 }
 
-static int cmp_interval(const void *x, const void *y)
+/* Union of two disjoint sorted interval lists into out (disjoint, sorted);
+ * returns its length. */
+static size_t unite(const interval *a, size_t na, const interval *b, size_t nb, interval *out)
 {
-    const interval *a = x, *b = y;
-    return a->a < b->a ? -1 : a->a > b->a ? 1 : (a->b < b->b ? -1 : a->b > b->b);
+    size_t i = 0, j = 0, n = 0;
+    while (i < na || j < nb)
+        out[n++] = (j >= nb || (i < na && a[i].a <= b[j].a)) ? a[i++] : b[j++];
+    return merge(out, n);
 }
 
 /* Length of the part of union u not covered by union c (both disjoint,
@@ -181,8 +186,8 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
     engine_t *e = eng_create(STREAM_KINDS, 0, (size_t)p->n_ops, 2 * (size_t)p->n_ops);
     eng_task *ids = malloc((size_t)p->n_ops * sizeof *ids);
     interval *comp = malloc((size_t)p->n_ops * sizeof *comp), *comm = malloc((size_t)p->n_ops * sizeof *comm),
-             *all = malloc((size_t)p->n_ops * sizeof *all);
-    int rc = (!e || !ids || !comp || !comm || !all) ? SIM_ENOMEM : SIM_OK;
+             *all = malloc((size_t)p->n_ops * sizeof *all), *tmp = malloc((size_t)p->n_ops * sizeof *tmp);
+    int rc = (!e || !ids || !comp || !comm || !all || !tmp) ? SIM_ENOMEM : SIM_OK;
     for (int32_t i = 0; i < p->n_ops && rc == SIM_OK; i++) {
         eng_task t = eng_add_task(e, p->ops[i].stream, p->ops[i].duration_ps, i);
         for (int j = 0; j < 2 && t >= 0; j++)
@@ -201,13 +206,11 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
             size_t nk = stream_intervals(e, k, ids, (size_t)p->n_ops, comm);
             for (size_t i = 0; i < nk; i++)
                 out->comm_ps[k] += comm[i].b - comm[i].a;
-            memcpy(all + n_all, comm, nk * sizeof *comm);
-            n_all += nk;
             nk = merge(comm, nk);
             out->exposed_ps[k] = uncovered(comm, nk, comp, nc);
+            n_all = unite(all, n_all, comm, nk, tmp);
+            memcpy(all, tmp, n_all * sizeof *all);
         }
-        qsort(all, n_all, sizeof *all, cmp_interval);
-        n_all = merge(all, n_all);
         out->exposed_ps[STREAM_COMPUTE] = uncovered(all, n_all, comp, nc);
         out->collapsible = p->ops[0].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
     } else if (rc == SIM_ENOMEM) {
@@ -218,6 +221,7 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
     free(comp);
     free(comm);
     free(all);
+    free(tmp);
     return rc;
 }
 
@@ -272,6 +276,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
             const sched_item *it = &items[i];
             const wl_chunk *ch = &ws->chunks[it->chunk];
             pass_ref *ref = &st->passes[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
+            st->order[r * n_items + i] = (int32_t)pass_index(st, r, it->kind, it->microbatch, it->chunk);
             const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
             const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
             /* The last backward of a chunk releases gradient buckets from
@@ -401,12 +406,14 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     interval *comp = malloc((n_tasks + 1) * sizeof *comp);
     interval *comm = malloc((n_tasks + 1) * sizeof *comm);
     interval *all = malloc((n_tasks + 1) * sizeof *all);
+    interval *tmp = malloc((n_tasks + 1) * sizeof *tmp);
     res->stages = calloc((size_t)pp, sizeof *res->stages);
-    if (!ids || !comp || !comm || !all || !res->stages) {
+    if (!ids || !comp || !comm || !all || !tmp || !res->stages) {
         free(ids);
         free(comp);
         free(comm);
         free(all);
+        free(tmp);
         return sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
     }
     res->n_stages = pp;
@@ -422,16 +429,16 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     for (int64_t r = 0; r < pp; r++) {
         stage_result *sr = &res->stages[r];
         sr->stage = r;
-        /* Busy = union of forward/backward pass spans. */
+        /* Busy = union of forward/backward pass spans, in schedule order,
+         * which is start order (passes start on the in-order compute
+         * stream). */
         size_t n = 0;
-        for (int kind = 0; kind < 2; kind++)
-            for (int64_t mb = 0; mb < M; mb++)
-                for (int64_t c = 0; c < v; c++) {
-                    const pass_ref *p = &st->passes[pass_index(st, r, kind, mb, c)];
-                    if (p->first >= 0)
-                        all[n++] = (interval){eng_task_start(e, p->first), eng_task_end(e, p->last)};
-                }
-        qsort(all, n, sizeof *all, cmp_interval);
+        const int64_t n_items = 2 * M * v;
+        for (int64_t i = 0; i < n_items; i++) {
+            const pass_ref *p = &st->passes[st->order[r * n_items + i]];
+            if (p->first >= 0)
+                all[n++] = (interval){eng_task_start(e, p->first), eng_task_end(e, p->last)};
+        }
         n = merge(all, n);
         sim_time_ps busy = 0;
         for (size_t i = 0; i < n; i++)
@@ -447,18 +454,17 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         nc = merge(comp, nc);
         size_t n_all = 0;
         for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+            /* A stream's tasks come in run order, so sorted by start. */
             size_t nk = stream_intervals(e, stream_of(r, (stream_kind)k), ids, n_tasks, comm);
             sim_time_ps total = 0;
             for (size_t i = 0; i < nk; i++)
                 total += comm[i].b - comm[i].a;
-            memcpy(all + n_all, comm, nk * sizeof *comm);
-            n_all += nk;
             nk = merge(comm, nk);
             sr->comm_s[k] = time_as_s(total);
             sr->exposed_s[k] = time_as_s(uncovered(comm, nk, comp, nc));
+            n_all = unite(all, n_all, comm, nk, tmp);
+            memcpy(all, tmp, n_all * sizeof *all);
         }
-        qsort(all, n_all, sizeof *all, cmp_interval);
-        n_all = merge(all, n_all);
         sim_time_ps exposed_ps = uncovered(all, n_all, comp, nc);
         /* Passes that stand as one task bring their communication from
          * their summary. */
@@ -514,6 +520,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     free(comp);
     free(comm);
     free(all);
+    free(tmp);
     return SIM_OK;
 }
 
@@ -535,7 +542,8 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     st->summary = calloc((size_t)(s->pp * s->v * 2), sizeof *st->summary);
     st->collapsed = calloc(n_passes, sizeof *st->collapsed);
     st->passes = malloc(n_passes * sizeof *st->passes);
-    if (!st->summary || !st->collapsed || !st->passes) {
+    st->order = malloc(n_passes * sizeof *st->order);
+    if (!st->summary || !st->collapsed || !st->passes || !st->order) {
         step_destroy(st);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
@@ -616,6 +624,7 @@ void step_destroy(step_t *st)
     free(st->passes);
     free(st->summary);
     free(st->collapsed);
+    free(st->order);
     free(st->res.stages);
     free(st);
 }

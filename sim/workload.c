@@ -671,6 +671,10 @@ static const opbuf *cached_layer(const ctx *x, bool moe, int bwd)
             layer_bwd(x, &lc->pass[moe][bwd], moe);
         else
             layer_fwd(x, &lc->pass[moe][bwd], moe);
+        /* Fused once here; the layer's last op stays last, so bucket
+         * boundaries (at layer ends) are kept. */
+        if (!x->in->sim.keep_ops && !lc->pass[moe][bwd].oom)
+            fuse_chains(&lc->pass[moe][bwd], NULL, NULL, 0);
         lc->built[moe][bwd] = true;
     }
     return &lc->pass[moe][bwd];
