@@ -831,15 +831,15 @@ typedef struct ncclfit {
     size_t npts;
 } ncclfit;
 
-/* Resolves the system with the parameters at v; fills c and the group. */
-static int nccl_system(const ncclfit *nf, const double *v, cluster_spec *c, group_span *g,
-                       sim_err *err)
+/* A resolved config of the tested system with the parameters at v (NULL:
+ * as the topology has them).  *out is the caller's to destroy. */
+static int nccl_cfg(const ncclfit *nf, const double *v, cfg_t **out, run_inputs *in, sim_err *err)
 {
     cfg_t *cfg = cfg_create(nf->o->data_dir);
     if (!cfg)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     /* a placeholder model and batch: cfg_resolve needs them, only the
-     * cluster is used */
+     * cluster is used; the user's KEY=VALUE come after and win */
     char gpus[64];
     snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", nf->log->ranks > 0 ? nf->log->ranks : 1);
     const char *base[] = { "model.name=llama3-8b", "train.global_batch_size=1", gpus, NULL };
@@ -854,15 +854,30 @@ static int nccl_system(const ncclfit *nf, const double *v, cluster_spec *c, grou
         param_overrides(&nf->res->p[k], v[k], kv, &nkv);
     for (int i = 0; i < nkv && rc == SIM_OK; i++)
         rc = cfg_set_override(cfg, kv[i], err);
-    run_inputs in;
     if (rc == SIM_OK)
-        rc = cfg_resolve(cfg, &in, err);
-    if (rc == SIM_OK) {
-        *c = in.cluster;
-        net_group_span(c, c->num_gpus, 1, g);
+        rc = cfg_resolve(cfg, in, err);
+    if (rc != SIM_OK) {
+        cfg_destroy(cfg);
+        return rc;
     }
+    *out = cfg;
+    return SIM_OK;
+}
+
+/* The cluster with the parameters at v, and the tested group on it: every
+ * rank, node by node, as nccl-tests runs with one process per GPU. */
+static int nccl_system(const ncclfit *nf, const double *v, cluster_spec *c, group_span *g,
+                       sim_err *err)
+{
+    cfg_t *cfg;
+    run_inputs in;
+    int rc = nccl_cfg(nf, v, &cfg, &in, err);
+    if (rc != SIM_OK)
+        return rc;
+    *c = in.cluster;
+    net_group_span(c, c->num_gpus, 1, g);
     cfg_destroy(cfg);
-    return rc;
+    return SIM_OK;
 }
 
 static int nccl_resid(const double *v, double *resid, void *ctx)
@@ -934,23 +949,13 @@ int calibrate_nccl(const nccl_log *log, const char *const *overrides, const cali
     if (rc != SIM_OK)
         return rc;
     snprintf(res->topology, sizeof res->topology, "%s", c.name);
-    cfg_t *cfg = cfg_create(o->data_dir);
-    if (!cfg)
-        return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    char gpus[64];
-    snprintf(gpus, sizeof gpus, "cluster.num_gpus=%d", log->ranks > 0 ? log->ranks : 1);
-    const char *base[] = { "model.name=llama3-8b", "train.global_batch_size=1", gpus, NULL };
-    for (const char *const *b = base; *b && rc == SIM_OK; b++)
-        rc = cfg_set_override(cfg, *b, err);
-    for (const char *const *ov = overrides; ov && *ov && rc == SIM_OK; ov++)
-        rc = cfg_set_override(cfg, *ov, err);
+    cfg_t *cfg;
     run_inputs in;
-    if (rc == SIM_OK)
-        rc = cfg_resolve(cfg, &in, err);
-    if (rc == SIM_OK && o->params)
+    if ((rc = nccl_cfg(&nf, NULL, &cfg, &in, err)) != SIM_OK)
+        return rc;
+    if (o->params)
         rc = parse_param_list(o->params, res, err);
-    else if (rc == SIM_OK) {
-        /* (rc is only changed below by add_param) */
+    else {
         /* the tier the group runs on: its bandwidths and per-step latency,
          * the first key of each role that this topology has */
         static const char *const nvlink_roles[][3] = {

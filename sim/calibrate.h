@@ -136,9 +136,8 @@ void nccl_log_free(nccl_log *l);
  * cluster.scaleout.latency_us); the latency lists are fitted as one scale
  * per tier.  overrides
  * (NULL-terminated, may be NULL) describe the system: at least
- * cluster.topology; cluster.num_gpus defaults to the log's ranks.  Sizes
- * below min_bytes are left out (0 = keep all).  train_half splits the
- * sizes by index as for rows. */
+ * cluster.topology; cluster.num_gpus defaults to the log's ranks.
+ * train_half splits the measurements by index as for rows. */
 int calibrate_nccl(const nccl_log *log, const char *const *overrides, const calib_opts *o,
                    calib_result *res, sim_err *err);
 

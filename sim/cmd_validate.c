@@ -105,6 +105,10 @@ int cmd_validate(int argc, char **argv)
         if (!select[r])
             snprintf(preds[r].skip, sizeof preds[r].skip, "not selected by --rows %s", rows);
     }
+    if (validate_check_extra(cases, t.nrows, NULL, extra, &err) != SIM_OK) {
+        rc = cli_fail(&err);
+        goto out;
+    }
     progress_t prog;
     progress_start(&prog, (long)nsel, 0, "validate");
     int prc = validate_predict_many(cases, select, t.nrows, NULL, extra, preds, jobs, &prog);

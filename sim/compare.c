@@ -488,8 +488,18 @@ int compare_tables(const csv_table *a, const char *an, const csv_table *b, const
     free(only_a);
     free(only_b);
 
-    if (sum->validate_kind)
+    if (sum->validate_kind) {
+        /* groups in the order their rows appear in NEW, as validate prints them */
+        for (size_t p = 1; p < np; p++)
+            for (size_t q = p; q > 0 && pair_b[q - 1] > pair_b[q]; q--) {
+                size_t ta = pair_a[q], tb = pair_b[q];
+                pair_a[q] = pair_a[q - 1];
+                pair_b[q] = pair_b[q - 1];
+                pair_a[q - 1] = ta;
+                pair_b[q - 1] = tb;
+            }
         error_change(out, a, b, pair_a, pair_b, np);
+    }
 
 out:
     keyed_free(ka, ka ? a->nrows : 0);

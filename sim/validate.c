@@ -237,6 +237,21 @@ static bool note_int(const char *notes, const char *key, int64_t *out)
     return false;
 }
 
+/* A layout the notes give for rows that leave it out ("... uses TP8 PP6
+ * for 177B"): the number after `what` (TP or PP) in the text after
+ * "uses ". */
+static bool note_layout(const char *notes, const char *what, int64_t *out)
+{
+    const char *u = strstr(notes, "uses ");
+    if (!u)
+        return false;
+    const char *p = strstr(u, what);
+    if (!p || !isdigit((unsigned char)p[strlen(what)]))
+        return false;
+    *out = strtoll(p + strlen(what), NULL, 10);
+    return *out > 0;
+}
+
 static bool is_fp8_family(const char *prec)
 {
     return strstr(prec, "fp8") || strstr(prec, "fp4");
@@ -463,7 +478,10 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
         if (cell[0]) {
             if (!cell_int(cell, &sz[k]) || sz[k] < 1)
                 set_skip(c, "%s '%s' is not a positive integer", sizes[k].col, cell);
-        } else if (k < 3 || moe)
+        } else if (k < 2 && note_layout(notes, k == 0 ? "TP" : "PP", &sz[k]))
+            add_assumed(c, "%s=%" PRId64 " (from the notes: %s)", sizes[k].col, sz[k],
+                        "the source's table uses this layout for the model");
+        else if (k < 3 || moe)
             add_assumed(c, "%s=1 (not stated)", sizes[k].col);
         if (sz[k] > 1)
             add_over(c, "%s=%" PRId64, sizes[k].key, sz[k]);
@@ -1035,6 +1053,45 @@ bool validate_filter_match(const csv_table *t, const vcase *c, const char *filte
             return false;
     }
     return true;
+}
+
+/* ---------------------------------------------------------- settings */
+
+int validate_check_extra(const vcase *cases, size_t n, const char *data_dir,
+                         const char *const *extra, sim_err *err)
+{
+    if (!extra || !*extra)
+        return SIM_OK;
+    size_t i = 0;
+    while (i < n && cases[i].skip[0])
+        i++;
+    if (i == n)
+        return SIM_OK;
+    cfg_t *cfg = cfg_create(data_dir);
+    if (!cfg)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    int rc = SIM_OK;
+    for (int k = 0; k < cases[i].n_over && rc == SIM_OK; k++)
+        rc = cfg_set_override(cfg, cases[i].over[k], err);
+    if (rc != SIM_OK) { /* the row's own settings: reported per row later */
+        cfg_destroy(cfg);
+        return SIM_OK;
+    }
+    for (const char *const *e = extra; *e && rc == SIM_OK; e++)
+        rc = cfg_set_override(cfg, *e, err);
+    run_inputs in;
+    if (rc == SIM_OK)
+        rc = cfg_resolve(cfg, &in, err);
+    cfg_destroy(cfg);
+    if (rc == SIM_OK || rc == SIM_ENOMEM)
+        return rc;
+    /* blame the extra settings only when the error is about one of them */
+    for (const char *const *e = extra; *e; e++) {
+        size_t kl = strcspn(*e, "=");
+        if (!err->key[0] || (strlen(err->key) == kl && !strncmp(err->key, *e, kl)))
+            return rc;
+    }
+    return SIM_OK;
 }
 
 /* ---------------------------------------------------------- many rows */

@@ -24,8 +24,12 @@
  *    rows (sc21, korthikanti, mtnlg) full recompute, fp16, no SP, no
  *    distributed optimizer; the 2024 Megatron-LM table (mlm-h100) bf16, SP
  *    with TP, distributed optimizer, overlaps on (its notes); unset TP, PP,
- *    CP, EP 1, no interleaving; ETP 1 for Megatron Bridge MoE recipes,
- *    Megatron's default (= TP) elsewhere.  A note that parsim can only
+ *    CP, EP 1 (or the layout the notes give: "... uses TP8 PP6"), no
+ *    interleaving; ETP 1 for Megatron Bridge MoE recipes, Megatron's
+ *    default (= TP) elsewhere.  Bridge and NeMo rows whose layers do not
+ *    split evenly over PP x VP count the embedding and the loss as layers
+ *    (model.account_for_embedding/loss_in_pipeline_split), as their
+ *    recipes do.  A note that parsim can only
  *    approximate (Megatron-FSDP run as the distributed optimizer, token-drop
  *    routing run as balanced dropless, the Bridge gpt-oss vocabulary
  *    128256) counts as assumed too.
@@ -148,6 +152,13 @@ struct progress;
 int validate_predict_many(const vcase *cases, const bool *select, size_t n, const char *data_dir,
                           const char *const *extra, vpred *preds, int jobs,
                           struct progress *prog);
+
+/* Checks settings meant for every row (extra, NULL-terminated) on the
+ * first row that is not skipped: a bad value, an unknown key or a missing
+ * sim.params file is SIM_EINVAL naming the setting, instead of every row
+ * being skipped for it.  SIM_OK when there is nothing to check. */
+int validate_check_extra(const vcase *cases, size_t n, const char *data_dir,
+                         const char *const *extra, sim_err *err);
 
 /* Threads to use when the user does not say: the online CPUs. */
 int validate_default_jobs(void);

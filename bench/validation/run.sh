@@ -1,0 +1,123 @@
+#!/bin/sh
+# Accuracy benchmark: parsim validate over the published measurements of public.csv.
+#
+#   bench/validation/run.sh [--build DIR] [--calibrate GPU_TYPE] [KEY=VALUE ...]
+#
+# Writes bench/validation/predictions.csv (validate --out: every input row plus
+# predicted_value, ape_percent, skip_reason, assumed, overrides) and
+# bench/validation/ERRORS.md (the error table, with the commit and date it was made at).
+# If predictions.csv already existed, first shows what moved (parsim compare old -> new), so a
+# cost-model change can be judged before committing the new table.
+#
+# --calibrate GPU_TYPE also fits the compute efficiencies to the even rows of that GPU type
+# (parsim calibrate --train-half even), evaluates them on the odd rows, adds that table
+# to ERRORS.md and keeps the fitted parameters in bench/validation/calibrated-GPU_TYPE.cfg
+# (minutes: every solver iteration re-simulates the training rows).
+# KEY=VALUE settings apply to every row (e.g. sim.params=PARAMS.cfg).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build="$root/build"
+calib=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --calibrate) calib=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) break ;;
+  esac
+done
+parsim="$build/parsim"
+[ -x "$parsim" ] || { echo "run.sh: $parsim not found (build first: cmake --build build)" >&2; exit 2; }
+cd "$root"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$parsim" validate bench/validation/public.csv --out "$tmp/predictions.csv" "$@" > "$tmp/summary.txt"
+if [ -f "$here/predictions.csv" ]; then
+  echo "== what moved since the last run (parsim compare, old -> new)"
+  "$parsim" compare "$here/predictions.csv" "$tmp/predictions.csv" --list 20 || true
+  echo
+fi
+cp "$tmp/predictions.csv" "$here/predictions.csv"
+
+if [ -n "$calib" ]; then
+  "$parsim" calibrate bench/validation/public.csv --rows "gpu_type=$calib" --train-half even \
+      --out "$here/calibrated-$calib.cfg" --quiet | grep -v '^wrote ' > "$tmp/calibrate.txt"
+  "$parsim" validate bench/validation/public.csv --rows "gpu_type=$calib,row=odd" \
+      sim.params="$here/calibrated-$calib.cfg" "$@" > "$tmp/heldout.txt"
+  "$parsim" validate bench/validation/public.csv --rows "gpu_type=$calib,row=odd" "$@" \
+      > "$tmp/heldout_default.txt"
+fi
+
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -1)
+[ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
+{
+  cat <<HDR
+# parsim against published measurements
+
+Made by \`bench/validation/run.sh\` at commit $commit on $(date -u +%Y-%m-%d), with the
+default parameters of the topology presets$( [ $# -gt 0 ] && printf ' and %s' "$*" ).
+Rows, their sources and columns: \`bench/validation/README.md\`; per-row predictions, skip
+reasons and the settings each row was run with: \`bench/validation/predictions.csv\`.
+Compare a later run with \`parsim compare bench/validation/predictions.csv NEW.csv\`.
+
+How rows become runs (the full rules are in \`sim/validate.h\`):
+
+- gpu_type -> topology: A100, A100-80GB -> dgx-a100; H100 -> dgx-h100; H200 -> dgx-h200;
+  H800 -> h800; B200 -> dgx-b200; B300 -> dgx-b300; GB200 -> gb200-nvl72; GB300 -> gb300-nvl72.
+- Empty cells take the defaults of the source's framework and the row counts as *assumed*:
+  Megatron Bridge / NeMo / DGX Cloud rows SP with TP > 1, distributed optimizer, no
+  recompute, mbs 1, bf16, overlapped DP and TP communication, ETP 1 for Bridge MoE recipes;
+  Megatron-LM 2021-22 rows (sc21, korthikanti, mtnlg) full recompute, fp16, no SP, no
+  distributed optimizer; the 2024 Megatron-LM table (mlm-h100) bf16, SP, distributed
+  optimizer, overlaps (its notes). Megatron-FSDP rows run as the distributed optimizer and
+  token-drop rows as balanced dropless routing (assumed). World size is num_gpus.
+- FLOPs of TFLOP/s and MFU rows follow the row's flop_convention: megatron (causal attention
+  at half), nemo-full-attention (full attention), sc21-hardware (96 B s L h^2 (1 + s/6h +
+  V/16Lh)), hardware (full-attention model FLOPs plus the recomputed forward). \`unknown\` is
+  inferred where the source's code is known (mlm-h100 and korthikanti: full attention;
+  mbridge-meas: megatron), else the row is skipped. MFU is against the dense peak of the
+  row's precision (bf16/fp16, fp8, nvfp4) of the topology preset, as the sources do.
+- memory_gb: the largest simulated per-stage peak, in GB (GiB where the notes say so).
+- Families: *time* = step time, tokens/s, TFLOP/s, MFU; *memory*; *tflops-flagged* = TFLOP/s
+  and MFU rows of models whose published tokens/s and TFLOP/s disagree with the stated
+  convention (qwen3-30b-a3b, gpt-oss-120b, SFT and LoRA rows), reported apart as the README
+  asks.
+
+## Error table (absolute percent error, default parameters)
+
+\`\`\`
+HDR
+  cat "$tmp/summary.txt"
+  echo '```'
+  if [ -n "$calib" ]; then
+    cat <<CAL
+
+## $calib: calibrated on the even rows, evaluated on the odd rows
+
+\`parsim calibrate bench/validation/public.csv --rows gpu_type=$calib --train-half even\`
+(parameters: \`bench/validation/calibrated-$calib.cfg\`):
+
+\`\`\`
+CAL
+    cat "$tmp/calibrate.txt"
+    echo '```'
+    echo
+    echo "Held-out (odd) rows with the default parameters:"
+    echo
+    echo '```'
+    sed '/^skipped rows by reason/,$d' "$tmp/heldout_default.txt"
+    echo '```'
+    echo
+    echo "Held-out (odd) rows with the calibrated parameters:"
+    echo
+    echo '```'
+    sed '/^skipped rows by reason/,$d' "$tmp/heldout.txt"
+    echo '```'
+  fi
+} > "$here/ERRORS.md"
+cat "$tmp/summary.txt"
+echo
+echo "run.sh: wrote bench/validation/predictions.csv and bench/validation/ERRORS.md"
