@@ -847,6 +847,8 @@ static const key_def keys[] = {
           "uneven pipeline: layers on the first stage; 0 = even split"),
     K_INT("model.num_layers_in_last_pipeline_stage", par.num_layers_in_last_pipeline_stage, "0", RG_GE0,
           "uneven pipeline: layers on the last stage; 0 = even split"),
+    K_STR("model.pipeline_model_parallel_layout", par.pipeline_model_parallel_layout, "\"\"",
+          "uneven pipeline: Megatron layout string, e.g. \"Et*3|(tttt|)*14tmL\""),
     K_BOOL("model.account_for_embedding_in_pipeline_split", par.account_for_embedding_in_pipeline_split, "false",
            "count the embedding as one layer when splitting layers over stages"),
     K_BOOL("model.account_for_loss_in_pipeline_split", par.account_for_loss_in_pipeline_split, "false",

@@ -15,6 +15,7 @@
 #include "strategy.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -119,6 +120,89 @@ static int check_world(strategy_t *s, const struct cfg *cfg, sim_err *err)
  * first/last rank and the rest evenly over the middle ranks; or counting
  * the embedding and/or the loss as one layer each
  * (account_for_*_in_pipeline_split).  Fills s->vstage_start. */
+/* Expands Megatron's layout grammar into out (stages separated by '|'):
+ * X*N repeats the symbol X, (...)*N the group; spaces and commas are
+ * ignored.  Returns the expanded length or -1 on a syntax error. */
+static int expand_layout(const char *in, size_t *pos, char *out, size_t cap, size_t n, int depth)
+{
+    while (in[*pos] && in[*pos] != ')') {
+        char ch = in[*pos];
+        size_t start = n;
+        if (ch == ' ' || ch == ',') {
+            (*pos)++;
+            continue;
+        }
+        if (ch == '(') {
+            if (depth > 8)
+                return -1;
+            (*pos)++;
+            int r = expand_layout(in, pos, out, cap, n, depth + 1);
+            if (r < 0 || in[*pos] != ')')
+                return -1;
+            (*pos)++;
+            n = (size_t)r;
+        } else if (ch == 'E' || ch == 't' || ch == 'm' || ch == 'L' || ch == '|') {
+            if (n + 1 >= cap)
+                return -1;
+            out[n++] = ch;
+            (*pos)++;
+        } else {
+            return -1;
+        }
+        if (in[*pos] == '*') {
+            (*pos)++;
+            char *end;
+            long times = strtol(in + *pos, &end, 10);
+            if (end == in + *pos || times < 0 || times > 4096)
+                return -1;
+            *pos = (size_t)(end - in);
+            size_t len = n - start;
+            if (times == 0)
+                n = start;
+            for (long k = 1; k < times; k++) {
+                if (n + len >= cap)
+                    return -1;
+                memmove(out + n, out + start, len);
+                n += len;
+            }
+        }
+    }
+    return (int)n;
+}
+
+/* Layers per virtual stage from a layout string. */
+static int split_by_layout(strategy_t *s, const model_spec *m, const cfg_t *cfg, sim_err *err, int64_t *count)
+{
+    static const char *const key = "model.pipeline_model_parallel_layout";
+    char buf[8192];
+    size_t pos = 0;
+    int n = expand_layout(s->par.pipeline_model_parallel_layout, &pos, buf, sizeof buf, 0, 0);
+    if (n < 0 || s->par.pipeline_model_parallel_layout[pos] != '\0')
+        return BAD(key, "cannot read the layout near position %zu (symbols E t m L |, X*N, (..)*N)", pos);
+    const int64_t nv = s->pp * s->v;
+    int64_t stage = 0, layers = 0;
+    count[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (buf[i] == '|') {
+            if (++stage >= nv)
+                return BAD(key, "has more than pipeline x virtual = %" PRId64 " stages", nv);
+            count[stage] = 0;
+        } else if (buf[i] == 't') {
+            count[stage]++;
+            layers++;
+        } else if (buf[i] == 'E' && stage != 0) {
+            return BAD(key, "the embedding (E) must be in the first stage");
+        } else if (buf[i] == 'L' && stage != nv - 1) {
+            return BAD(key, "the loss (L) must be in the last stage");
+        }
+    }
+    if (stage + 1 != nv)
+        return BAD(key, "has %" PRId64 " stages, pipeline x virtual size is %" PRId64, stage + 1, nv);
+    if (layers != m->num_layers)
+        return BAD(key, "places %" PRId64 " decoder layers (t), the model has %" PRId64, layers, m->num_layers);
+    return SIM_OK;
+}
+
 static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, sim_err *err)
 {
     const parallel_spec *par = &s->par;
@@ -131,7 +215,14 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
         return BAD(K_PP, "pipeline_model_parallel_size x virtual size (%" PRId64 ") exceeds %d", nv,
                    MODEL_MAX_LAYERS + 2);
 
-    if (first > 0 || last > 0) {
+    if (par->pipeline_model_parallel_layout[0]) {
+        if (first > 0 || last > 0 || acc_emb || acc_loss)
+            return BAD("model.pipeline_model_parallel_layout",
+                       "cannot be combined with first/last stage layers or account_for_*_in_pipeline_split");
+        int rc = split_by_layout(s, m, cfg, err, count);
+        if (rc)
+            return rc;
+    } else if (first > 0 || last > 0) {
         const char *key = first > 0 ? "model.num_layers_in_first_pipeline_stage"
                                     : "model.num_layers_in_last_pipeline_stage";
         if (acc_emb || acc_loss)

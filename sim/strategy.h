@@ -64,6 +64,10 @@ typedef struct parallel_spec {
     int64_t num_layers_in_last_pipeline_stage;
     bool account_for_embedding_in_pipeline_split;
     bool account_for_loss_in_pipeline_split;
+    /* Megatron's pipeline_model_parallel_layout: virtual stages separated by
+     * '|', 'E' embedding, 't' a decoder layer, 'm' an MTP layer, 'L' the
+     * loss, X*N repeats, (..)*N repeats a group; "" = not set. */
+    char pipeline_model_parallel_layout[512];
     bool overlap_p2p_comm;           /* interleaved only; Megatron default on */
     bool tp_comm_overlap;
     moe_dispatcher_kind moe_token_dispatcher; /* how MoE tokens reach the experts */

@@ -27,6 +27,45 @@
 
 /* gpu_type -> topology preset (bench/validation/README.md, "Which GPU is
  * which system"). */
+/* A layout string for L decoder layers over nv virtual stages, counting
+ * the embedding and the loss as a layer each: every stage holds
+ * floor((L+2)/nv) units, the remainder goes to the middle stages.  False
+ * when it does not fit the buffer or a stage would hold no layer. */
+static bool balanced_layout(int64_t L, int64_t nv, char *out, size_t cap)
+{
+    int64_t units = L + 2, base = units / nv, rem = units % nv;
+    size_t n = 0;
+    out[0] = '\0';
+    for (int64_t vs = 0; vs < nv; vs++) {
+        /* Extra units go to middle stages first, then to the last, then
+         * to the first stage. */
+        int64_t middle = nv - 2 > 0 ? nv - 2 : 0, spill = rem > middle ? rem - middle : 0;
+        int64_t u = base + ((vs > 0 && vs < nv - 1 && vs <= rem) ? 1 : 0);
+        if ((vs == nv - 1 && spill >= 1 && nv > 1) || (vs == 0 && spill >= (nv > 1 ? 2 : 1)))
+            u += 1;
+        int64_t t = u - (vs == 0) - (vs == nv - 1);
+        if (t < 0)
+            return false;
+        int w = snprintf(out + n, cap - n, "%s%s", vs ? "|" : "", vs == 0 ? "E" : "");
+        if (w < 0 || (size_t)w >= cap - n)
+            return false;
+        n += (size_t)w;
+        if (t > 0) {
+            w = snprintf(out + n, cap - n, "t*%lld", (long long)t);
+            if (w < 0 || (size_t)w >= cap - n)
+                return false;
+            n += (size_t)w;
+        }
+        if (vs == nv - 1) {
+            w = snprintf(out + n, cap - n, "L");
+            if (w < 0 || (size_t)w >= cap - n)
+                return false;
+            n += (size_t)w;
+        }
+    }
+    return true;
+}
+
 static const struct {
     const char *gpu;
     const char *topology;
@@ -257,26 +296,6 @@ static bool is_fp8_family(const char *prec)
     return strstr(prec, "fp8") || strstr(prec, "fp4");
 }
 
-/* Whether parsim has a config key (from the key table's listing). */
-static bool key_known(const char *key)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem)
-        return false;
-    cfg_print_keys(mem);
-    fclose(mem);
-    bool found = false;
-    size_t kl = strlen(key);
-    for (const char *p = buf; p && (p = strstr(p, key)); p += kl)
-        if ((p == buf || p[-1] == '\n') && (p[kl] == ' ' || p[kl] == '\t')) {
-            found = true;
-            break;
-        }
-    free(buf);
-    return found;
-}
 
 /* The model of a row, resolved from its preset on the row's topology (a
  * probe: one GPU, one sequence). */
@@ -611,13 +630,21 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
      * (account_for_embedding/loss_in_pipeline_split).  Used once parsim has
      * the keys; until then strategy rejects the row and says why. */
     int64_t L = layers > 0 ? layers : have_model ? m.num_layers : 0;
-    if (L > 0 && L % (pp * vp) != 0 && fw->sp_when_tp && fw->dist_opt &&
-        key_known("model.account_for_embedding_in_pipeline_split") &&
-        key_known("model.account_for_loss_in_pipeline_split")) {
+    if (L > 0 && L % (pp * vp) != 0 && (L + 2) % (pp * vp) == 0 && fw->sp_when_tp && fw->dist_opt) {
         add_over(c, "model.account_for_embedding_in_pipeline_split=true");
         add_over(c, "model.account_for_loss_in_pipeline_split=true");
         add_assumed(c, "uneven pipeline: embedding and loss counted as layers (%s recipes)",
                     fw->name);
+    } else if (L > 0 && L % (pp * vp) != 0 && pp * vp <= L) {
+        /* Neither splits (DeepSeek-V3's 61 layers on Bridge, BLOOM's 70 on
+         * Megatron-DeepSpeed's 12 stages): a layout in Megatron's grammar
+         * with the embedding and the loss each counted as a layer and the
+         * remainder on middle stages, as such runs are laid out by hand. */
+        char layout[512];
+        if (balanced_layout(L, pp * vp, layout, sizeof layout)) {
+            add_over(c, "model.pipeline_model_parallel_layout=%s", layout);
+            add_assumed(c, "uneven pipeline: layout %s (embedding and loss counted as layers)", layout);
+        }
     }
     if (strstr(notes, "w/o MTP"))
         add_over(c, "model.mtp_num_layers=0");

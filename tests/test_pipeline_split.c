@@ -122,3 +122,40 @@ Test(pipeline_split, cannot_mix_explicit_and_accounted)
     sim_err_clear(&err);
     cr_assert_eq(resolve(&s, kv, &err), SIM_EINVAL);
 }
+
+Test(pipeline_split, megatron_layout_string)
+{
+    /* 61 layers over PP 16: embedding + 3, 14 x 4, 2 + loss. */
+    const char *kv[] = {BASE, "model.pipeline_model_parallel_size=16", "model.expert_model_parallel_size=16",
+                        "model.pipeline_model_parallel_layout=Et*3|(tttt|)*14t*2L", NULL};
+    strategy_t s;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(resolve(&s, kv, &err), SIM_OK, "%s: %s", err.key, err.msg);
+    int counts[16];
+    for (int i = 0; i < 16; i++)
+        counts[i] = 4;
+    counts[0] = 3;
+    counts[15] = 2;
+    expect_counts(&s, counts, 16);
+}
+
+Test(pipeline_split, bad_layouts_are_rejected)
+{
+    static const char *const layouts[] = {
+        "model.pipeline_model_parallel_layout=Et*3|(tttt|)*14t*3L", /* 62 layers */
+        "model.pipeline_model_parallel_layout=Et*3|(tttt|)*13t*6L", /* 15 stages */
+        "model.pipeline_model_parallel_layout=t*3|E(tttt|)*14t*2L", /* E not first */
+        "model.pipeline_model_parallel_layout=Et*3|(tttt|*14t*2L",  /* unbalanced ( */
+        "model.pipeline_model_parallel_layout=Ex*3|(tttt|)*14t*2L", /* unknown symbol */
+    };
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
+        const char *kv[] = {BASE, "model.pipeline_model_parallel_size=16", "model.expert_model_parallel_size=16",
+                            layouts[i], NULL};
+        strategy_t s;
+        sim_err err;
+        sim_err_clear(&err);
+        cr_expect_eq(resolve(&s, kv, &err), SIM_EINVAL, "%s accepted", layouts[i]);
+        cr_expect_str_eq(err.key, "model.pipeline_model_parallel_layout");
+    }
+}

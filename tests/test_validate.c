@@ -182,10 +182,10 @@ Test(validate, skipped_rows_say_why)
     cr_assert(strstr(by_id("t-009")->skip, "gpu_type 'Z900'"), "%s", by_id("t-009")->skip);
     cr_assert(strstr(by_id("t-011")->skip, "flop_convention unknown"), "%s",
               by_id("t-011")->skip);
-    /* a strategy parsim rejects: 32 layers on 3 stages */
+    /* a strategy Megatron rejects: 32 heads over TP 3 */
     vpred p = predict("t-010");
     cr_assert(!p.ok);
-    cr_assert(strstr(p.skip, "num_layers (32)") && strstr(p.skip, "pipeline_model_parallel_size"),
+    cr_assert(strstr(p.skip, "num_attention_heads (32)") && strstr(p.skip, "tensor_model_parallel_size"),
               "%s", p.skip);
     /* a skipped case predicts nothing */
     p = predict("t-008");
