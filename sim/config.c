@@ -745,6 +745,7 @@ static int set_pos_emb(const cfg_t *, const key_def *, const cfg_value *, run_in
 static int set_moe_layer_freq(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                               sim_err *);
 static int set_cp_comm(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_attn_backend(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_recompute(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                          sim_err *);
@@ -832,6 +833,8 @@ static const key_def keys[] = {
            "sequence parallelism (needs TP > 1)"),
     K_SET("model.cp_comm_type", KT_STRING, "\"p2p\"", set_cp_comm,
           "p2p | all_gather | a2a | a2a+p2p"),
+    K_SET("model.attention_backend", KT_STRING, "\"auto\"", set_attn_backend,
+          "auto | flash | fused | unfused | local (unfused/local keep the s x s scores)"),
     K_SET("model.hierarchical_context_parallel_sizes", KT_INT_LIST, "[]", set_hier_cp,
           "CP levels for a2a+p2p, product = context_parallel_size"),
     K_SET("model.recompute_granularity", KT_STRING, "\"none\"", set_recompute,
@@ -1194,6 +1197,19 @@ static int set_cp_comm(const cfg_t *c, const key_def *k, const cfg_value *v, run
     int i = 0;
     int rc = pick_name(c, k, v->s, names, 4, &i, err);
     in->par.cp_comm_type = kinds[i];
+    return rc;
+}
+
+static int set_attn_backend(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                            sim_err *err)
+{
+    /* Megatron Core's AttnBackend names. */
+    static const char *const names[] = { "auto", "flash", "fused", "unfused", "local" };
+    static const attention_backend_kind kinds[] = { ATTN_FLASH, ATTN_FLASH, ATTN_FLASH, ATTN_UNFUSED,
+                                                    ATTN_UNFUSED };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 5, &i, err);
+    in->par.attention_backend = kinds[i];
     return rc;
 }
 

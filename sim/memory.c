@@ -141,6 +141,11 @@ double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
 
     /* Split by TP: Q, K, V and the core-attention output. */
     double tp_part = 2.0 * sb * (q + kv_k + kv_v + core_out);
+    /* Unfused attention keeps the softmax output (2 B), its dropout mask
+     * (1 B) and dropout output (2 B) per score: 5 a s^2 b (Korthikanti,
+     * Table 2), the queries of this CP rank against every key. */
+    if (par->attention_backend == ATTN_UNFUSED && !(mods & RECOMPUTE_MOD_CORE_ATTN))
+        tp_part += 5.0 * (double)m->num_attention_heads * sb * (double)m->seq_length;
 
     double glu = m->gated_linear_unit ? 2.0 : 1.0;
     double moe_part = 0.0;

@@ -19,6 +19,11 @@
 #include "err.h"
 #include "model.h"
 
+/* model.attention_backend: flash/fused kernels never store the s x s
+ * scores; unfused (Megatron's "local"/"unfused", the 2021-22 runs)
+ * materializes and keeps them (Korthikanti et al.'s 5as^2b term). */
+typedef enum { ATTN_FLASH = 0, ATTN_UNFUSED } attention_backend_kind;
+
 typedef enum { CP_COMM_P2P = 0, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_A2A_P2P } cp_comm_kind;
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
 /* model.moe_token_dispatcher_type (Megatron Core's default is allgather) */
@@ -51,6 +56,7 @@ typedef struct parallel_spec {
     int64_t etp;         /* 0 = same as tp (Megatron's default) */
     bool sequence_parallel;
     cp_comm_kind cp_comm_type;
+    attention_backend_kind attention_backend;
     int64_t hierarchical_cp_sizes[MAX_HIER_CP]; /* for a2a+p2p */
     int n_hierarchical_cp_sizes;
     recompute_kind recompute_granularity;

@@ -89,6 +89,7 @@ typedef struct vframework {
     bool moe_etp1;              /* MoE recipes set expert_tensor_parallel_size = 1 */
     flop_conv infer;            /* what `unknown` means for this source */
     const char *infer_why;
+    bool unfused_attention;     /* scores materialized (before flash attention) */
 } vframework;
 
 static const vframework frameworks[] = {
@@ -96,31 +97,31 @@ static const vframework frameworks[] = {
      * TP, distributed optimizer, DP and TP comm overlap, no recompute, ETP 1
      * for DeepSeek/Qwen3/gpt-oss/Moonlight. */
     { "mbridge-meas", "Megatron Bridge", true, true, "none", "bf16", true, true, true, FC_MEGATRON,
-      "Bridge's logger uses num_floating_point_operations (causal attention at half)" },
+      "Bridge's logger uses num_floating_point_operations (causal attention at half)", false },
     { "mbridge", "Megatron Bridge", true, true, "none", "bf16", true, true, true, FC_MEGATRON,
-      "Bridge's logger uses num_floating_point_operations (causal attention at half)" },
+      "Bridge's logger uses num_floating_point_operations (causal attention at half)", false },
     /* NeMo 2.0 recipes (24.07-25.02 containers), also behind dgxc. */
     { "nemo", "NeMo", true, true, "none", "bf16", true, true, false, FC_NEMO_FULL,
-      "NeMo <= 25.07 counted full attention" },
+      "NeMo <= 25.07 counted full attention", false },
     { "dgxc", "NeMo (DGX Cloud recipe)", true, true, "none", "bf16", true, true, false,
-      FC_NEMO_FULL, "the DGX Cloud READMEs count full attention" },
+      FC_NEMO_FULL, "the DGX Cloud READMEs count full attention", false },
     /* Megatron-LM of 2021-2022: --checkpoint-activations, fp16, no SP, the
      * old DDP (no overlap), no distributed optimizer. */
     { "sc21", "Megatron-LM 2021", false, false, "full", "fp16", false, false, false, FC_UNKNOWN,
-      NULL },
+      NULL, true },
     { "korthikanti", "Megatron-LM 2022", false, false, "full", "fp16", false, false, false,
-      FC_NEMO_FULL, "Korthikanti et al.'s MFU is 72 B s L h^2 (1 + s/6h + V/12Lh), full attention" },
+      FC_NEMO_FULL, "Korthikanti et al.'s MFU is 72 B s L h^2 (1 + s/6h + V/12Lh), full attention", true },
     { "mtnlg", "Megatron-DeepSpeed 2021", false, false, "full", "fp16", false, false, false,
-      FC_UNKNOWN, NULL },
+      FC_UNKNOWN, NULL, true },
     { "bloom", "Megatron-DeepSpeed 2022", false, false, "full", "bf16", false, false, false,
-      FC_UNKNOWN, NULL },
+      FC_UNKNOWN, NULL, true },
     /* Megatron-LM README 2024 table: notes say overlap-grad-reduce,
      * overlap-param-gather (needs the distributed optimizer) and
      * tp-comm-overlap (needs SP). */
     { "mlm-h100", "Megatron-LM r0.8", true, true, "none", "bf16", true, true, false, FC_NEMO_FULL,
-      "Megatron-LM r0.8 num_floating_point_operations counted full attention" },
+      "Megatron-LM r0.8 num_floating_point_operations counted full attention", false },
     { "", "Megatron Core", false, false, "none", "bf16", false, false, false, FC_UNKNOWN,
-      NULL },
+      NULL, false },
 };
 
 static const char *metric_names[VM_COUNT] = {
@@ -607,6 +608,15 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     }
     if (fw->tp_comm_overlap && sp && tp > 1)
         add_over(c, "model.tp_comm_overlap=true");
+    if (fw->unfused_attention) {
+        add_over(c, "model.attention_backend=unfused");
+        add_assumed(c, "attention unfused (%s predates flash attention)", fw->name);
+    }
+    /* MoE: Megatron Bridge and NeMo MoE recipes dispatch tokens with
+     * all-to-all (alltoall, or flex = DeepEP / HybridEP), not Megatron
+     * Core's allgather default. */
+    if (moe && (fw->moe_etp1 || !strcmp(fw->name, "NeMo")))
+        add_over(c, "model.moe_token_dispatcher_type=alltoall");
 
     /* notes: layers, vocabulary, MTP, routing */
     int64_t layers = 0;

@@ -244,6 +244,29 @@ static double attn_bytes(const ctx *x)
     return 2.0 * x->T * (x->q + x->kv_k + x->kv_v + x->core_out) / x->t;
 }
 
+/* Unfused attention (Megatron's "local" backend): batched QK^T and PV
+ * GEMMs per head and a scale-mask-softmax + dropout pass over the s x s
+ * scores (read 2 B, write probabilities 2 B, mask 1 B, dropout output 2 B
+ * per score; the backward reads and writes as many).  Causal masking does
+ * not skip work here. */
+static void unfused_attention(const ctx *x, opbuf *b, bool bwd)
+{
+    const model_spec *m = x->m;
+    double heads = (double)m->num_attention_heads / x->t * (double)x->in->train.micro_batch_size;
+    double s = (double)m->seq_length;
+    double dq = x->q / (double)m->num_attention_heads, dv = x->core_out / (double)m->num_attention_heads;
+    double scores = heads * s * s;
+    if (!bwd) {
+        then(b, "attn_scores", STREAM_COMPUTE, ggemm(x, b, heads, s, s, dq));
+        then(b, "softmax_dropout", STREAM_COMPUTE, mem(x, 7.0 * scores));
+        then(b, "attn_pv", STREAM_COMPUTE, ggemm(x, b, heads, s, dv, s));
+    } else {
+        then(b, "attn_pv_bwd", STREAM_COMPUTE, ggemm(x, b, heads, s, s, dv) + ggemm(x, b, heads, s, dv, s));
+        then(b, "softmax_dropout_bwd", STREAM_COMPUTE, mem(x, 7.0 * scores));
+        then(b, "attn_scores_bwd", STREAM_COMPUTE, ggemm(x, b, heads, s, dq, s) + ggemm(x, b, heads, s, dq, s));
+    }
+}
+
 /* Core attention with context parallelism, forward or backward. */
 static void core_attention(const ctx *x, opbuf *b, bool bwd)
 {
@@ -256,6 +279,10 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
     double kv_bytes = 2.0 * x->T * (x->kv_k + x->kv_v) / x->t;
 
     const double seq = (double)x->m->seq_length;
+    if (s->par.attention_backend == ATTN_UNFUSED && cp <= 1) {
+        unfused_attention(x, b, bwd);
+        return;
+    }
     if (cp <= 1 || x->ideal) {
         then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, bwd));
         return;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "memory.h"
 #include "schedule.h"
 #include "step.h"
 #include "strategy.h"
@@ -382,4 +383,58 @@ Test(step, two_level_equals_every_kernel)
                           "model.pipeline_model_parallel_size=4", "model.share_embeddings_and_output_weights=true",
                           "train.global_batch_size=32", "model.tp_comm_overlap=false", NULL};
     check_two_level(tied);
+}
+
+/* --- Korthikanti et al. 2022, Table 2 ------------------------------------
+ * Per-layer activation bytes of a GPT layer (MHA, 4h GeLU MLP) with
+ * attention scores materialized (unfused attention). */
+
+static double layer_bytes(const char *const *extra)
+{
+    const char *kv[32] = {"model.num_layers=8", "model.hidden_size=4096", "model.ffn_hidden_size=16384",
+                          "model.num_attention_heads=32", "model.vocab_size=51200", "model.seq_length=2048",
+                          "model.attention_backend=unfused", "model.tensor_model_parallel_size=4",
+                          "cluster.topology=dgx-a100", "cluster.num_gpus=4", "train.global_batch_size=4"};
+    int n = 11;
+    for (; *extra; extra++)
+        kv[n++] = *extra;
+    kv[n] = NULL;
+    sim x;
+    sim_err err;
+    sim_err_clear(&err);
+    x.cfg = cfg_create(PARSIM_SOURCE_DIR);
+    for (int i = 0; kv[i]; i++)
+        cr_assert_eq(cfg_set_override(x.cfg, kv[i], &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(cfg_resolve(x.cfg, &x.in, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(strategy_resolve(&x.s, &x.in.model, &x.in.cluster, &x.in.par, &x.in.train, &x.in.ddp, x.cfg, &err),
+                 SIM_OK, "%s", err.msg);
+    double bytes = memory_layer_activation_bytes(&x.in, &x.s, false);
+    cfg_destroy(x.cfg);
+    return bytes;
+}
+
+Test(step, korthikanti_table2_activation_rows)
+{
+    const double s = 2048, b = 1, h = 4096, a = 32, t = 4, sbh = s * b * h;
+    const char *tp_only[] = {NULL};
+    const char *tp_sp[] = {"model.sequence_parallel=true", NULL};
+    const char *tp_sel[] = {"model.recompute_granularity=selective", NULL};
+    const char *tp_sp_sel[] = {"model.sequence_parallel=true", "model.recompute_granularity=selective", NULL};
+    const char *full[] = {"model.recompute_granularity=full", NULL};
+    struct {
+        const char *const *kv;
+        double expect;
+        const char *row;
+    } rows[] = {
+        {tp_only, sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)), "tensor parallel"},
+        {tp_sp, sbh * (34.0 / t + 5.0 * a * s / (h * t)), "tensor + sequence parallel"},
+        {tp_sel, sbh * (10.0 + 24.0 / t), "tensor parallel + selective"},
+        {tp_sp_sel, sbh * 34.0 / t, "tensor + sequence + selective"},
+        {full, sbh * 2.0, "full recompute"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double got = layer_bytes(rows[i].kv);
+        cr_expect(fabs(got / rows[i].expect - 1.0) < 1e-12, "%s: %.6g bytes, Table 2 gives %.6g", rows[i].row, got,
+                  rows[i].expect);
+    }
 }
