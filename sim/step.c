@@ -557,7 +557,18 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                 const wl_chunk *ch = &st->wl->stages[r].chunks[c];
                 const wl_pass *p = kind == 0 ? &ch->fwd : &ch->bwd;
                 pass_summary *ps = summary_of(st, r, c, kind);
-                if ((rc = summarize(p, ps, err)) != SIM_OK) {
+                /* Middle stages mostly share a template: reuse the summary
+                 * of an identical pass simulated before. */
+                const pass_summary *same = NULL;
+                for (int64_t q = 0; q < r * s->v + c && !same; q++) {
+                    const wl_chunk *o = &st->wl->stages[q / s->v].chunks[q % s->v];
+                    const wl_pass *op = kind == 0 ? &o->fwd : &o->bwd;
+                    if (op->n_ops == p->n_ops && !memcmp(op->ops, p->ops, (size_t)p->n_ops * sizeof *p->ops))
+                        same = summary_of(st, q / s->v, q % s->v, kind);
+                }
+                if (same)
+                    *ps = *same;
+                else if ((rc = summarize(p, ps, err)) != SIM_OK) {
                     step_destroy(st);
                     return rc;
                 }

@@ -822,6 +822,60 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     return SIM_OK;
 }
 
+/* Chunks that hold the same run of layer types, with no embedding or
+ * output layer and no bucketing, have the same ops: the twin is copied
+ * instead of rebuilt.  Returns an already built chunk (stage, chunk before
+ * (r, c) in build order) identical to chunk (stage, chunk), or NULL. */
+static bool plain_chunk(const ctx *x, int64_t stage, int64_t chunk)
+{
+    const strategy_t *s = x->s;
+    bool first_virtual = stage == 0 && chunk == 0, last_virtual = stage == s->pp - 1 && chunk == s->v - 1;
+    return !first_virtual && !last_virtual && isinf(bucket_params(x, stage, chunk));
+}
+
+static const wl_chunk *twin_chunk(const ctx *x, const workload_t *w, int64_t stage, int64_t chunk, int64_t r,
+                                  int64_t c)
+{
+    if (!plain_chunk(x, stage, chunk))
+        return NULL;
+    int64_t first, count;
+    strategy_chunk_layers(x->s, stage, chunk, &first, &count);
+    for (int64_t q = 0; q < r * x->s->v + c; q++) {
+        int64_t qs = q / x->s->v, qc = q % x->s->v;
+        if (x->ideal || !plain_chunk(x, qs, qc))
+            continue;
+        int64_t f2, n2;
+        strategy_chunk_layers(x->s, qs, qc, &f2, &n2);
+        if (n2 != count)
+            continue;
+        bool same = true;
+        for (int64_t i = 0; i < count && same; i++)
+            same = model_layer_is_moe(x->m, first + i) == model_layer_is_moe(x->m, f2 + i);
+        if (same)
+            return &w->stages[qs].chunks[qc];
+    }
+    return NULL;
+}
+
+static int copy_chunk(const wl_chunk *from, wl_chunk *to)
+{
+    *to = *from;
+    to->fwd.ops = malloc(((size_t)from->fwd.n_ops + 1) * sizeof *to->fwd.ops);
+    to->bwd.ops = malloc(((size_t)from->bwd.n_ops + 1) * sizeof *to->bwd.ops);
+    to->buckets = malloc(((size_t)from->n_buckets + 1) * sizeof *to->buckets);
+    if (!to->fwd.ops || !to->bwd.ops || !to->buckets) {
+        free(to->fwd.ops);
+        free(to->bwd.ops);
+        free(to->buckets);
+        memset(to, 0, sizeof *to);
+        return SIM_ENOMEM;
+    }
+    memcpy(to->fwd.ops, from->fwd.ops, (size_t)from->fwd.n_ops * sizeof *to->fwd.ops);
+    memcpy(to->bwd.ops, from->bwd.ops, (size_t)from->bwd.n_ops * sizeof *to->bwd.ops);
+    memcpy(to->buckets, from->buckets, (size_t)from->n_buckets * sizeof *to->buckets);
+    return SIM_OK;
+}
+
 /* Adam on the local shard: read grad, master, m, v; write master, m, v
  * (fp32) and the bf16 weight. */
 static double optimizer_s(const ctx *x, int64_t stage)
@@ -868,9 +922,13 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
         if (!st->chunks)
             goto oom;
         st->p2p_s = s->pp > 1 ? p2p_s : 0.0;
-        for (int64_t c = 0; c < s->v; c++)
-            if (build_chunk(&x, x.ideal ? 0 : r, x.ideal ? 0 : c, &st->chunks[c]) != SIM_OK)
+        for (int64_t c = 0; c < s->v; c++) {
+            int64_t rr = x.ideal ? 0 : r, cc = x.ideal ? 0 : c;
+            const wl_chunk *twin = twin_chunk(&x, w, rr, cc, r, c);
+            if (twin ? copy_chunk(twin, &st->chunks[c]) != SIM_OK
+                     : build_chunk(&x, rr, cc, &st->chunks[c]) != SIM_OK)
                 goto oom;
+        }
         st->optimizer_s = optimizer_s(&x, r);
         if (in->model.share_embeddings_and_output_weights && s->pp > 1 && (r == 0 || r == s->pp - 1) && !x.ideal) {
             group_span pair;
