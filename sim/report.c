@@ -27,6 +27,23 @@ static const char *recompute_name(recompute_kind k)
 
 #define GIB_F(x) ((x) / 1073741824.0)
 
+/* Writes s as a JSON string (quotes, backslashes and control characters
+ * escaped), so any preset or topology name yields valid JSON. */
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(out, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(out, "\\u%04x", ch);
+        else
+            fputc(ch, out);
+    }
+    fputc('"', out);
+}
+
 void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r)
 {
     const model_spec *m = &in->model;
@@ -84,8 +101,11 @@ void report_json(FILE *out, const run_inputs *in, const strategy_t *s, const ste
                  ", \"sequence_parallel\": %s},\n",
             s->world, s->tp, s->pp, s->v, s->cp, s->ep, s->etp, s->dp, s->edp, s->num_microbatches, s->min_gpus,
             s->min_gpus_common, s->par.sequence_parallel ? "true" : "false");
-    fprintf(out, "  \"model\": \"%s\", \"topology\": \"%s\", \"mixed_precision\": \"%s\",\n", in->model.name,
-            in->cluster.name, precision_name(s->par.precision));
+    fputs("  \"model\": ", out);
+    json_str(out, in->model.name);
+    fputs(", \"topology\": ", out);
+    json_str(out, in->cluster.name);
+    fprintf(out, ", \"mixed_precision\": \"%s\",\n", precision_name(s->par.precision));
     fprintf(out, "  \"step_time_s\": %.9g,\n  \"pipeline_s\": %.9g,\n  \"bubble_fraction\": %.9g,\n", r->step_time_s,
             r->pipeline_s, r->bubble_fraction);
     fprintf(out, "  \"tokens_per_s_per_gpu\": %.9g,\n  \"model_flops_per_step\": %.9g,\n", r->tokens_per_s_per_gpu,
