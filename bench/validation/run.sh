@@ -9,9 +9,9 @@
 # If predictions.csv already existed, first shows what moved (parsim compare old -> new), so a
 # cost-model change can be judged before committing the new table.
 #
-# --calibrate GPU_TYPE also fits the compute efficiencies to the even rows of that GPU type
-# (parsim calibrate --train-half even), evaluates them on the odd rows, adds that table
-# to ERRORS.md and keeps the fitted parameters in bench/validation/calibrated-GPU_TYPE.cfg
+# --calibrate GPU[,GPU...] also fits the compute efficiencies to the even rows of each GPU
+# type (parsim calibrate --train-half even), reports the error on the odd rows it did not
+# see, adds that to ERRORS.md and keeps the parameters in bench/validation/calibrated-GPU.cfg
 # (minutes: every solver iteration re-simulates the training rows).
 # KEY=VALUE settings apply to every row (e.g. sim.params=PARAMS.cfg).
 set -eu
@@ -41,14 +41,14 @@ if [ -f "$here/predictions.csv" ]; then
 fi
 cp "$tmp/predictions.csv" "$here/predictions.csv"
 
-if [ -n "$calib" ]; then
-  "$parsim" calibrate bench/validation/public.csv --rows "gpu_type=$calib" --train-half even \
-      --out "$here/calibrated-$calib.cfg" --quiet | grep -v '^wrote ' > "$tmp/calibrate.txt"
-  "$parsim" validate bench/validation/public.csv --rows "gpu_type=$calib,row=odd" \
-      sim.params="$here/calibrated-$calib.cfg" "$@" > "$tmp/heldout.txt"
-  "$parsim" validate bench/validation/public.csv --rows "gpu_type=$calib,row=odd" "$@" \
-      > "$tmp/heldout_default.txt"
-fi
+# The parameters calibration fits: the GEMM ceilings and the attention backward
+# efficiency (the forward and backward attention efficiencies cannot be told apart
+# from step times, so only one of them is fitted).
+params=cluster.compute.gemm_efficiency,cluster.compute.gemm_fp8_efficiency,cluster.compute.attention_bwd_efficiency
+for g in $(echo "$calib" | tr ',' ' '); do
+  "$parsim" calibrate bench/validation/public.csv --rows "gpu_type=$g" --train-half even \
+      --params "$params" --out "$here/calibrated-$g.cfg" --quiet | grep -v '^wrote ' > "$tmp/calibrate-$g.txt"
+done
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -1)
@@ -95,28 +95,24 @@ HDR
   if [ -n "$calib" ]; then
     cat <<CAL
 
-## $calib: calibrated on the even rows, evaluated on the odd rows
+## Calibrated on the even rows, evaluated on the odd rows
 
-\`parsim calibrate bench/validation/public.csv --rows gpu_type=$calib --train-half even\`
-(parameters: \`bench/validation/calibrated-$calib.cfg\`):
+Per GPU type: \`parsim calibrate bench/validation/public.csv --rows gpu_type=GPU --train-half even
+--params $params\` (parameter files: \`bench/validation/calibrated-GPU.cfg\`). "held out" is the
+error on the odd rows, which the fit did not see, before and after.
 
-\`\`\`
 CAL
-    cat "$tmp/calibrate.txt"
-    echo '```'
-    echo
-    echo "Held-out (odd) rows with the default parameters:"
-    echo
-    echo '```'
-    sed '/^skipped rows by reason/,$d' "$tmp/heldout_default.txt"
-    echo '```'
-    echo
-    echo "Held-out (odd) rows with the calibrated parameters:"
-    echo
-    echo '```'
-    sed '/^skipped rows by reason/,$d' "$tmp/heldout.txt"
-    echo '```'
+    for g in $(echo "$calib" | tr ',' ' '); do
+      echo "### $g"
+      echo
+      echo '```'
+      sed -n '/parameter/,$p' "$tmp/calibrate-$g.txt"
+      echo '```'
+      echo
+    done
   fi
+  echo
+  cat "$here/GAPS.md"
 } > "$here/ERRORS.md"
 cat "$tmp/summary.txt"
 echo
