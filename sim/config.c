@@ -803,6 +803,10 @@ static const key_def keys[] = {
           "expert MLP hidden size; 0 = ffn_hidden_size"),
     K_INT("model.moe_shared_expert_intermediate_size", model.moe_shared_expert_intermediate_size,
           "0", RG_GE0, "shared experts' total hidden size; 0 = none"),
+    K_INT("model.moe_router_num_groups", model.moe_router_num_groups, "0", RG_GE0,
+          "group-limited routing: expert groups (DeepSeek-V3: 8); 0 = off"),
+    K_INT("model.moe_router_group_topk", model.moe_router_group_topk, "0", RG_GE0,
+          "group-limited routing: groups one token may use (DeepSeek-V3: 4); 0 = off"),
     { .key = "model.moe_layer_freq", .type = KT_INT_OR_LIST, .def = "1", .set = set_moe_layer_freq,
       .late = true,
       .help = "MoE layer frequency f (layer i is MoE iff i % f == 0), or a 0/1 list of "

@@ -39,6 +39,8 @@ typedef struct model_spec {
     int64_t moe_router_topk;                     /* k */
     int64_t moe_ffn_hidden_size;                 /* F_e; 0 = F */
     int64_t moe_shared_expert_intermediate_size; /* F_sh total; 0 = none */
+    int64_t moe_router_num_groups;               /* device-limited routing: expert groups (0 = off) */
+    int64_t moe_router_group_topk;               /* groups a token may use (0 = off) */
     uint8_t moe_layer_pattern[MODEL_MAX_LAYERS]; /* 1 = MoE layer; from
                                                     moe_layer_freq (int or list) */
 

@@ -615,8 +615,15 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     /* MoE: Megatron Bridge and NeMo MoE recipes dispatch tokens with
      * all-to-all (alltoall, or flex = DeepEP / HybridEP), not Megatron
      * Core's allgather default. */
-    if (moe && (fw->moe_etp1 || !strcmp(fw->name, "NeMo")))
-        add_over(c, "model.moe_token_dispatcher_type=alltoall");
+    if (moe && (fw->moe_etp1 || !strcmp(fw->name, "NeMo"))) {
+        /* DeepSeek-architecture recipes (DeepSeek-V3, Kimi K2, Moonlight)
+         * use the flex dispatcher: DeepEP, or HybridEP on GB200/GB300. */
+        bool deepseek_arch = !strncmp(c->model, "deepseek", 8) || !strncmp(c->model, "kimi", 4) ||
+                             !strncmp(c->model, "moonlight", 9);
+        add_over(c, "model.moe_token_dispatcher_type=%s", deepseek_arch ? "flex" : "alltoall");
+        if (deepseek_arch)
+            add_assumed(c, "flex dispatcher (DeepEP / HybridEP) of the DeepSeek recipes");
+    }
 
     /* notes: layers, vocabulary, MTP, routing */
     int64_t layers = 0;

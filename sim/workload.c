@@ -435,6 +435,19 @@ static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
             then(b, name, STREAM_EP, coll(x, GROUP_EP, coll_a2a, a2a_bytes));                                \
     } while (0)
     bool etp_comm = !allgather && has(x, GROUP_ETP);
+    /* flex (DeepEP): a token crosses to another NVLink domain once per
+     * domain it is routed to, then fans out over NVLink, instead of once per
+     * expert.  With uniform routing of k experts over D domains it reaches
+     * D(1 - (1 - 1/D)^k) of them, and at most moe_router_group_topk under
+     * group-limited routing; the all-to-all's bytes shrink by that over k. */
+    if (s->par.moe_token_dispatcher == MOE_DISPATCHER_FLEX && !s->groups[GROUP_EP].in_nvlink_domain) {
+        double D = (double)s->groups[GROUP_EP].domains;
+        double reach = D * (1.0 - pow(1.0 - 1.0 / D, k));
+        if (m->moe_router_group_topk > 0 && (double)m->moe_router_group_topk < reach)
+            reach = (double)m->moe_router_group_topk;
+        if (reach < k)
+            a2a_bytes *= reach / k;
+    }
     if (!bwd) {
         then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
         then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));

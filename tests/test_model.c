@@ -82,6 +82,8 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
         {"moe_router_topk", &m->moe_router_topk},
         {"moe_ffn_hidden_size", &m->moe_ffn_hidden_size},
         {"moe_shared_expert_intermediate_size", &m->moe_shared_expert_intermediate_size},
+        {"moe_router_num_groups", &m->moe_router_num_groups},
+        {"moe_router_group_topk", &m->moe_router_group_topk},
         {"q_lora_rank", &m->q_lora_rank},
         {"kv_lora_rank", &m->kv_lora_rank},
         {"qk_head_dim", &m->qk_head_dim},

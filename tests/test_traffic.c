@@ -198,3 +198,22 @@ Test(traffic, ep_all_to_all_grows_when_ep_leaves_nvlink)
     sim_free(&in_node);
     sim_free(&across);
 }
+
+/* flex (DeepEP) sends a token across domains once per destination domain:
+ * less than all-to-all across nodes, the same inside one. */
+Test(traffic, flex_dispatch_dedups_across_domains)
+{
+    sim a2a, flex, flex_in;
+    sim_run(&a2a, QWEN "model.expert_model_parallel_size=16");
+    sim_run(&flex, QWEN "model.expert_model_parallel_size=16 model.moe_token_dispatcher_type=flex");
+    cr_assert(flex.r->comm_s[STREAM_EP] < 0.7 * a2a.r->comm_s[STREAM_EP], "flex %.4f s vs alltoall %.4f s",
+              flex.r->comm_s[STREAM_EP], a2a.r->comm_s[STREAM_EP]);
+    sim a2a_in;
+    sim_run(&a2a_in, QWEN "model.expert_model_parallel_size=8");
+    sim_run(&flex_in, QWEN "model.expert_model_parallel_size=8 model.moe_token_dispatcher_type=flex");
+    cr_assert_eq(flex_in.r->comm_s[STREAM_EP], a2a_in.r->comm_s[STREAM_EP]);
+    sim_free(&a2a);
+    sim_free(&flex);
+    sim_free(&a2a_in);
+    sim_free(&flex_in);
+}
