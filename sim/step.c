@@ -11,6 +11,10 @@
  * flight. */
 enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
 
+/* Largest number of passes (PP x microbatches x chunks x 2) one step may
+ * have; a step of 10^7 passes takes about a gigabyte. */
+#define MAX_PASSES 1e7
+
 /* One forward or backward pass of one microbatch on one chunk, as placed in
  * the engine: its ops are the contiguous tasks [first, last]; send is the
  * pipeline p2p task that carries its output on (-1 if none). */
@@ -533,6 +537,16 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     st->pp = s->pp;
     st->v = s->v;
     st->M = s->num_microbatches;
+    /* Every pass of the step is a task: bound their number so that memory
+     * stays in reason (about 100 bytes each). */
+    if ((double)s->pp * 2.0 * (double)s->num_microbatches * (double)s->v > MAX_PASSES) {
+        step_destroy(st);
+        return sim_err_set(err, SIM_ESIM,
+                           "%.3g forward/backward passes (PP %lld x microbatches %lld x chunks %lld x 2) are "
+                           "more than parsim simulates (%.0e)",
+                           (double)s->pp * 2.0 * (double)s->num_microbatches * (double)s->v, (long long)s->pp,
+                           (long long)s->num_microbatches, (long long)s->v, MAX_PASSES);
+    }
     int rc = workload_build(&st->wl, in, s, err);
     if (rc != SIM_OK) {
         step_destroy(st);

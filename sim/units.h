@@ -18,6 +18,8 @@ typedef uint64_t sim_time_ps;
 
 static inline sim_time_ps time_from_s(double s)
 {
+    /* Callers keep durations within [0, 1.8e7 s] (cost models reject
+     * longer ones), so the product fits in 64 bits. */
     assert(s >= 0.0 && s < 1.8e7);
     return (sim_time_ps)llround(s * PS_PER_S);
 }

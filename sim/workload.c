@@ -22,7 +22,13 @@ typedef struct opbuf {
     int32_t n, cap;
     double flops;
     int oom;
+    int too_long;      /* an op's duration was not finite or past MAX_OP_S */
 } opbuf;
+
+/* No single kernel or transfer of a training step takes anywhere near
+ * this long; a duration past it means inputs far outside what parsim can
+ * simulate (simulated time would overflow its 64-bit picoseconds). */
+#define MAX_OP_S 1e6
 
 #define NONE (-1)
 
@@ -43,6 +49,10 @@ static int32_t push(opbuf *b, const char *name, stream_kind st, double seconds, 
     wl_op *op = &b->ops[b->n];
     op->name = name;
     op->stream = (uint8_t)st;
+    if (!(seconds <= MAX_OP_S)) { /* also catches NaN */
+        b->too_long = 1;
+        seconds = 0.0;
+    }
     op->duration_ps = time_from_s(seconds > 0 ? seconds : 0.0);
     int32_t d[2] = {d0, d1};
     for (int j = 0; j < 2; j++) {
@@ -588,6 +598,7 @@ static void append(opbuf *dst, const opbuf *src)
         dst->oom = 1;
         return;
     }
+    dst->too_long |= src->too_long;
     for (int32_t i = 0; i < src->n; i++) {
         int32_t at = then(dst, src->ops[i].name, (stream_kind)src->ops[i].stream, 0.0);
         if (dst->oom)
@@ -684,7 +695,8 @@ static void fuse_chains(opbuf *b, int32_t *map, const wl_bucket *pins, int32_t n
     for (int32_t i = 0; i < n; i++) {
         wl_op op = b->ops[i];
         bool chain = i > 0 && op.dep_back[0] == 1 && op.dep_back[1] == 0 && b->ops[i - 1].stream == op.stream &&
-                     refs[i - 1] == 1 && idx[i - 1] == out - 1;
+                     refs[i - 1] == 1 && idx[i - 1] == out - 1 &&
+                     op.duration_ps <= UINT64_MAX / 2 - b->ops[out - 1].duration_ps; /* no wrap */
         if (chain) {
             b->ops[out - 1].duration_ps += op.duration_ps;
             idx[i] = out - 1;
@@ -801,11 +813,11 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     buckets[n_buckets].ready_op = b.n - 1;
     bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, &buckets[n_buckets++]);
 
-    if (f.oom || b.oom) {
+    if (f.oom || b.oom || f.too_long || b.too_long) {
         free(f.ops);
         free(b.ops);
         free(buckets);
-        return SIM_ENOMEM;
+        return f.oom || b.oom ? SIM_ENOMEM : SIM_ESIM;
     }
     if (!x->in->sim.keep_ops) {
         int32_t *map = malloc(((size_t)b.n + 1) * sizeof *map);
@@ -938,8 +950,17 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
         for (int64_t c = 0; c < s->v; c++) {
             int64_t rr = x.ideal ? 0 : r, cc = x.ideal ? 0 : c;
             const wl_chunk *twin = twin_chunk(&x, w, rr, cc, r, c);
-            if (twin ? copy_chunk(twin, &st->chunks[c]) != SIM_OK
-                     : build_chunk(&x, rr, cc, &st->chunks[c]) != SIM_OK)
+            int brc = twin ? copy_chunk(twin, &st->chunks[c]) : build_chunk(&x, rr, cc, &st->chunks[c]);
+            if (brc == SIM_ESIM) {
+                for (int i = 0; i < 4; i++)
+                    free(cache.pass[i / 2][i % 2].ops);
+                workload_destroy(w);
+                return sim_err_set(err, SIM_ESIM,
+                                   "a single kernel or transfer would take over %.0e s: the inputs are beyond "
+                                   "what parsim can simulate (simulated time is 64-bit picoseconds)",
+                                   MAX_OP_S);
+            }
+            if (brc != SIM_OK)
                 goto oom;
         }
         st->optimizer_s = optimizer_s(&x, r);

@@ -218,3 +218,20 @@ Test(cli, layout_warns_when_tp_leaves_nvlink)
     cr_assert_eq(r.status, 0, "%s", r.out);
     cr_assert(strstr(r.out, "warning") != NULL, "%s", r.out);
 }
+
+/* Inputs far beyond what can be simulated end with status 1 and a reason,
+ * not with a crash, an overflowed clock or memory exhaustion. */
+Test(cli, extreme_inputs_fail_cleanly, .timeout = 60)
+{
+    static const char *const cases[] = {
+        BASE "model.seq_length=100000000",                     /* the clock would overflow */
+        BASE "train.global_batch_size=800000000",              /* 10^8 microbatches */
+        BASE "cluster.gpu.peak_bf16_tflops=0.000001",          /* kernels of years */
+    };
+    result r;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run(&r, cases[i]);
+        cr_expect_eq(r.status, 1, "`%s` exited %d: %s", cases[i], r.status, r.out);
+        cr_expect(strncmp(r.out, "parsim: ", 8) == 0, "`%s`: %s", cases[i], r.out);
+    }
+}
