@@ -3,27 +3,13 @@
  * file:line where there is one); no input makes parsim crash; the bundled
  * example and the JSON contract. */
 #include <criterion/criterion.h>
+
+#include "cli_run.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
-typedef struct result {
-    int status;     /* exit status, or 128+signal */
-    char out[65536];
-} result;
-
-static void run(result *r, const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", PARSIM_SOURCE_DIR, PARSIM_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = '\0';
-    int st = pclose(p);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
 
 #define BASE "run model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=8 train.global_batch_size=64 "
 #define MOE "run model.name=mixtral-8x7b cluster.topology=dgx-h100 cluster.num_gpus=64 train.global_batch_size=64 "

@@ -9,6 +9,8 @@
  */
 #define _DEFAULT_SOURCE /* popen */
 #include <criterion/criterion.h>
+
+#include "cli_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,22 +501,6 @@ Test(net, net_calls_are_cheap)
 
 /* ----------------------------------------------------------- parsim net */
 
-typedef struct result {
-    int status;
-    char out[1 << 16];
-} result;
-
-static void run(result *r, const char *args)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", PARSIM_SOURCE_DIR, PARSIM_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = '\0';
-    int st = pclose(p);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
 
 /* Parses the rows of nccl-tests-like output; checks the definitions. */
 static int check_rows(const char *out, int n, double factor, size_t type_bytes, double min_size)

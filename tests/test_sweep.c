@@ -15,25 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_run.h"
 #include "progress.h"
 #include "sweep.h"
 
-typedef struct result {
-    int status; /* exit status, or 128+signal */
-    char out[65536];
-} result;
-
-static void run(result *r, const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", PARSIM_SOURCE_DIR, PARSIM_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = '\0';
-    int st = pclose(p);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
 
 static void runf(result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void runf(result *r, const char *fmt, ...)

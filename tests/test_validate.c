@@ -4,6 +4,8 @@
  * conventions against their closed forms, skip reasons, assumed settings,
  * the error quantiles against a hand computation, and the CLI. */
 #include <criterion/criterion.h>
+
+#include "cli_run.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,22 +278,6 @@ Test(validate, row_filters)
 
 /* ------------------------------------------------------------------ CLI */
 
-typedef struct result {
-    int status;
-    char out[65536];
-} result;
-
-static void run(result *r, const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", PARSIM_SOURCE_DIR, PARSIM_BINARY, args);
-    FILE *p = popen(cmd, "r");
-    cr_assert_not_null(p);
-    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
-    r->out[n] = '\0';
-    int st = pclose(p);
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-}
 
 Test(validate_cli, out_file_keeps_every_row)
 {

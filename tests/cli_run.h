@@ -1,0 +1,28 @@
+/* Test helper: runs the parsim binary (PARSIM_BINARY, from the source
+ * tree PARSIM_SOURCE_DIR) with shell-quoted arguments and captures its
+ * exit status and merged stdout/stderr. */
+#ifndef PARSIM_TESTS_CLI_RUN_H
+#define PARSIM_TESTS_CLI_RUN_H
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+typedef struct result {
+    int status;       /* exit status, or 128 + signal */
+    char out[65536];  /* stdout and stderr, truncated */
+} result;
+
+static inline void run(result *r, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", PARSIM_SOURCE_DIR, PARSIM_BINARY, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(r->out, 1, sizeof r->out - 1, p);
+    r->out[n] = '\0';
+    int st = pclose(p);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+#endif
