@@ -47,6 +47,7 @@ static int32_t push(opbuf *b, const char *name, stream_kind st, double seconds, 
         b->cap = cap;
     }
     wl_op *op = &b->ops[b->n];
+    memset(op, 0, sizeof *op); /* padding too: passes are compared with memcmp */
     op->name = name;
     op->stream = (uint8_t)st;
     if (!(seconds <= MAX_OP_S)) { /* also catches NaN */
