@@ -15,7 +15,7 @@ typedef struct result {
 
 static inline void run(result *r, const char *args)
 {
-    char cmd[4096];
+    char cmd[16384];
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", PARSIM_SOURCE_DIR, PARSIM_BINARY, args);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
