@@ -49,9 +49,12 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     const model_spec *m = &in->model;
     fprintf(out, "parsim: %s on %" PRId64 " x %s (%s)\n", m->name[0] ? m->name : "model", s->world,
             in->cluster.gpu.name, in->cluster.name);
-    fprintf(out, "  layout      TP %" PRId64 "  PP %" PRId64 "  VP %" PRId64 "  CP %" PRId64 "  EP %" PRId64
-                 "  ETP %" PRId64 "  DP %" PRId64 "  EDP %" PRId64 "  SP %s\n",
-            s->tp, s->pp, s->v, s->cp, s->ep, s->etp, s->dp, s->edp, s->par.sequence_parallel ? "on" : "off");
+    fprintf(out, "  layout      TP %" PRId64 "  PP %" PRId64 "  VP %" PRId64 "  CP %" PRId64 "  DP %" PRId64, s->tp,
+            s->pp, s->v, s->cp, s->dp);
+    /* The expert dimensions mean something only for MoE models. */
+    if (model_is_moe(m))
+        fprintf(out, "  EP %" PRId64 "  ETP %" PRId64 "  EDP %" PRId64, s->ep, s->etp, s->edp);
+    fprintf(out, "  SP %s\n", s->par.sequence_parallel ? "on" : "off");
     fprintf(out, "  batch       global %" PRId64 "  micro %" PRId64 "  microbatches %" PRId64 "  seq %" PRId64 "\n",
             in->train.global_batch_size, in->train.micro_batch_size, s->num_microbatches, m->seq_length);
     fprintf(out, "  options     %s  recompute %s  cp_comm %s  dist-opt %s\n", precision_name(s->par.precision),
