@@ -53,6 +53,10 @@ typedef struct compute_params {
     /* Flash attention reaches half its plateau efficiency at this key
      * length (efficiency s / (s + this)); 0 = flat. */
     double attention_seq_half_tokens;
+    /* Head dimension at which attention reaches half the efficiency it has
+     * at 128 (the dimension the plateau was measured at): efficiency scales
+     * by d/(d + this) over 128/(128 + this), capped at 1; 0 = flat. */
+    double attention_head_dim_half;
     /* Share of the SMs a collective running beside a kernel takes from it
      * (the kernel runs at 1 - share of its speed while they overlap), for
      * collectives inside the NVLink domain and across the network. */

@@ -102,7 +102,8 @@ double compute_gemm_s(const cluster_spec *c, double m, double n, double k, gemm_
     return compute_grouped_gemm_s(c, 1.0, m, n, k, dt);
 }
 
-double compute_attention_s(const cluster_spec *c, double flops, double bytes, double kv_tokens, bool backward)
+double compute_attention_s(const cluster_spec *c, double flops, double bytes, double kv_tokens, double head_dim,
+                           bool backward)
 {
     if (flops <= 0)
         return 0.0;
@@ -110,6 +111,9 @@ double compute_attention_s(const cluster_spec *c, double flops, double bytes, do
     double half = c->compute.attention_seq_half_tokens;
     if (half > 0 && kv_tokens > 0)
         eff *= kv_tokens / (kv_tokens + half);
+    double dh = c->compute.attention_head_dim_half;
+    if (dh > 0 && head_dim > 0)
+        eff *= fmin(1.0, (head_dim / (head_dim + dh)) / (128.0 / (128.0 + dh)));
     double rate = c->gpu.peak_bf16_flops_per_s * eff;
     return fmax(flops / rate, bytes / hbm_rate(c)) + c->compute.kernel_overhead_s;
 }

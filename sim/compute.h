@@ -32,8 +32,10 @@ double compute_cast_bytes_per_element(precision_kind p);
 
 /* Fused (flash) attention of `flops` floating-point operations, forward or
  * backward, reading/writing `bytes` of Q, K, V, O (and gradients), over
- * keys of length kv_tokens (shorter keys reach less of the plateau). */
-double compute_attention_s(const cluster_spec *c, double flops, double bytes, double kv_tokens, bool backward);
+ * keys of length kv_tokens and heads of head_dim (shorter keys and smaller
+ * heads reach less of the plateau). */
+double compute_attention_s(const cluster_spec *c, double flops, double bytes, double kv_tokens, double head_dim,
+                           bool backward);
 
 /* A memory-bound kernel moving `bytes` through HBM (reads + writes). */
 double compute_memory_s(const cluster_spec *c, double bytes);

@@ -924,6 +924,8 @@ static const key_def keys[] = {
           "share of SM throughput an overlapped NVLink collective takes from compute"),
     K_FLT("cluster.compute.overlap_sm_share_network", cluster.compute.overlap_sm_share_network, "0", RG_GE0, 1,
           "share of SM throughput an overlapped network collective takes from compute"),
+    K_FLT("cluster.compute.attention_head_dim_half", cluster.compute.attention_head_dim_half, "0", RG_GE0, 1,
+          "head-dimension scale of attention efficiency (relative to head dim 128)"),
     K_FLT("cluster.compute.attention_seq_half_tokens", cluster.compute.attention_seq_half_tokens, "0", RG_GE0,
           1, "key length at which flash attention reaches half its plateau efficiency"),
     /* cluster: scale-up tier */

@@ -84,6 +84,7 @@ typedef struct ctx {
     double h;
     double q, kv_k, kv_v, core_out; /* projection widths */
     double attn_fwd_flops; /* one layer, this rank */
+    double head_dim;       /* query/key head dimension */
     bool sp;
     bool no_cast;          /* GEMMs outside Transformer Engine stay in bf16 */
     struct layer_cache *cache; /* op lists of one layer, built once per type */
@@ -295,7 +296,7 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
         return;
     }
     if (cp <= 1 || x->ideal) {
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, x->head_dim, bwd));
         return;
     }
     cp_comm_kind kind = s->par.cp_comm_type;
@@ -316,7 +317,7 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
         /* Gather the whole sequence's K and V (again in backward, then
          * reduce-scatter dK, dV); not asynchronous. */
         then(b, "cp_ag_kv", STREAM_CP, coll(x, GROUP_CP, COLL_ALL_GATHER, kv_bytes * (double)cp));
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, x->head_dim, bwd));
         if (bwd)
             then(b, "cp_rs_dkv", STREAM_CP, coll(x, GROUP_CP, COLL_REDUCE_SCATTER, kv_bytes * (double)cp));
         return;
@@ -328,7 +329,7 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
         kv_bytes *= (double)a2a_size; /* the ring then moves the gathered K, V */
     }
     if (ring <= 1) {
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, x->head_dim, bwd));
     } else {
         /* Ring of `ring` steps: step i computes on the K, V block received
          * at step i-1 while sending it on.  Forward sends ring-1 K+V blocks;
@@ -336,7 +337,7 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
          * load-balanced (zig-zag) chunks every step has equal work. */
         /* Each step attends the local queries to one block of keys. */
         double step_s =
-            compute_attention_s(x->c, flops / (double)ring, bytes / (double)ring, seq / (double)ring, bwd);
+            compute_attention_s(x->c, flops / (double)ring, bytes / (double)ring, seq / (double)ring, x->head_dim, bwd);
         double send_s = net_p2p_s(x->c, s->tp * a2a_size, kv_bytes);
         if (bwd)
             send_s *= 2.0;
@@ -661,6 +662,7 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
         x->kv_k = x->kv_v = qk_dim * (double)model_query_groups(m);
         x->core_out = x->q;
     }
+    x->head_dim = qk_dim;
     /* Causal forward: QK^T and PV over the lower triangle of s x s, per
      * head, split over TP (heads) and CP (queries). */
     double s_full = (double)m->seq_length;
