@@ -45,6 +45,8 @@ typedef struct compute_params {
     double attention_bwd_efficiency; /* flash attention backward / bf16 peak */
     double hbm_efficiency;           /* achievable / peak HBM bandwidth */
     double kernel_overhead_s;        /* fixed cost per kernel launch */
+    double pass_overhead_s;          /* fixed host cost per forward or backward pass of
+                                        a microbatch (schedule step, data, loss); 0 = none */
     /* GEMM shape: output tile of the library's large kernels (0 = no tile
      * or wave quantization) and the K depth whose prologue/epilogue cost
      * equals the main loop's (efficiency k / (k + gemm_k_overhead)). */

@@ -914,6 +914,8 @@ static const key_def keys[] = {
           "achievable / peak HBM bandwidth"),
     K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0,
           1e-6, "fixed cost per kernel launch, us"),
+    K_FLT("cluster.compute.pass_overhead_us", cluster.compute.pass_overhead_s, "0", RG_GE0, 1e-6,
+          "fixed host cost per forward or backward pass of a microbatch, us (fit with calibrate)"),
     K_FLT("cluster.compute.gemm_tile_m", cluster.compute.gemm_tile_m, "0", RG_GE0, 1,
           "GEMM output tile rows (tile and wave quantization; 0 = off)"),
     K_FLT("cluster.compute.gemm_tile_n", cluster.compute.gemm_tile_n, "0", RG_GE0, 1,

@@ -787,6 +787,11 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     double chunk_dense, chunk_expert, acc_dense = 0, acc_expert = 0, seen_dense = 0, seen_expert = 0;
     memory_chunk_params(x->in, s, stage, chunk, &chunk_dense, &chunk_expert);
 
+    /* Per-pass host work (the schedule's step, data, loss), when set. */
+    if (x->c->compute.pass_overhead_s > 0 && !ideal) {
+        then(&f, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
+        then(&b, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
+    }
     if (first_virtual && !ideal)
         embedding_fwd(x, &f);
     for (int64_t l = first; l < first + count; l++)

@@ -438,3 +438,20 @@ Test(step, korthikanti_table2_activation_rows)
                   rows[i].expect);
     }
 }
+
+/* A fixed host cost per pass adds exactly 2 x M of it to a PP=1 step. */
+Test(step, pass_overhead_adds_per_pass)
+{
+    const char *base[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                          "train.global_batch_size=32", NULL};
+    const char *with[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                          "train.global_batch_size=32", "cluster.compute.pass_overhead_us=250", NULL};
+    sim a, b;
+    sim_run(&a, base);
+    sim_run(&b, with);
+    double M = (double)a.s.num_microbatches;
+    double added = step_result_get(b.st)->step_time_s - step_result_get(a.st)->step_time_s;
+    cr_assert(fabs(added - 2.0 * M * 250e-6) < 1e-9, "added %.9f s for M = %.0f", added, M);
+    sim_free(&a);
+    sim_free(&b);
+}
