@@ -1,7 +1,5 @@
 #include "memory.h"
 
-#include "schedule.h"
-
 /* Bytes per parameter (reference §2.2): bf16 weights, gradients in fp32
  * when grad_reduce_in_fp32 (Megatron's main_grad) else in bf16, and fp32
  * master weights + Adam m and v (12 B) sharded over D ranks by the
@@ -93,7 +91,8 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
     out->expert_params = expert;
     out->weights_bytes = WEIGHT_BYTES * (dense + expert);
     out->gradients_bytes = grad_bytes * (dense + expert);
-    out->optimizer_bytes = MASTER_AND_ADAM_BYTES * (dense / d_dense + expert / d_expert);
+    out->shard_params = dense / d_dense + expert / d_expert;
+    out->optimizer_bytes = MASTER_AND_ADAM_BYTES * out->shard_params;
 }
 
 /* Per-layer activations (Korthikanti et al. 2022, Table 2 and §4.1),

@@ -22,6 +22,8 @@
 typedef struct stage_static_mem {
     double dense_params;     /* parameters on this GPU sharded like dense ones */
     double expert_params;    /* routed-expert parameters on this GPU */
+    double shard_params;     /* parameters whose optimizer state this GPU holds
+                                (all of them without the distributed optimizer) */
     double weights_bytes;
     double gradients_bytes;
     double optimizer_bytes;

@@ -117,12 +117,3 @@ int sched_build(int64_t p, int64_t v, int64_t M, int64_t N, int64_t rank,
     assert(n == sched_len(M, v));
     return SIM_OK;
 }
-
-void sched_chunk_layers(int64_t L, int64_t p, int64_t v, int64_t rank, int64_t chunk,
-                        int64_t *first, int64_t *count)
-{
-    assert(p >= 1 && v >= 1 && rank >= 0 && rank < p && chunk >= 0 && chunk < v);
-    int64_t per = L / (p * v);
-    *first = (chunk * p + rank) * per;
-    *count = per;
-}

@@ -41,9 +41,5 @@ int sched_build(int64_t p, int64_t v, int64_t M, int64_t N, int64_t rank,
 void sched_virtual(int64_t v, int64_t M, int64_t N, int64_t k,
                    int32_t *microbatch, int32_t *chunk);
 
-/* Global layer range [first, first+count) held by (rank, chunk): chunk c of
- * rank r holds virtual stage c*p + r, L/(p*v) layers each. */
-void sched_chunk_layers(int64_t L, int64_t p, int64_t v, int64_t rank, int64_t chunk,
-                        int64_t *first, int64_t *count);
 
 #endif

@@ -7,7 +7,6 @@
 #include "compute.h"
 #include "memory.h"
 #include "net.h"
-#include "schedule.h"
 
 const char *stream_kind_name(stream_kind k)
 {
@@ -913,19 +912,11 @@ static int copy_chunk(const wl_chunk *from, wl_chunk *to)
  * (fp32) and the bf16 weight. */
 static double optimizer_s(const ctx *x, int64_t stage)
 {
-    const strategy_t *s = x->s;
     if (x->ideal)
         return 0.0;
-    double shard = 0;
-    for (int64_t c = 0; c < s->v; c++) {
-        double dense, expert;
-        memory_chunk_params(x->in, s, stage, c, &dense, &expert);
-        if (x->in->ddp.use_distributed_optimizer)
-            shard += dense / (double)(s->dp * s->cp) + expert / (double)s->edp;
-        else
-            shard += dense + expert;
-    }
-    return mem(x, shard * (4.0 + 12.0 + 12.0 + 2.0));
+    stage_static_mem sm;
+    memory_static(x->in, x->s, stage, &sm);
+    return mem(x, sm.shard_params * (4.0 + 12.0 + 12.0 + 2.0));
 }
 
 int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)

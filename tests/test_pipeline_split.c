@@ -159,3 +159,25 @@ Test(pipeline_split, bad_layouts_are_rejected)
         cr_expect_str_eq(err.key, "model.pipeline_model_parallel_layout");
     }
 }
+
+/* Megatron's docstring: 16 layers, p=4, v=2 puts layers [1,2][9,10] on GPU 0,
+ * [3,4][11,12] on GPU 1, ... (1-based; 0-based here): chunk c of rank r is
+ * virtual stage c*p + r. */
+Test(pipeline_split, even_split_megatron_docstring)
+{
+    const char *kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                        "train.global_batch_size=8", "model.num_layers=16", "model.pipeline_model_parallel_size=4",
+                        "model.virtual_pipeline_model_parallel_size=2", NULL};
+    strategy_t s;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(resolve(&s, kv, &err), SIM_OK, "%s: %s", err.key, err.msg);
+    const int64_t want[4][2] = {{0, 8}, {2, 10}, {4, 12}, {6, 14}};
+    for (int64_t r = 0; r < 4; r++)
+        for (int64_t c = 0; c < 2; c++) {
+            int64_t first, count;
+            strategy_chunk_layers(&s, r, c, &first, &count);
+            cr_assert_eq(first, want[r][c], "rank %lld chunk %lld", (long long)r, (long long)c);
+            cr_assert_eq(count, 2);
+        }
+}

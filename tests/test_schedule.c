@@ -207,22 +207,6 @@ Test(schedule, invalid_parameters_are_rejected)
     expect_einval(4, 0, 4, 4, 0, "virtual");
 }
 
-Test(schedule, layer_assignment_megatron_docstring)
-{
-    /* 16 layers, p=4, v=2: GPU0 [1,2][9,10], ... (1-based); 0-based here. */
-    const int64_t want[4][2] = {{0, 8}, {2, 10}, {4, 12}, {6, 14}};
-    for (int64_t r = 0; r < 4; r++)
-        for (int64_t c = 0; c < 2; c++) {
-            int64_t first, count;
-            sched_chunk_layers(16, 4, 2, r, c, &first, &count);
-            cr_assert_eq(first, want[r][c], "rank %lld chunk %lld", (long long)r, (long long)c);
-            cr_assert_eq(count, 2);
-        }
-    int64_t first, count;
-    sched_chunk_layers(80, 4, 1, 3, 0, &first, &count);
-    cr_assert(first == 60 && count == 20);
-}
-
 /* ---- schedules run on the engine -------------------------------------- */
 
 typedef struct pipe_sim {
