@@ -282,6 +282,9 @@ static void unfused_attention(const ctx *x, opbuf *b, bool bwd)
 static void core_attention(const ctx *x, opbuf *b, bool bwd)
 {
     const strategy_t *s = x->s;
+    /* Flash backward: dQ, dK, dV (2x the forward's GEMMs) plus recomputing
+     * QK^T (0.5x), the convention of the FlashAttention benchmarks whose
+     * efficiencies the topology gives. */
     double flops = bwd ? 2.5 * x->attn_fwd_flops : x->attn_fwd_flops;
     double bytes = attn_bytes(x) * (bwd ? 2.0 : 1.0);
     int64_t cp = s->cp;
