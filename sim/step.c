@@ -255,16 +255,29 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
         int ctr_act = (int)(r * CTR_PER_STAGE + CTR_ACT), ctr_fl = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
 
         /* Parameters must be gathered before a chunk's first forward.  With
-         * overlap_param_gather the gather of this step overlaps the forward
-         * of earlier chunks; without it, it follows the optimizer step. */
+         * overlap_param_gather the gathers are issued bucket by bucket in
+         * forward order and the first forward waits for each bucket just
+         * before the layers that use it (Megatron's forward pre-hook), so
+         * they overlap the forward of earlier layers and chunks; without
+         * it, the gather follows the optimizer step.  param_ag[c]: the
+         * gather of chunk c's bucket n-1 (its first layers); the gather of
+         * bucket k is the task param_ag[c] + (n-1-k). */
         bool ag_first = distopt && in->ddp.overlap_param_gather;
-        for (int64_t c = 0; c < v; c++) {
-            param_ag[c] = ag_first ? add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag",
-                                         -1, (int32_t)c)
-                                   : -1;
+        for (int64_t c = 0; c < v && rc == SIM_OK; c++) {
+            const wl_chunk *ch = &ws->chunks[c];
+            param_ag[c] = -1;
+            for (int32_t k = ag_first ? ch->n_buckets - 1 : -1; k >= 0; k--) {
+                eng_task t = add(st, r, STREAM_DP, time_from_s(ch->buckets[k].gather_s), "dp_ag", -1, (int32_t)c);
+                if (t < 0)
+                    rc = SIM_ENOMEM;
+                else if (k == ch->n_buckets - 1)
+                    param_ag[c] = t;
+            }
             first_f_of_chunk[c] = false;
             last_b_item[c] = -1;
         }
+        if (rc != SIM_OK)
+            break;
         for (int64_t i = 0; i < n_items; i++)
             if (items[i].kind == SCHED_B)
                 last_b_item[items[i].chunk] = i;
@@ -287,7 +300,11 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
              * inside it when reduction overlaps: keep its ops. */
             bool bucket_pass = it->kind == SCHED_B && in->ddp.overlap_grad_reduce &&
                                i == last_b_item[it->chunk] && ch->n_buckets > 1;
-            if (!in->sim.keep_ops && sum->collapsible && !bucket_pass) {
+            /* So does the first forward of a chunk that waits for the
+             * parameter gathers of several buckets. */
+            bool gather_pass = it->kind == SCHED_F && ag_first && !first_f_of_chunk[it->chunk] &&
+                               ch->n_buckets > 1;
+            if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass) {
                 eng_task t = add(st, r, STREAM_COMPUTE, sum->span_ps, it->kind == SCHED_F ? "F" : "B",
                                  it->microbatch, it->chunk);
                 if (t < 0) {
@@ -307,7 +324,12 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
                 eng_add_counter_delta(st->eng, ref->first, ctr_fl, 1, 0);
                 if (ag_first && !first_f_of_chunk[it->chunk]) {
                     first_f_of_chunk[it->chunk] = true;
-                    dep(st, param_ag[it->chunk], ref->first);
+                    bool whole = st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
+                    for (int32_t k = ch->n_buckets - 1; k >= 0; k--) {
+                        eng_task ag = param_ag[it->chunk] + (ch->n_buckets - 1 - k);
+                        /* A whole-pass task (one bucket) waits at its start. */
+                        dep(st, ag, whole ? ref->first : ref->first + ch->buckets[k].fwd_op);
+                    }
                 }
             } else {
                 eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->bwd_transient_bytes,

@@ -676,9 +676,10 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
  * it would as part of it (streams are in order and a pass's ops are issued
  * together), so the two become one task.  This leaves the timeline as it is
  * and the engine a third fewer tasks.  map[i] receives the new index of old
- * op i (may be NULL).  Ops that release a gradient bucket (pins) must end
- * a task, so nothing is fused onto them. */
-static void fuse_chains(opbuf *b, int32_t *map, const wl_bucket *pins, int32_t n_pins)
+ * op i (may be NULL).  Pinned ops (one that releases a gradient bucket, or
+ * the op before one that waits for a parameter all-gather) must end a task,
+ * so nothing is fused onto them. */
+static void fuse_chains(opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pins)
 {
     int32_t n = b->n;
     uint8_t *refs = calloc((size_t)n + 1, 1);
@@ -695,7 +696,8 @@ static void fuse_chains(opbuf *b, int32_t *map, const wl_bucket *pins, int32_t n
             if (b->ops[i].dep_back[j] && refs[i - b->ops[i].dep_back[j]] < 255)
                 refs[i - b->ops[i].dep_back[j]]++;
     for (int32_t k = 0; k < n_pins; k++)
-        refs[pins[k].ready_op] = 255; /* something else waits on its end */
+        if (pins[k] >= 0 && pins[k] < n)
+            refs[pins[k]] = 255; /* something else waits on its end */
     int32_t out = 0;
     for (int32_t i = 0; i < n; i++) {
         wl_op op = b->ops[i];
@@ -794,10 +796,18 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         then(&f, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
         then(&b, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
     }
+    /* layer_start[i]: forward op where layer first + i begins. */
+    int32_t *layer_start = malloc(((size_t)count + 1) * sizeof *layer_start);
+    if (!layer_start) {
+        free(buckets);
+        return SIM_ENOMEM;
+    }
     if (first_virtual && !ideal)
         embedding_fwd(x, &f);
-    for (int64_t l = first; l < first + count; l++)
+    for (int64_t l = first; l < first + count; l++) {
+        layer_start[l - first] = f.n;
         append(&f, cached_layer(x, model_layer_is_moe(x->m, ideal ? 0 : l), 0));
+    }
     if (last_virtual && !ideal)
         output_fwd(x, &f);
 
@@ -811,6 +821,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         acc_expert += e;
         if (acc_dense + acc_expert >= limit && l > first) {
             buckets[n_buckets].ready_op = b.n - 1;
+            buckets[n_buckets].fwd_op = layer_start[l - first];
             bucket_cost(x, acc_dense, acc_expert, &buckets[n_buckets++]);
             seen_dense += acc_dense;
             seen_expert += acc_expert;
@@ -821,7 +832,9 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         embedding_bwd(x, &b);
     /* The last bucket takes the rest: its layers, embeddings, norms. */
     buckets[n_buckets].ready_op = b.n - 1;
+    buckets[n_buckets].fwd_op = 0;
     bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, &buckets[n_buckets++]);
+    free(layer_start);
 
     if (f.oom || b.oom || f.too_long || b.too_long) {
         free(f.ops);
@@ -830,18 +843,29 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         return f.oom || b.oom ? SIM_ENOMEM : SIM_ESIM;
     }
     if (!x->in->sim.keep_ops) {
-        int32_t *map = malloc(((size_t)b.n + 1) * sizeof *map);
-        if (!map) {
+        int32_t n_map = f.n > b.n ? f.n : b.n;
+        int32_t *map = malloc(((size_t)n_map + 1) * sizeof *map);
+        int32_t *pins = malloc(((size_t)n_buckets + 1) * sizeof *pins);
+        if (!map || !pins) {
+            free(map);
+            free(pins);
             free(f.ops);
             free(b.ops);
             free(buckets);
             return SIM_ENOMEM;
         }
-        fuse_chains(&f, NULL, NULL, 0);
-        fuse_chains(&b, map, buckets, n_buckets);
+        for (int32_t k = 0; k < n_buckets; k++)
+            pins[k] = buckets[k].fwd_op - 1;
+        fuse_chains(&f, map, pins, n_buckets);
+        for (int32_t k = 0; k < n_buckets; k++)
+            buckets[k].fwd_op = map[buckets[k].fwd_op];
+        for (int32_t k = 0; k < n_buckets; k++)
+            pins[k] = buckets[k].ready_op;
+        fuse_chains(&b, map, pins, n_buckets);
         for (int32_t k = 0; k < n_buckets; k++)
             buckets[k].ready_op = map[buckets[k].ready_op];
         free(map);
+        free(pins);
     }
     out->fwd = (wl_pass){f.ops, f.n, f.flops};
     out->bwd = (wl_pass){b.ops, b.n, b.flops};

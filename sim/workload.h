@@ -45,6 +45,9 @@ typedef struct wl_pass {
  * last microbatch's backward has passed them. */
 typedef struct wl_bucket {
     int32_t ready_op;        /* bwd op after which its gradients are final */
+    int32_t fwd_op;          /* first fwd op that uses its parameters: with
+                                overlap_param_gather the first forward waits
+                                there for the bucket's all-gather */
     double reduce_s;         /* reduce-scatter (distributed optimizer) or all-reduce */
     double gather_s;         /* all-gather of the updated parameters (dist-opt), else 0 */
 } wl_bucket;

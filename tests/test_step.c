@@ -169,6 +169,18 @@ static void warmup_from_trace(const char *text, int p, int *f_before_b)
     free(evs);
 }
 
+/* The step's Chrome trace as text (caller frees). */
+static char *trace_text(const sim *x)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    trace_write(f, x->st);
+    fclose(f);
+    return buf;
+}
+
 static void check_warmup(int p, int v, int M)
 {
     char pp[64], vp[80], gpus[64], gbs[64];
@@ -180,11 +192,7 @@ static void check_warmup(int p, int v, int M)
                         "model.num_layers=48", "model.seq_length=2048", NULL};
     sim x;
     sim_run(&x, kv);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    trace_write(f, x.st);
-    fclose(f);
+    char *buf = trace_text(&x);
     cr_assert(strstr(buf, "\"traceEvents\"") != NULL);
     int counts[64];
     warmup_from_trace(buf, p, counts);
@@ -454,4 +462,50 @@ Test(step, pass_overhead_adds_per_pass)
     cr_assert(fabs(added - 2.0 * M * 250e-6) < 1e-9, "added %.9f s for M = %.0f", added, M);
     sim_free(&a);
     sim_free(&b);
+}
+
+/* With overlap_param_gather, Megatron gathers the parameters bucket by
+ * bucket and the first forward waits for each bucket just before its
+ * layers: the forward starts once the first bucket is in and runs beside
+ * the gathers of later ones. */
+Test(step, param_gather_overlaps_first_forward_by_bucket)
+{
+    const char *kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=64",
+                        "train.global_batch_size=64", "ddp.use_distributed_optimizer=true",
+                        "ddp.overlap_grad_reduce=true", "ddp.overlap_param_gather=true", NULL};
+    sim x;
+    sim_run(&x, kv);
+    char *buf = trace_text(&x);
+    double first_ag_end = INFINITY, last_ag_end = 0, embedding_ts = -1;
+    int n_ag = 0, n_rs = 0;
+    const char *tag = "{\"ph\":\"X\",\"name\":\"";
+    for (const char *q = buf; (q = strstr(q, tag)) != NULL;) {
+        q += strlen(tag);
+        int pid = -1;
+        double ts = 0, dur = 0;
+        const char *pp = strstr(q, "\"pid\":"), *tt = strstr(q, "\"ts\":"), *dd = strstr(q, "\"dur\":");
+        cr_assert(pp && tt && dd);
+        sscanf(pp, "\"pid\":%d", &pid);
+        sscanf(tt, "\"ts\":%lf", &ts);
+        sscanf(dd, "\"dur\":%lf", &dur);
+        if (pid != 0)
+            continue;
+        if (strncmp(q, "dp_ag\"", 6) == 0) {
+            n_ag++;
+            first_ag_end = fmin(first_ag_end, ts + dur);
+            last_ag_end = fmax(last_ag_end, ts + dur);
+        } else if (strncmp(q, "dp_rs\"", 6) == 0) {
+            n_rs++;
+        } else if (strncmp(q, "embedding\"", 10) == 0 && embedding_ts < 0) {
+            embedding_ts = ts;
+        }
+    }
+    free(buf);
+    cr_assert_gt(n_ag, 1, "one gather per bucket expected, got %d", n_ag);
+    cr_assert_eq(n_ag, n_rs, "%d gathers for %d reduce-scatters", n_ag, n_rs);
+    cr_assert(embedding_ts >= first_ag_end - 1e-6, "forward at %.3f us before its bucket (%.3f us)", embedding_ts,
+              first_ag_end);
+    cr_assert(embedding_ts < last_ag_end, "forward at %.3f us waited for every gather (last ends %.3f us)",
+              embedding_ts, last_ag_end);
+    sim_free(&x);
 }
