@@ -527,8 +527,10 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     size_t nsel = 0, nfp8 = 0;
     const char *topo = NULL;
     char topo2[64] = "";
-    for (size_t r = 0; r < n; r++) {
+    for (size_t r = 0; r < n; r++)
         validate_case(t, r, o->data_dir, &cases[r]);
+    validate_number_runs(cases, n);
+    for (size_t r = 0; r < n; r++) {
         const vcase *c = &cases[r];
         if (c->skip[0] || c->family != VFAM_TIME || !validate_filter_match(t, c, o->rows))
             continue;
@@ -605,7 +607,9 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
             continue;
         }
         ape0[r] = preds[r].ape;
-        bool tr = o->train_half < 0 || (int)(r % 2) == o->train_half;
+        /* Halves are whole configurations (run parity), so a held-out row
+         * is never the other metric of a fitted run. */
+        bool tr = o->train_half < 0 || (int)(cases[r].run % 2) == o->train_half;
         is_train[r] = tr;
         is_eval[r] = !tr;
         if (tr)
@@ -618,8 +622,8 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
              res->n_train + res->n_eval, o->rows ? " selected by --rows " : "",
              o->rows ? o->rows : "",
              o->train_half < 0 ? "all fitted"
-                               : o->train_half == 0 ? "fitted on the even rows"
-                                                    : "fitted on the odd rows",
+                               : o->train_half == 0 ? "fitted on the even configurations"
+                                                    : "fitted on the odd configurations",
              o->train_half < 0 ? "" : ", the other half held out");
 
     fitprob fp = { .n = rf.ntrain, .res = res, .fn = row_resid, .ctx = &rf, .log = o->log,

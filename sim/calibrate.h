@@ -27,9 +27,11 @@
  * libconfig file of the fitted keys, loaded above the topology with
  * `parsim run ... sim.params=PARAMS.cfg`.
  *
- * Split mode (train_half): rows are split by their data-row index in the
- * file (even or odd) into a training half, which is fitted, and a held-out
- * half, which is only evaluated, before and after.
+ * Split mode (train_half): rows are split by the parity of their
+ * configuration (validate_number_runs: rows of the same setup, such as the
+ * tokens/s and TFLOP/s rows of one run, share it) into a training half,
+ * which is fitted, and a held-out half of other configurations, which is
+ * only evaluated, before and after.
  */
 #ifndef PARSIM_CALIBRATE_H
 #define PARSIM_CALIBRATE_H
@@ -74,7 +76,7 @@ typedef struct calib_param {
 typedef struct calib_opts {
     const char *params;    /* comma-separated keys; NULL = the defaults */
     const char *rows;      /* row filter (validate_filter_*), NULL = all */
-    int train_half;        /* -1: fit all rows; 0: fit even rows; 1: fit odd rows */
+    int train_half;        /* -1: fit all rows; 0: fit even configurations; 1: odd */
     int jobs;              /* threads for the simulations */
     int max_iter;          /* solver iterations, > 0 */
     const char *data_dir;  /* as for cfg_create */

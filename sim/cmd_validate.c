@@ -98,8 +98,10 @@ int cmd_validate(int argc, char **argv)
         goto out;
     }
     size_t nsel = 0;
-    for (size_t r = 0; r < t.nrows; r++) {
+    for (size_t r = 0; r < t.nrows; r++)
         validate_case(&t, r, NULL, &cases[r]);
+    validate_number_runs(cases, t.nrows);
+    for (size_t r = 0; r < t.nrows; r++) {
         select[r] = validate_filter_match(&t, &cases[r], rows);
         nsel += select[r];
         if (!select[r])

@@ -1042,6 +1042,27 @@ static bool next_cond(const char **p, vcond *cd, bool *malformed)
     return true;
 }
 
+static bool same_setup(const vcase *a, const vcase *b)
+{
+    if (a->n_over != b->n_over)
+        return false;
+    for (int i = 0; i < a->n_over; i++)
+        if (strcmp(a->over[i], b->over[i]))
+            return false;
+    return true;
+}
+
+void validate_number_runs(vcase *cases, size_t n)
+{
+    size_t next = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < i && !same_setup(&cases[j], &cases[i]))
+            j++;
+        cases[i].run = j < i ? cases[j].run : next++;
+    }
+}
+
 int validate_filter_check(const csv_table *t, const char *filter, sim_err *err)
 {
     if (!filter)
@@ -1054,10 +1075,10 @@ int validate_filter_check(const csv_table *t, const char *filter, sim_err *err)
             return sim_err_set(err, SIM_EINVAL,
                                "--rows: '%s' is not NAME=PATTERN or NAME!=PATTERN", cd.name);
         if (strcmp(cd.name, "prefix") && strcmp(cd.name, "family") && strcmp(cd.name, "row") &&
-            csv_col(t, cd.name) < 0)
+            strcmp(cd.name, "run") && csv_col(t, cd.name) < 0)
             return sim_err_set(err, SIM_EINVAL,
                                "--rows: no column '%s' (columns of the file, or prefix, family, "
-                               "row)",
+                               "row, run)",
                                cd.name);
     }
     return SIM_OK;
@@ -1076,12 +1097,13 @@ bool validate_filter_match(const csv_table *t, const vcase *c, const char *filte
         char num[32];
         const char *value;
         bool hit;
-        if (!strcmp(cd.name, "row")) {
-            snprintf(num, sizeof num, "%zu", c->row);
+        if (!strcmp(cd.name, "row") || !strcmp(cd.name, "run")) {
+            size_t idx = !strcmp(cd.name, "row") ? c->row : c->run;
+            snprintf(num, sizeof num, "%zu", idx);
             if (!strcmp(cd.pat, "even"))
-                hit = c->row % 2 == 0;
+                hit = idx % 2 == 0;
             else if (!strcmp(cd.pat, "odd"))
-                hit = c->row % 2 == 1;
+                hit = idx % 2 == 1;
             else
                 hit = fnmatch(cd.pat, num, 0) == 0;
         } else {

@@ -94,6 +94,7 @@ typedef enum { VFEAT_PP = 0, VFEAT_VP, VFEAT_CP, VFEAT_EP, VFEAT_FP8, VFEAT_COUN
 
 typedef struct vcase {
     size_t row;                  /* data row index in the table (0-based) */
+    size_t run;                  /* configuration index (validate_number_runs) */
     char id[64];
     char prefix[48];             /* id without its trailing "-<number>" */
     char gpu[24];                /* gpu_type cell */
@@ -199,12 +200,20 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
  * assumed and overrides appended (input rows byte for byte). */
 void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds);
 
+/* Numbers the configurations of cases[0..n) in order of first appearance:
+ * rows whose overrides are the same (one run reported as tokens/s and
+ * TFLOP/s, or the same setup measured in two releases) share a run index.
+ * Calibration holds out whole configurations by its parity, so no held-out
+ * row is a second metric of a run the fit has seen.  O(n^2) comparisons. */
+void validate_number_runs(vcase *cases, size_t n);
+
 /* Row filters (--rows): comma-separated conditions, all of which must
  * hold, each `NAME=PATTERN` or `NAME!=PATTERN`; PATTERN is a shell glob
  * (fnmatch).  NAME is a column of the table or one of the derived names
  * `prefix` (source prefix of the id), `family` (time, memory,
- * tflops-flagged) and `row` (0-based data row index; PATTERN even or odd
- * or a number).  Example: "gpu_type=H100,family=time,prefix!=mlm-h100".
+ * tflops-flagged), `row` (0-based data row index) and `run` (configuration
+ * index, validate_number_runs); for row and run PATTERN is even, odd or a
+ * number.  Example: "gpu_type=H100,family=time,prefix!=mlm-h100".
  * validate_filter_check reports an unknown NAME or a malformed condition. */
 int validate_filter_check(const csv_table *t, const char *filter, sim_err *err);
 bool validate_filter_match(const csv_table *t, const vcase *c, const char *filter);

@@ -33,6 +33,7 @@ static void load(void)
     cr_assert_leq(table.nrows, 32);
     for (size_t r = 0; r < table.nrows; r++)
         validate_case(&table, r, PARSIM_SOURCE_DIR, &cases[r]);
+    validate_number_runs(cases, table.nrows);
 }
 
 static void unload(void)
@@ -274,6 +275,13 @@ Test(validate, row_filters)
     cr_assert(validate_filter_match(&table, by_id("t-001"), "row=even"));
     cr_assert(!validate_filter_match(&table, by_id("t-002"), "row=even"));
     cr_assert(validate_filter_match(&table, by_id("t-007"), "family=memory"));
+    /* t-001 and t-002 are one run (step time and tokens/s): one configuration,
+     * so a split by run parity keeps them together. */
+    cr_assert_eq(by_id("t-001")->run, by_id("t-002")->run);
+    cr_assert_neq(by_id("t-001")->run, by_id("t-005")->run);
+    cr_assert_eq(validate_filter_match(&table, by_id("t-001"), "run=odd"),
+                 validate_filter_match(&table, by_id("t-002"), "run=odd"));
+    cr_assert(validate_filter_match(&table, by_id("t-001"), "run=0"));
 }
 
 /* ------------------------------------------------------------------ CLI */

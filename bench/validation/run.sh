@@ -9,10 +9,11 @@
 # If predictions.csv already existed, first shows what moved (parsim compare old -> new), so a
 # cost-model change can be judged before committing the new table.
 #
-# --calibrate GPU[,GPU...] also fits the compute efficiencies to the even rows of each GPU
-# type (parsim calibrate --train-half even), reports the error on the odd rows it did not
-# see, adds that to ERRORS.md and keeps the parameters in bench/validation/calibrated-GPU.cfg
-# (minutes: every solver iteration re-simulates the training rows).
+# --calibrate GPU[,GPU...] also fits the compute efficiencies to the even configurations of
+# each GPU type (parsim calibrate --train-half even; both metrics of a run fall in the same
+# half), reports the error on the odd configurations it did not see, per GPU type and over
+# the whole set, adds that to ERRORS.md and keeps the parameters in
+# bench/validation/calibrated-GPU.cfg.
 # KEY=VALUE settings apply to every row (e.g. sim.params=PARAMS.cfg).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,6 +50,29 @@ for g in $(echo "$calib" | tr ',' ' '); do
   "$parsim" calibrate bench/validation/public.csv --rows "gpu_type=$g" --train-half even \
       --params "$params" --out "$here/calibrated-$g.cfg" --quiet | grep -v '^wrote ' > "$tmp/calibrate-$g.txt"
 done
+# The whole set's held-out half: odd configurations, each GPU type with its own fitted
+# parameters (defaults for the types not calibrated), against the default predictions.
+if [ -n "$calib" ]; then
+  "$parsim" validate bench/validation/public.csv --rows run=odd --out "$tmp/odd-default.csv" "$@" > /dev/null
+  others="run=odd"
+  for g in $(echo "$calib" | tr ',' ' '); do
+    "$parsim" validate bench/validation/public.csv --rows "run=odd,gpu_type=$g" --out "$tmp/odd-$g.csv" \
+        sim.params="$here/calibrated-$g.cfg" "$@" > /dev/null
+    others="$others,gpu_type!=$g"
+  done
+  "$parsim" validate bench/validation/public.csv --rows "$others" --out "$tmp/odd-rest.csv" "$@" \
+      > /dev/null
+  # one row per id: the calibrated prediction where the row's GPU type was calibrated
+  {
+    head -1 "$tmp/odd-default.csv"
+    for f in "$tmp"/odd-*.csv; do
+      case $f in *odd-default.csv) continue ;; esac
+      awk -F, 'NR > 1 && $0 !~ /not selected by --rows/' "$f"
+    done
+  } > "$tmp/heldout-calibrated.csv"
+  "$parsim" compare "$tmp/odd-default.csv" "$tmp/heldout-calibrated.csv" --list 0 | sed -n '/^error change/,$p' \
+      > "$tmp/heldout.txt"
+fi
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -1)
@@ -95,11 +119,22 @@ HDR
   if [ -n "$calib" ]; then
     cat <<CAL
 
-## Calibrated on the even rows, evaluated on the odd rows
+## Calibrated on half of the configurations, evaluated on the other half
 
 Per GPU type: \`parsim calibrate bench/validation/public.csv --rows gpu_type=GPU --train-half even
---params $params\` (parameter files: \`bench/validation/calibrated-GPU.cfg\`). "held out" is the
-error on the odd rows, which the fit did not see, before and after.
+--params $params\` (parameter files: \`bench/validation/calibrated-GPU.cfg\`). Halves are
+whole configurations (\`run\` parity: the tokens/s and TFLOP/s rows of one run, or the same
+setup measured in two releases, fall in the same half). "held out" is the error on the odd
+configurations, which the fit did not see, before and after.
+
+### All GPU types, held-out half
+
+Odd configurations only; each calibrated GPU type ($calib) with its fitted parameters, the
+others with the defaults (\`parsim compare\` of the two \`validate\` outputs, default -> calibrated):
+
+\`\`\`
+$(cat "$tmp/heldout.txt")
+\`\`\`
 
 CAL
     for g in $(echo "$calib" | tr ',' ' '); do
