@@ -21,15 +21,15 @@
 #include "progress.h"
 #include "strategy.h"
 
-/* Fitted by default from validation rows: the compute efficiencies that
- * scale every GEMM and attention kernel.  cluster.compute.gemm_fp8_efficiency
- * joins when the rows include low-precision runs. */
+/* Fitted by default from validation rows: the one factor that scales every
+ * GEMM and attention kernel (the share of the benchmarked ceilings a
+ * training job sustains).  Step times constrain it well; the efficiencies
+ * one by one are not told apart by them (forward and backward attention,
+ * bf16 and fp8 GEMMs where a GPU has few rows of one precision), and fits
+ * of several drift to their bounds.  --params fits any others. */
 static const char *default_row_params[] = {
-    "cluster.compute.gemm_efficiency",
-    "cluster.compute.attention_fwd_efficiency",
-    "cluster.compute.attention_bwd_efficiency",
+    "cluster.compute.sustained_fraction",
 };
-#define FP8_PARAM "cluster.compute.gemm_fp8_efficiency"
 
 /* Residual given to a row or point the model cannot evaluate at a trial
  * point: a factor e^3 ~ 20 off, so the solver backs away from it. */
@@ -524,7 +524,7 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     }
 
     /* the rows: selected, simulable, a time or throughput metric */
-    size_t nsel = 0, nfp8 = 0;
+    size_t nsel = 0;
     const char *topo = NULL;
     char topo2[64] = "";
     for (size_t r = 0; r < n; r++)
@@ -540,7 +540,6 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
             snprintf(topo2, sizeof topo2, "%s", case_topology(c));
         sel[r] = true;
         nsel++;
-        nfp8 += c->feat[VFEAT_FP8];
     }
     if (nsel == 0) {
         rc = sim_err_set(err, SIM_EINVAL,
@@ -564,8 +563,6 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     else {
         for (size_t k = 0; k < sizeof default_row_params / sizeof default_row_params[0]; k++)
             add_param(res, default_row_params[k], strlen(default_row_params[k]), err);
-        if (nfp8 > 0)
-            add_param(res, FP8_PARAM, strlen(FP8_PARAM), err);
     }
     if (rc != SIM_OK)
         goto out;

@@ -44,6 +44,9 @@ typedef struct compute_params {
     double attention_fwd_efficiency; /* flash attention forward / bf16 peak */
     double attention_bwd_efficiency; /* flash attention backward / bf16 peak */
     double hbm_efficiency;           /* achievable / peak HBM bandwidth */
+    double sustained_fraction;       /* share of the benchmarked tensor-core
+                                        ceilings (GEMM, attention) held in a
+                                        training job; 1 = as benchmarked */
     double kernel_overhead_s;        /* fixed cost per kernel launch */
     double pass_overhead_s;          /* fixed host cost per forward or backward pass of
                                         a microbatch (schedule step, data, loss); 0 = none */

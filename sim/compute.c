@@ -49,14 +49,14 @@ static double gemm_rate(const cluster_spec *c, gemm_dtype dt, double *elem_bytes
     const compute_params *p = &c->compute;
     if (dt == GEMM_FP4 && g->peak_fp4_flops_per_s > 0) {
         *elem_bytes = 0.5;
-        return g->peak_fp4_flops_per_s * p->gemm_fp8_efficiency;
+        return g->peak_fp4_flops_per_s * p->gemm_fp8_efficiency * p->sustained_fraction;
     }
     if (dt != GEMM_BF16 && g->peak_fp8_flops_per_s > 0) {
         *elem_bytes = 1.0;
-        return g->peak_fp8_flops_per_s * p->gemm_fp8_efficiency;
+        return g->peak_fp8_flops_per_s * p->gemm_fp8_efficiency * p->sustained_fraction;
     }
     *elem_bytes = 2.0;
-    return g->peak_bf16_flops_per_s * p->gemm_efficiency;
+    return g->peak_bf16_flops_per_s * p->gemm_efficiency * p->sustained_fraction;
 }
 
 static double hbm_rate(const cluster_spec *c)
@@ -114,7 +114,7 @@ double compute_attention_s(const cluster_spec *c, double flops, double bytes, do
     double dh = c->compute.attention_head_dim_half;
     if (dh > 0 && head_dim > 0)
         eff *= fmin(1.0, (head_dim / (head_dim + dh)) / (128.0 / (128.0 + dh)));
-    double rate = c->gpu.peak_bf16_flops_per_s * eff;
+    double rate = c->gpu.peak_bf16_flops_per_s * eff * c->compute.sustained_fraction;
     return fmax(flops / rate, bytes / hbm_rate(c)) + c->compute.kernel_overhead_s;
 }
 

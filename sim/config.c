@@ -912,6 +912,8 @@ static const key_def keys[] = {
           NULL, RG_UNIT, 1, "flash attention backward / bf16 peak"),
     K_FLT("cluster.compute.hbm_efficiency", cluster.compute.hbm_efficiency, NULL, RG_UNIT, 1,
           "achievable / peak HBM bandwidth"),
+    K_FLT("cluster.compute.sustained_fraction", cluster.compute.sustained_fraction, "1", RG_POS, 1,
+          "share of the benchmarked GEMM and attention ceilings a training job sustains (fit with calibrate)"),
     K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0,
           1e-6, "fixed cost per kernel launch, us"),
     K_FLT("cluster.compute.pass_overhead_us", cluster.compute.pass_overhead_s, "0", RG_GE0, 1e-6,

@@ -73,9 +73,9 @@ static const calib_param *param(const calib_result *r, const char *key)
     return NULL;
 }
 
-Test(calibrate, recovers_gemm_efficiency_from_synthetic_rows, .timeout = 600)
+Test(calibrate, recovers_sustained_fraction_from_synthetic_rows, .timeout = 600)
 {
-    const char *const extra[] = { "cluster.compute.gemm_efficiency=0.65", NULL };
+    const char *const extra[] = { "cluster.compute.sustained_fraction=0.8", NULL };
     char *text = synthetic_rows(extra, NULL);
     csv_table t;
     sim_err err;
@@ -85,17 +85,11 @@ Test(calibrate, recovers_gemm_efficiency_from_synthetic_rows, .timeout = 600)
     int rc = calibrate_rows(&t, "synthetic", &o, &res, &err);
     cr_assert_eq(rc, SIM_OK, "%s", err.msg);
     cr_assert_str_eq(res.topology, "dgx-h100");
-    cr_assert_eq(res.n_params, 3, "the default parameters (no fp8 rows)");
+    cr_assert_eq(res.n_params, 1, "the default parameter");
     cr_assert_eq(res.n_train, 8);
-    const calib_param *g = param(&res, "cluster.compute.gemm_efficiency");
-    cr_assert(fabs(g->value - 0.65) < 1e-3, "gemm_efficiency fitted %g", g->value);
-    cr_assert(fabs(g->start - 0.803) < 1e-9);
-    const calib_param *af = param(&res, "cluster.compute.attention_fwd_efficiency");
-    const calib_param *ab = param(&res, "cluster.compute.attention_bwd_efficiency");
-    cr_assert(fabs(af->value - af->start) < 2e-3 * af->start, "attention fwd moved to %g",
-              af->value);
-    cr_assert(fabs(ab->value - ab->start) < 2e-3 * ab->start, "attention bwd moved to %g",
-              ab->value);
+    const calib_param *g = param(&res, "cluster.compute.sustained_fraction");
+    cr_assert(fabs(g->value - 0.8) < 1e-3, "sustained_fraction fitted %g", g->value);
+    cr_assert(fabs(g->start - 1.0) < 1e-9);
     cr_assert(res.train_before.median > 5.0, "the start was off: %g", res.train_before.median);
     cr_assert(res.train_after.p90 < 0.1, "after the fit: p90 %g %%", res.train_after.p90);
 
@@ -115,8 +109,8 @@ Test(calibrate, recovers_gemm_efficiency_from_synthetic_rows, .timeout = 600)
         cr_assert_eq(cfg_set_override(cfg, *k, &err), SIM_OK, "%s", err.msg);
     run_inputs in;
     cr_assert_eq(cfg_resolve(cfg, &in, &err), SIM_OK, "%s: %s", path, err.msg);
-    cr_assert(fabs(in.cluster.compute.gemm_efficiency - g->value) < 1e-5, "%g",
-              in.cluster.compute.gemm_efficiency);
+    cr_assert(fabs(in.cluster.compute.sustained_fraction - g->value) < 1e-5, "%g",
+              in.cluster.compute.sustained_fraction);
     cfg_destroy(cfg);
     remove(path);
     csv_free(&t);

@@ -9,7 +9,7 @@
 # If predictions.csv already existed, first shows what moved (parsim compare old -> new), so a
 # cost-model change can be judged before committing the new table.
 #
-# --calibrate GPU[,GPU...] also fits the compute efficiencies to the even configurations of
+# --calibrate GPU[,GPU...] also fits the sustained compute fraction to the even configurations of
 # each GPU type (parsim calibrate --train-half even; both metrics of a run fall in the same
 # half), reports the error on the odd configurations it did not see, per GPU type and over
 # the whole set, adds that to ERRORS.md and keeps the parameters in
@@ -42,10 +42,10 @@ if [ -f "$here/predictions.csv" ]; then
 fi
 cp "$tmp/predictions.csv" "$here/predictions.csv"
 
-# The parameters calibration fits: the GEMM ceilings and the attention backward
-# efficiency (the forward and backward attention efficiencies cannot be told apart
-# from step times, so only one of them is fitted).
-params=cluster.compute.gemm_efficiency,cluster.compute.gemm_fp8_efficiency,cluster.compute.attention_bwd_efficiency
+# The parameter calibration fits: the share of the benchmarked GEMM and attention ceilings a
+# training job sustains (calibrate's default). Fits of the efficiencies one by one drift to
+# their bounds on the Blackwell types, whose rows are nearly all of one precision.
+params=cluster.compute.sustained_fraction
 for g in $(echo "$calib" | tr ',' ' '); do
   "$parsim" calibrate bench/validation/public.csv --rows "gpu_type=$g" --train-half even \
       --params "$params" --out "$here/calibrated-$g.cfg" --quiet | grep -v '^wrote ' > "$tmp/calibrate-$g.txt"
