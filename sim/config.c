@@ -749,6 +749,8 @@ static int set_attn_backend(const cfg_t *, const key_def *, const cfg_value *, r
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_recompute(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                          sim_err *);
+static int set_peft_scheme(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_lora_targets(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_recompute_mods(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                               sim_err *);
 static int set_precision(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
@@ -869,6 +871,11 @@ static const key_def keys[] = {
           "sequences per step"),
     K_INT("train.micro_batch_size", train.micro_batch_size, "1", RG_GE1,
           "sequences per microbatch"),
+    K_SET("peft.scheme", KT_STRING, "\"none\"", set_peft_scheme,
+          "none | lora (frozen base weights, trained low-rank adapters)"),
+    K_INT("peft.dim", peft.dim, "32", RG_GE1, "LoRA adapter rank"),
+    K_SET("peft.target_modules", KT_STR_LIST, "[linear_qkv, linear_proj, linear_fc1, linear_fc2]",
+          set_lora_targets, "LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2"),
     K_BOOL("ddp.use_distributed_optimizer", ddp.use_distributed_optimizer, "false",
            "shard optimizer state over data parallel ranks"),
     K_BOOL("ddp.overlap_grad_reduce", ddp.overlap_grad_reduce, "false",
@@ -1208,6 +1215,34 @@ static int set_cp_comm(const cfg_t *c, const key_def *k, const cfg_value *v, run
     int rc = pick_name(c, k, v->s, names, 4, &i, err);
     in->par.cp_comm_type = kinds[i];
     return rc;
+}
+
+static int set_peft_scheme(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                           sim_err *err)
+{
+    static const char *const names[] = { "none", "lora" };
+    int i = 0;
+    int rc = pick_name(c, k, v->s, names, 2, &i, err);
+    in->peft.lora = i == 1;
+    return rc;
+}
+
+static int set_lora_targets(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                            sim_err *err)
+{
+    static const char *const names[] = { "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2" };
+    static const unsigned bits[] = { LORA_QKV, LORA_PROJ, LORA_FC1, LORA_FC2 };
+    unsigned mask = 0;
+    int n = v->kind == CV_STRING ? 1 : v->n;
+    for (int j = 0; j < n; j++) {
+        int i = 0;
+        int rc = pick_name(c, k, v->kind == CV_STRING ? v->s : v->strs[j], names, 4, &i, err);
+        if (rc)
+            return rc;
+        mask |= bits[i];
+    }
+    in->peft.targets = mask;
+    return SIM_OK;
 }
 
 static int set_attn_backend(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
@@ -1656,6 +1691,17 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
                 return cfg_err_key(c, err, SIM_EINVAL, need[i],
                                    "multi_latent_attention needs it >= 1 (got %" PRId64 ")",
                                    vals[i]);
+    }
+    /* LoRA is modeled on the linear layers of standard attention and dense
+     * MLPs, the targets Megatron Bridge's LoRA names. */
+    if (in->peft.lora) {
+        if (m->num_moe_experts > 0 || m->multi_latent_attention)
+            return cfg_err_key(c, err, SIM_EINVAL, "peft.scheme",
+                               "LoRA is modeled for dense models with standard attention (this model "
+                               "has %s)", m->num_moe_experts > 0 ? "MoE layers" : "multi-latent attention");
+        if (in->peft.targets == 0)
+            return cfg_err_key(c, err, SIM_EINVAL, "peft.target_modules",
+                               "LoRA needs at least one target module");
     }
     return SIM_OK;
 }

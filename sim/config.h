@@ -42,6 +42,7 @@ typedef struct run_inputs {
     model_spec model;
     parallel_spec par;
     train_spec train;
+    peft_spec peft;
     ddp_spec ddp;
     cluster_spec cluster;
     sim_opts sim;

@@ -74,14 +74,65 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
     *expert = routed / (double)(s->ep * s->etp);
 }
 
+/* LoRA adapters of one layer on one GPU: A (in -> r) and B (r -> out) per
+ * target.  Column-parallel targets (qkv, fc1) shard B's output over TP,
+ * row-parallel ones (proj, fc2) A's input, as Megatron Bridge's adapters
+ * follow the layer they wrap. */
+static double lora_layer_params(const run_inputs *in, const strategy_t *s)
+{
+    const model_spec *m = &in->model;
+    const double r = (double)in->peft.dim, t = (double)s->tp, h = (double)m->hidden_size;
+    const double d = (double)model_kv_channels(m), a = (double)m->num_attention_heads;
+    const double g = (double)model_query_groups(m), F = (double)m->ffn_hidden_size;
+    const double glu = m->gated_linear_unit ? 2.0 : 1.0;
+    const unsigned tg = in->peft.targets;
+    double n = 0;
+    if (tg & LORA_QKV)
+        n += r * (h + (a + 2.0 * g) * d / t);
+    if (tg & LORA_PROJ)
+        n += r * (a * d / t + h);
+    if (tg & LORA_FC1)
+        n += r * (h + glu * F / t);
+    if (tg & LORA_FC2)
+        n += r * (F / t + h);
+    return n;
+}
+
+void memory_layer_trained_params(const run_inputs *in, const strategy_t *s, int64_t layer, double *dense,
+                                 double *expert)
+{
+    if (!in->peft.lora) {
+        memory_layer_params(in, s, layer, dense, expert);
+        return;
+    }
+    *dense = lora_layer_params(in, s);
+    *expert = 0.0;
+}
+
+void memory_chunk_trained_params(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk,
+                                 double *dense, double *expert)
+{
+    if (!in->peft.lora) {
+        memory_chunk_params(in, s, stage, chunk, dense, expert);
+        return;
+    }
+    int64_t first, count;
+    strategy_chunk_layers(s, stage, chunk, &first, &count);
+    *dense = (double)count * lora_layer_params(in, s);
+    *expert = 0.0;
+}
+
 void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out)
 {
-    double dense = 0, expert = 0;
+    double dense = 0, expert = 0, tr_dense = 0, tr_expert = 0;
     for (int64_t c = 0; c < s->v; c++) {
         double d, e;
         memory_chunk_params(in, s, stage, c, &d, &e);
         dense += d;
         expert += e;
+        memory_chunk_trained_params(in, s, stage, c, &d, &e);
+        tr_dense += d;
+        tr_expert += e;
     }
     double grad_bytes = in->ddp.grad_reduce_in_fp32 ? 4.0 : 2.0;
     /* Dense parameters shard over DP x CP, expert ones over expert-DP. */
@@ -89,9 +140,10 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
     double d_expert = in->ddp.use_distributed_optimizer ? (double)s->edp : 1.0;
     out->dense_params = dense;
     out->expert_params = expert;
-    out->weights_bytes = WEIGHT_BYTES * (dense + expert);
-    out->gradients_bytes = grad_bytes * (dense + expert);
-    out->shard_params = dense / d_dense + expert / d_expert;
+    /* LoRA adapters are bf16 weights beside the frozen base. */
+    out->weights_bytes = WEIGHT_BYTES * (dense + expert + (in->peft.lora ? tr_dense : 0.0));
+    out->gradients_bytes = grad_bytes * (tr_dense + tr_expert);
+    out->shard_params = tr_dense / d_dense + tr_expert / d_expert;
     out->optimizer_bytes = MASTER_AND_ADAM_BYTES * out->shard_params;
 }
 

@@ -22,8 +22,9 @@
 typedef struct stage_static_mem {
     double dense_params;     /* parameters on this GPU sharded like dense ones */
     double expert_params;    /* routed-expert parameters on this GPU */
-    double shard_params;     /* parameters whose optimizer state this GPU holds
-                                (all of them without the distributed optimizer) */
+    double shard_params;     /* trained parameters whose optimizer state this GPU
+                                holds (all of them without the distributed
+                                optimizer) */
     double weights_bytes;
     double gradients_bytes;
     double optimizer_bytes;
@@ -41,6 +42,14 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
  * dense (TP-sharded / TP + replicated) and routed-expert (/ EP x ETP). */
 void memory_layer_params(const run_inputs *in, const strategy_t *s, int64_t layer, double *dense,
                          double *expert);
+
+/* Trained parameters (those with gradients and optimizer state) of a
+ * layer and of a chunk on one GPU: all of them, or with LoRA
+ * (peft.scheme) only the adapters, which are counted as dense. */
+void memory_layer_trained_params(const run_inputs *in, const strategy_t *s, int64_t layer, double *dense,
+                                 double *expert);
+void memory_chunk_trained_params(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk,
+                                 double *dense, double *expert);
 
 /* Activation bytes one microbatch stores for one transformer layer. */
 double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer);

@@ -57,9 +57,20 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     fprintf(out, "  SP %s\n", s->par.sequence_parallel ? "on" : "off");
     fprintf(out, "  batch       global %" PRId64 "  micro %" PRId64 "  microbatches %" PRId64 "  seq %" PRId64 "\n",
             in->train.global_batch_size, in->train.micro_batch_size, s->num_microbatches, m->seq_length);
-    fprintf(out, "  options     %s  recompute %s  cp_comm %s  dist-opt %s\n", precision_name(s->par.precision),
+    fprintf(out, "  options     %s  recompute %s  cp_comm %s  dist-opt %s", precision_name(s->par.precision),
             recompute_name(s->par.recompute_granularity), cp_comm_name(s->par.cp_comm_type),
             in->ddp.use_distributed_optimizer ? "on" : "off");
+    if (in->peft.lora) {
+        static const char *const names[] = { "qkv", "proj", "fc1", "fc2" };
+        fprintf(out, "  LoRA rank %" PRId64 " on", in->peft.dim);
+        const char *sep = " ";
+        for (int i = 0; i < 4; i++)
+            if (in->peft.targets & (1u << i)) {
+                fprintf(out, "%s%s", sep, names[i]);
+                sep = ",";
+            }
+    }
+    fputc('\n', out);
     fprintf(out, "  min GPUs    %" PRId64 " = PP x lcm(TP x CP, EP x ETP)", s->min_gpus);
     if (s->min_gpus != s->min_gpus_common)
         fprintf(out, "  (the common rule PP x max(TP x CP, EP x ETP) = %" PRId64

@@ -85,6 +85,23 @@ typedef struct train_spec {
     int64_t micro_batch_size;   /* sequences per microbatch */
 } train_spec;
 
+/* Parameter-efficient fine-tuning (Megatron Bridge `peft`).  With LoRA the
+ * base weights are frozen: no weight-gradient GEMMs, gradients or optimizer
+ * states for them; rank-`dim` adapters (A: in -> dim, B: dim -> out) sit
+ * beside the target linear layers and are the only trained parameters. */
+enum {
+    LORA_QKV = 1u << 0,  /* linear_qkv */
+    LORA_PROJ = 1u << 1, /* linear_proj */
+    LORA_FC1 = 1u << 2,  /* linear_fc1 */
+    LORA_FC2 = 1u << 3,  /* linear_fc2 */
+};
+
+typedef struct peft_spec {
+    bool lora;                  /* peft.scheme = "lora" */
+    int64_t dim;                /* adapter rank */
+    unsigned targets;           /* LORA_* bits */
+} peft_spec;
+
 typedef struct ddp_spec {
     bool use_distributed_optimizer;
     bool overlap_grad_reduce;

@@ -432,9 +432,6 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
         }
     }
 
-    if (strstr(notes, "task=lora"))
-        set_skip(c, "LoRA fine-tuning is not modeled (frozen base weights, adapter GEMMs)");
-
     const char *topology = topology_for(c->gpu);
     if (!topology) {
         set_skip(c, "unknown gpu_type '%s' (no topology preset for it)", c->gpu);
@@ -462,6 +459,20 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     if (!cell_int(CELL("num_gpus"), &world) || world < 1)
         set_skip(c, "num_gpus '%s' is not a positive integer", CELL("num_gpus"));
     add_over(c, "cluster.num_gpus=%" PRId64, world);
+
+    /* LoRA rows: the adapters of the source's release.  NeMo 1.x (the
+     * 24.07 tables) tunes attention_qkv at rank 32 by default; Megatron
+     * Bridge's LoRA all four linear layers at rank 32. */
+    if (strstr(notes, "task=lora")) {
+        add_over(c, "peft.scheme=lora");
+        if (!strncmp(c->prefix, "nemo", 4)) {
+            add_over(c, "peft.target_modules=linear_qkv");
+            add_assumed(c, "LoRA on linear_qkv, rank 32 (NeMo 1.x lora_tuning defaults)");
+        } else {
+            add_assumed(c, "LoRA on linear_qkv, linear_proj, linear_fc1, linear_fc2, rank 32 (Megatron "
+                           "Bridge LoRA defaults)");
+        }
+    }
 
     if (cell_int(CELL("seq_len"), &v) && v > 0)
         add_over(c, "model.seq_length=%" PRId64, v);

@@ -86,6 +86,9 @@ typedef struct ctx {
     double head_dim;       /* query/key head dimension */
     bool sp;
     bool no_cast;          /* GEMMs outside Transformer Engine stay in bf16 */
+    bool frozen;           /* LoRA: base weights get no weight gradient */
+    double lora_dim;       /* LoRA adapter rank */
+    unsigned lora_targets; /* LORA_* bits */
     struct layer_cache *cache; /* op lists of one layer, built once per type */
 } ctx;
 
@@ -93,6 +96,24 @@ static double gemm(const ctx *x, opbuf *b, double m, double n, double k)
 {
     b->flops += 2.0 * m * n * k;
     return compute_gemm_s(x->c, m, n, k, x->dt);
+}
+
+/* A LoRA adapter beside a linear layer of m tokens, in k -> out n on this
+ * rank: A (k -> r) then B (r -> n), plain bf16 GEMMs outside Transformer
+ * Engine's fp8 region; the backward runs dgrad and wgrad of both.  The
+ * rank-r all-reduce of a row-parallel adapter is a few KiB and left out.
+ * 0 when the layer is not a target. */
+static double lora_s(const ctx *x, opbuf *b, unsigned target, double m, double n, double k, bool bwd)
+{
+    if (!(x->lora_targets & target))
+        return 0.0;
+    double r = x->lora_dim;
+    b->flops += (bwd ? 4.0 : 2.0) * m * r * (k + n);
+    double fwd = compute_gemm_s(x->c, m, r, k, GEMM_BF16) + compute_gemm_s(x->c, m, n, r, GEMM_BF16);
+    if (!bwd)
+        return fwd;
+    return compute_gemm_s(x->c, m, r, n, GEMM_BF16) + compute_gemm_s(x->c, r, n, m, GEMM_BF16) +
+           compute_gemm_s(x->c, m, k, r, GEMM_BF16) + compute_gemm_s(x->c, k, r, m, GEMM_BF16);
 }
 
 /* `groups` same-shape GEMMs in one grouped launch (local experts). */
@@ -178,9 +199,9 @@ static void side_by_side(opbuf *b, const char *n1, stream_kind s1, double t1, co
 /* Column-parallel linear, forward: the SP all-gather of the input, then the
  * GEMM; with tp_comm_overlap the gather is chunked and pipelined with the
  * GEMM (Transformer Engine userbuffers), so the two run side by side. */
-static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k)
+static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k, unsigned lora)
 {
-    double g = gemm(x, b, m, n, k);
+    double g = gemm(x, b, m, n, k) + lora_s(x, b, lora, m, n, k, false);
     cast(x, b, (x->sp ? m / x->t : m) * k); /* the input is cast before the gather */
     if (x->sp && has(x, GROUP_TP) && x->s->par.tp_comm_overlap) {
         double ag = coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0);
@@ -194,9 +215,9 @@ static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, doubl
 
 /* Row-parallel linear, forward: the GEMM, then the reduce-scatter (SP) or
  * all-reduce of its output; overlapped chunk by chunk with tp_comm_overlap. */
-static void row_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k)
+static void row_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k, unsigned lora)
 {
-    double g = gemm(x, b, m, n, k);
+    double g = gemm(x, b, m, n, k) + lora_s(x, b, lora, m, n, k, false);
     cast(x, b, m * k);
     if (!has(x, GROUP_TP)) {
         then(b, name, STREAM_COMPUTE, g);
@@ -211,15 +232,24 @@ static void row_fwd(const ctx *x, opbuf *b, const char *name, double m, double n
     then(b, tp_exit_name(x), STREAM_TP, tp_exit_s(x));
 }
 
+/* The weight-gradient GEMM of a linear layer, or with frozen base weights
+ * (LoRA) the backward of its adapter in its place (0 if it has none). */
+static double wgrad_s(const ctx *x, opbuf *b, unsigned lora, double m, double n_out, double k_in)
+{
+    if (x->frozen)
+        return lora_s(x, b, lora, m, n_out, k_in, true);
+    return gemm(x, b, k_in, n_out, m);
+}
+
 /* Row-parallel linear, backward: the output gradient is all-gathered (SP)
  * before the dgrad and wgrad GEMMs. */
 static void row_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
-                    double k_in)
+                    double k_in, unsigned lora)
 {
     tp_enter(x, b, "tp_ag");
     cast(x, b, m * n_out);
     then(b, dgrad, STREAM_COMPUTE, gemm(x, b, m, k_in, n_out));
-    then(b, wgrad, STREAM_COMPUTE, gemm(x, b, k_in, n_out, m));
+    then(b, wgrad, STREAM_COMPUTE, wgrad_s(x, b, lora, m, n_out, k_in));
 }
 
 /* Column-parallel linear, backward, as Megatron's
@@ -228,10 +258,10 @@ static void row_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad
  * dgrad GEMM; the dgrad's reduce-scatter (SP) or all-reduce is issued before
  * and runs beside the wgrad GEMM.  The next op waits for the collective. */
 static void column_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
-                       double k_in)
+                       double k_in, unsigned lora)
 {
     double dg = gemm(x, b, m, k_in, n_out);
-    double wg = gemm(x, b, n_out, k_in, m);
+    double wg = wgrad_s(x, b, lora, m, n_out, k_in);
     cast(x, b, m * n_out);
     if (!has(x, GROUP_TP)) {
         then(b, dgrad, STREAM_COMPUTE, dg);
@@ -375,22 +405,22 @@ static void attention_fwd(const ctx *x, opbuf *b)
 {
     double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
     then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
-    column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h);
+    column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
     rope(x, b);
     core_attention(x, b, false);
-    row_fwd(x, b, "proj", x->T, x->h, x->core_out / x->t);
+    row_fwd(x, b, "proj", x->T, x->h, x->core_out / x->t, LORA_PROJ);
     then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
 }
 
 static void attention_bwd(const ctx *x, opbuf *b, bool recompute_attn)
 {
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
-    row_bwd(x, b, "proj_dgrad", "proj_wgrad", x->T, x->h, x->core_out / x->t);
+    row_bwd(x, b, "proj_dgrad", "proj_wgrad", x->T, x->h, x->core_out / x->t, LORA_PROJ);
     if (recompute_attn)
         core_attention(x, b, false);
     core_attention(x, b, true);
     rope(x, b);
-    column_bwd(x, b, "qkv_dgrad", "qkv_wgrad", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h);
+    column_bwd(x, b, "qkv_dgrad", "qkv_wgrad", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
     then(b, "ln1_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
 }
 
@@ -400,17 +430,17 @@ static void dense_mlp_fwd(const ctx *x, opbuf *b, double F, const char *pfx_fc1,
                           const char *pfx_act, const char *pfx_fc2)
 {
     double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
-    column_fwd(x, b, pfx_fc1, x->T, F * glu / x->t, x->h);
+    column_fwd(x, b, pfx_fc1, x->T, F * glu / x->t, x->h, LORA_FC1);
     then(b, pfx_act, STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (glu + 1.0) / x->t));
-    row_fwd(x, b, pfx_fc2, x->T, x->h, F / x->t);
+    row_fwd(x, b, pfx_fc2, x->T, x->h, F / x->t, LORA_FC2);
 }
 
 static void dense_mlp_bwd(const ctx *x, opbuf *b, double F)
 {
     double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
-    row_bwd(x, b, "fc2_dgrad", "fc2_wgrad", x->T, x->h, F / x->t);
+    row_bwd(x, b, "fc2_dgrad", "fc2_wgrad", x->T, x->h, F / x->t, LORA_FC2);
     then(b, "act_bwd", STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (2.0 * glu + 1.0) / x->t));
-    column_bwd(x, b, "fc1_dgrad", "fc1_wgrad", x->T, F * glu / x->t, x->h);
+    column_bwd(x, b, "fc1_dgrad", "fc1_wgrad", x->T, F * glu / x->t, x->h, LORA_FC1);
 }
 
 /* Routed experts with the all-to-all dispatcher: tokens of this rank times
@@ -541,8 +571,12 @@ static void embedding_fwd(const ctx *x, opbuf *b)
              coll(x, GROUP_TP, x->sp ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE, x->T * x->h * 2.0));
 }
 
+/* The embedding's backward only scatters the weight gradient: nothing to
+ * do when the weights are frozen (LoRA). */
 static void embedding_bwd(const ctx *x, opbuf *b)
 {
+    if (x->frozen)
+        return;
     tp_enter(x, b, "tp_ag");
     then(b, "embedding_bwd", STREAM_COMPUTE, mem(x, 6.0 * x->T * x->h));
 }
@@ -568,7 +602,7 @@ static void output_fwd(const ctx *x0, opbuf *b)
     const ctx *x = &y;
     double V = padded_vocab_local(x);
     then(b, "final_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
-    column_fwd(x, b, "logits", x->T, V, x->h);
+    column_fwd(x, b, "logits", x->T, V, x->h, 0);
     /* Vocab-parallel cross entropy: fp32 logits read/written, three small
      * all-reduces (max, target logit, sum of exp) over TP. */
     then(b, "cross_entropy", STREAM_COMPUTE, mem(x, 3.0 * 4.0 * x->T * V));
@@ -582,7 +616,7 @@ static void output_bwd(const ctx *x0, opbuf *b)
     const ctx *x = &y;
     double V = padded_vocab_local(x);
     then(b, "cross_entropy_bwd", STREAM_COMPUTE, mem(x, 2.0 * 4.0 * x->T * V));
-    column_bwd(x, b, "logits_dgrad", "logits_wgrad", x->T, V, x->h);
+    column_bwd(x, b, "logits_dgrad", "logits_wgrad", x->T, V, x->h, 0);
     then(b, "final_norm_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
 }
 
@@ -643,6 +677,9 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
     x->dt = compute_gemm_dtype(s->par.precision);
     x->t = (double)s->tp;
     x->sp = s->par.sequence_parallel;
+    x->frozen = in->peft.lora;
+    x->lora_dim = in->peft.lora ? (double)in->peft.dim : 0.0;
+    x->lora_targets = in->peft.lora ? in->peft.targets : 0u;
     x->h = (double)x->m->hidden_size;
     double s_loc = (double)x->m->seq_length / (double)s->cp;
     double b = (double)in->train.micro_batch_size;
@@ -789,7 +826,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     int32_t n_buckets = 0;
     double limit = bucket_params(x, stage, chunk);
     double chunk_dense, chunk_expert, acc_dense = 0, acc_expert = 0, seen_dense = 0, seen_expert = 0;
-    memory_chunk_params(x->in, s, stage, chunk, &chunk_dense, &chunk_expert);
+    memory_chunk_trained_params(x->in, s, stage, chunk, &chunk_dense, &chunk_expert);
 
     /* Per-pass host work (the schedule's step, data, loss), when set. */
     if (x->c->compute.pass_overhead_s > 0 && !ideal) {
@@ -816,7 +853,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     for (int64_t l = first + count - 1; l >= first; l--) {
         append(&b, cached_layer(x, model_layer_is_moe(x->m, ideal ? 0 : l), 1));
         double d, e;
-        memory_layer_params(x->in, s, l, &d, &e);
+        memory_layer_trained_params(x->in, s, l, &d, &e);
         acc_dense += d;
         acc_expert += e;
         if (acc_dense + acc_expert >= limit && l > first) {
@@ -990,7 +1027,8 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
                 goto oom;
         }
         st->optimizer_s = optimizer_s(&x, r);
-        if (in->model.share_embeddings_and_output_weights && s->pp > 1 && (r == 0 || r == s->pp - 1) && !x.ideal) {
+        if (in->model.share_embeddings_and_output_weights && s->pp > 1 && (r == 0 || r == s->pp - 1) && !x.ideal &&
+            !x.frozen) {
             group_span pair;
             net_group_span(x.c, 2, (s->pp - 1) * s->groups[GROUP_PP].stride, &pair);
             double params = x.h * (double)model_padded_vocab(x.m, s->tp) / x.t;

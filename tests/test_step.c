@@ -509,3 +509,35 @@ Test(step, param_gather_overlaps_first_forward_by_bucket)
               embedding_ts, last_ag_end);
     sim_free(&x);
 }
+
+/* LoRA: the base weights are frozen, so gradients and optimizer state
+ * cover only the adapters, A (in -> r) and B (r -> out) per target with
+ * the TP-sharded side divided by TP (here qkv, column-parallel, and fc2,
+ * row-parallel), and the backward drops the base weight-gradient GEMMs. */
+Test(step, lora_trains_only_the_adapters)
+{
+    const char *full_kv[] = {"model.name=llama2-7b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                             "model.tensor_model_parallel_size=2", "train.global_batch_size=32",
+                             "ddp.use_distributed_optimizer=true", NULL};
+    const char *lora_kv[] = {"model.name=llama2-7b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                             "model.tensor_model_parallel_size=2", "train.global_batch_size=32",
+                             "ddp.use_distributed_optimizer=true", "peft.scheme=lora", "peft.dim=16",
+                             "peft.target_modules=[linear_qkv,linear_fc2]", NULL};
+    sim full, lora;
+    sim_run(&full, full_kv);
+    sim_run(&lora, lora_kv);
+    const double L = 32, h = 4096, a = 32, g = 32, d = 128, F = 11008, t = 2, r = 16, dp = 4;
+    double adapters = L * (r * (h + (a + 2 * g) * d / t) + r * (F / t + h));
+    stage_static_mem mf, ml;
+    memory_static(&full.in, &full.s, 0, &mf);
+    memory_static(&lora.in, &lora.s, 0, &ml);
+    cr_assert(fabs(ml.gradients_bytes - 4.0 * adapters) < 1e-6 * adapters, "grads %g B, adapters %g",
+              ml.gradients_bytes, adapters);
+    cr_assert(fabs(ml.optimizer_bytes - 12.0 * adapters / dp) < 1e-6 * adapters, "optimizer %g B",
+              ml.optimizer_bytes);
+    cr_assert(fabs(ml.weights_bytes - mf.weights_bytes - 2.0 * adapters) < 1e-6 * adapters);
+    double tf = step_result_get(full.st)->step_time_s, tl = step_result_get(lora.st)->step_time_s;
+    cr_assert(tl < 0.9 * tf, "LoRA step %g s vs full %g s", tl, tf);
+    sim_free(&full);
+    sim_free(&lora);
+}
