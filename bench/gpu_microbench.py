@@ -16,6 +16,11 @@ versions and the date, as CSV (default) or as a libconfig group a topology file 
   python3 bench/gpu_microbench.py --dry-run              # list the shapes (no torch needed)
   python3 bench/gpu_microbench.py --out h100.csv         # measure on GPU 0
   python3 bench/gpu_microbench.py --format cfg --out h100-microbench.cfg
+  parsim run ... cluster.compute.microbench=h100-microbench.cfg   # or name it in a topology file
+
+With a table, parsim takes each GEMM's efficiency from the nearest measured shape (log space),
+attention's from the measured curve of the nearest head dimension (linear in log2 keys) and
+memory-bound kernels at the measured copy bandwidth (sim/microbench.h).
 
 FLOP conventions: a GEMM (m x k) @ (k x n) is 2mnk; causal attention forward is
 4*b*h*s^2*d/2 and backward 2.5x the forward (FlashAttention's benchmark convention).

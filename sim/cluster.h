@@ -38,6 +38,27 @@ typedef struct gpu_spec {
 } gpu_spec;
 
 /* Achievable fractions of the peaks above, and fixed overheads. */
+/* A measured efficiency table (bench/gpu_microbench.py --format cfg), named
+ * by cluster.compute.microbench: GEMM efficiency by shape per dtype and
+ * flash attention efficiency by key length and head dimension, against the
+ * dense peaks, and the measured HBM copy bandwidth.  Empty parts leave the
+ * analytic model in charge. */
+#define MICROBENCH_MAX_GEMM 1024
+#define MICROBENCH_MAX_ATTN 128
+typedef struct microbench_gemm {
+    float m, n, k, efficiency;
+} microbench_gemm;
+typedef struct microbench_attn {
+    float seq, head_dim, efficiency;
+} microbench_attn;
+typedef struct microbench_table {
+    int n_gemm[2];                                   /* [0] bf16, [1] fp8 */
+    microbench_gemm gemm[2][MICROBENCH_MAX_GEMM];
+    int n_attn[2];                                   /* [0] forward, [1] backward */
+    microbench_attn attn[2][MICROBENCH_MAX_ATTN];    /* sorted by head_dim, then seq */
+    double hbm_bytes_per_s;                          /* 0 = peak x hbm_efficiency */
+} microbench_table;
+
 typedef struct compute_params {
     double gemm_efficiency;          /* large bf16 GEMM / peak (MAMF ratio) */
     double gemm_fp8_efficiency;      /* large fp8 GEMM / fp8 peak */
@@ -67,6 +88,7 @@ typedef struct compute_params {
      * collectives inside the NVLink domain and across the network. */
     double overlap_sm_share_nvlink;
     double overlap_sm_share_network;
+    microbench_table bench;          /* measured tables, when named */
 } compute_params;
 
 typedef enum { SCALEUP_NVLINK = 0, SCALEUP_PCIE } scaleup_kind;

@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "microbench.h"
+
 gemm_dtype compute_gemm_dtype(precision_kind p)
 {
     switch (p) {
@@ -61,6 +63,8 @@ static double gemm_rate(const cluster_spec *c, gemm_dtype dt, double *elem_bytes
 
 static double hbm_rate(const cluster_spec *c)
 {
+    if (c->compute.bench.hbm_bytes_per_s > 0)
+        return c->compute.bench.hbm_bytes_per_s;
     return c->gpu.hbm_bw_bytes_per_s * c->compute.hbm_efficiency;
 }
 
@@ -85,12 +89,32 @@ static double shape_util(const cluster_spec *c, double groups, double m, double 
     return util;
 }
 
+/* The rate of one GEMM from a measured table, when it has the dtype: the
+ * nearest measured shape's efficiency against the dtype's peak (its shape
+ * effects are in the measurement).  Grouped GEMMs count as `groups`
+ * separate launches of the shape, which is what was measured. */
+static bool measured_rate(const cluster_spec *c, gemm_dtype dt, double m, double n, double k, double *rate,
+                          double *elem_bytes)
+{
+    const gpu_spec *g = &c->gpu;
+    bool fp8 = dt != GEMM_BF16 && g->peak_fp8_flops_per_s > 0;
+    if (dt == GEMM_FP4 && g->peak_fp4_flops_per_s > 0)
+        return false; /* no fp4 table: the analytic model */
+    double eff;
+    if (!microbench_gemm_efficiency(&c->compute.bench, fp8 ? 1 : 0, m, n, k, &eff))
+        return false;
+    *elem_bytes = fp8 ? 1.0 : 2.0;
+    *rate = (fp8 ? g->peak_fp8_flops_per_s : g->peak_bf16_flops_per_s) * eff * c->compute.sustained_fraction;
+    return true;
+}
+
 double compute_grouped_gemm_s(const cluster_spec *c, double groups, double m, double n, double k, gemm_dtype dt)
 {
     if (groups <= 0 || m <= 0 || n <= 0 || k <= 0)
         return 0.0;
-    double elem_bytes;
-    double rate = gemm_rate(c, dt, &elem_bytes) * shape_util(c, groups, m, n, k);
+    double elem_bytes, rate;
+    if (!measured_rate(c, dt, m, n, k, &rate, &elem_bytes))
+        rate = gemm_rate(c, dt, &elem_bytes) * shape_util(c, groups, m, n, k);
     double flops = 2.0 * groups * m * n * k;
     /* Operands at the GEMM width, output in bf16. */
     double bytes = groups * (elem_bytes * (m * k + k * n) + 2.0 * m * n);
@@ -107,13 +131,16 @@ double compute_attention_s(const cluster_spec *c, double flops, double bytes, do
 {
     if (flops <= 0)
         return 0.0;
-    double eff = backward ? c->compute.attention_bwd_efficiency : c->compute.attention_fwd_efficiency;
-    double half = c->compute.attention_seq_half_tokens;
-    if (half > 0 && kv_tokens > 0)
-        eff *= kv_tokens / (kv_tokens + half);
-    double dh = c->compute.attention_head_dim_half;
-    if (dh > 0 && head_dim > 0)
-        eff *= fmin(1.0, (head_dim / (head_dim + dh)) / (128.0 / (128.0 + dh)));
+    double eff;
+    if (!microbench_attention_efficiency(&c->compute.bench, backward, kv_tokens, head_dim, &eff)) {
+        eff = backward ? c->compute.attention_bwd_efficiency : c->compute.attention_fwd_efficiency;
+        double half = c->compute.attention_seq_half_tokens;
+        if (half > 0 && kv_tokens > 0)
+            eff *= kv_tokens / (kv_tokens + half);
+        double dh = c->compute.attention_head_dim_half;
+        if (dh > 0 && head_dim > 0)
+            eff *= fmin(1.0, (head_dim / (head_dim + dh)) / (128.0 / (128.0 + dh)));
+    }
     double rate = c->gpu.peak_bf16_flops_per_s * eff * c->compute.sustained_fraction;
     return fmax(flops / rate, bytes / hbm_rate(c)) + c->compute.kernel_overhead_s;
 }

@@ -36,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "microbench.h"
 #include "net.h"
 
 #ifndef PARSIM_DEFAULT_DATA_DIR
@@ -235,6 +236,8 @@ static int add_entry(cfg_t *c, const char *key, cfg_value *v, const char *file, 
 }
 
 /* The winning assignment of key: highest priority, latest among equals. */
+static bool readable(const char *path);
+
 static const cfg_entry *find(const cfg_t *c, const char *key)
 {
     const cfg_entry *best = NULL;
@@ -400,10 +403,9 @@ static int walk(cfg_t *c, const config_setting_t *g, const char *prefix, const c
     return SIM_OK;
 }
 
-static int load_file(cfg_t *c, const char *path, cfg_prio prio, bool auto_preset, sim_err *err)
+int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err)
 {
-    config_t lc;
-    config_init(&lc);
+    config_init(lc);
 
     /* @include "x.cfg" is relative to the including file. */
     char dir[512];
@@ -411,25 +413,33 @@ static int load_file(cfg_t *c, const char *path, cfg_prio prio, bool auto_preset
     if (slash && (size_t)(slash - path) < sizeof dir) {
         memcpy(dir, path, (size_t)(slash - path));
         dir[slash - path] = '\0';
-        config_set_include_dir(&lc, dir[0] ? dir : "/");
+        config_set_include_dir(lc, dir[0] ? dir : "/");
     }
 
     errno = 0;
-    if (config_read_file(&lc, path) != CONFIG_TRUE) {
-        int rc;
-        if (config_error_type(&lc) == CONFIG_ERR_FILE_IO) {
-            int e = errno;
-            rc = sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "cannot open%s%s",
-                                e ? ": " : "", e ? strerror(e) : "");
-        } else {
-            const char *f = config_error_file(&lc);
-            rc = sim_err_set_at(err, SIM_EINVAL, f ? f : path, config_error_line(&lc), NULL,
-                                "syntax error: %s", config_error_text(&lc));
-        }
-        config_destroy(&lc);
-        return rc;
+    if (config_read_file(lc, path) == CONFIG_TRUE)
+        return SIM_OK;
+    int rc;
+    if (config_error_type(lc) == CONFIG_ERR_FILE_IO) {
+        int e = errno;
+        rc = sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "cannot open%s%s", e ? ": " : "",
+                            e ? strerror(e) : "");
+    } else {
+        const char *f = config_error_file(lc);
+        rc = sim_err_set_at(err, SIM_EINVAL, f ? f : path, config_error_line(lc), NULL, "syntax error: %s",
+                            config_error_text(lc));
     }
-    int rc = walk(c, config_root_setting(&lc), "", path, prio, auto_preset, err);
+    config_destroy(lc);
+    return rc;
+}
+
+static int load_file(cfg_t *c, const char *path, cfg_prio prio, bool auto_preset, sim_err *err)
+{
+    config_t lc;
+    int rc = cfg_read_libconfig(&lc, path, err);
+    if (rc)
+        return rc;
+    rc = walk(c, config_root_setting(&lc), "", path, prio, auto_preset, err);
     config_destroy(&lc);
     return rc;
 }
@@ -750,6 +760,7 @@ static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_in
 static int set_recompute(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                          sim_err *);
 static int set_peft_scheme(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_microbench(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_lora_targets(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_recompute_mods(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                               sim_err *);
@@ -919,6 +930,8 @@ static const key_def keys[] = {
           NULL, RG_UNIT, 1, "flash attention backward / bf16 peak"),
     K_FLT("cluster.compute.hbm_efficiency", cluster.compute.hbm_efficiency, NULL, RG_UNIT, 1,
           "achievable / peak HBM bandwidth"),
+    K_SET("cluster.compute.microbench", KT_STRING, "\"\"", set_microbench,
+          "measured GEMM/attention efficiency table (bench/gpu_microbench.py --format cfg); \"\" = none"),
     K_FLT("cluster.compute.sustained_fraction", cluster.compute.sustained_fraction, "1", RG_POS, 1,
           "share of the benchmarked GEMM and attention ceilings a training job sustains (fit with calibrate)"),
     K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0,
@@ -1215,6 +1228,32 @@ static int set_cp_comm(const cfg_t *c, const key_def *k, const cfg_value *v, run
     int rc = pick_name(c, k, v->s, names, 4, &i, err);
     in->par.cp_comm_type = kinds[i];
     return rc;
+}
+
+/* A relative table path is taken relative to the file that names it (a
+ * topology), then to the working directory, as sim.params. */
+static int set_microbench(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    memset(&in->cluster.compute.bench, 0, sizeof in->cluster.compute.bench);
+    if (!v->s[0])
+        return SIM_OK;
+    const cfg_entry *e = find(c, k->key);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", v->s);
+    const char *slash = e ? strrchr(e->file, '/') : NULL;
+    if (v->s[0] != '/' && slash && strcmp(e->file, ORIGIN_CMDLINE) != 0) {
+        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - e->file), e->file, v->s);
+        if (!readable(path))
+            snprintf(path, sizeof path, "%s", v->s);
+    }
+    sim_err inner;
+    sim_err_clear(&inner);
+    if (microbench_load(path, &in->cluster.compute.bench, &inner) != SIM_OK) {
+        char msg[700];
+        sim_err_format(&inner, msg, sizeof msg);
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "%s", msg);
+    }
+    return SIM_OK;
 }
 
 static int set_peft_scheme(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,

@@ -53,6 +53,12 @@ typedef struct run_inputs {
 cfg_t *cfg_create(const char *data_dir);
 void cfg_destroy(cfg_t *c);
 
+/* Reads a libconfig file into *lc (initialized here; the caller destroys
+ * it on SIM_OK): @include relative to the file, and on failure a message
+ * with the file and line of a syntax error or why it cannot be opened. */
+struct config_t;
+int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err);
+
 /* Loads a libconfig file at a priority.  Syntax errors name file and line. */
 int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err);
 
