@@ -755,6 +755,8 @@ static int set_pos_emb(const cfg_t *, const key_def *, const cfg_value *, run_in
 static int set_moe_layer_freq(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                               sim_err *);
 static int set_cp_comm(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_window_size(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_window_skip(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_attn_backend(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_recompute(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
@@ -824,6 +826,12 @@ static const key_def keys[] = {
       .late = true,
       .help = "MoE layer frequency f (layer i is MoE iff i % f == 0), or a 0/1 list of "
               "num_layers entries" },
+    K_SET("model.window_size", KT_INT_LIST, "[]", set_window_size,
+          "sliding-window attention (left, right) keys, causal: [W, 0]; [] = full attention"),
+    { .key = "model.window_attn_skip_freq", .type = KT_INT_OR_LIST, .def = "0", .set = set_window_skip,
+      .late = true,
+      .help = "with window_size: every N-th layer (1-based) full attention, the rest windowed; 0 = all "
+              "windowed; or a 0/1 list of num_layers entries (1 = windowed)" },
     K_SET("model.moe_token_dispatcher_type", KT_STRING, "\"allgather\"", set_dispatcher,
           "allgather | alltoall | flex (Megatron Core's default: allgather)"),
     /* model: multi-latent attention, multi-token prediction */
@@ -1519,6 +1527,53 @@ static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value 
     /* The pattern describes where experts go; a dense model has none. */
     if (m->num_moe_experts == 0)
         memset(m->moe_layer_pattern, 0, sizeof m->moe_layer_pattern);
+    return SIM_OK;
+}
+
+static int set_window_size(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    in->model.window_size = 0;
+    if (v->n == 0)
+        return SIM_OK;
+    if (v->n > 2)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "expected [left, right] (got %d entries)", v->n);
+    if (v->ints[0] < 1)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "the left window must be >= 1 (got %" PRId64 ")",
+                           v->ints[0]);
+    if (v->n == 2 && v->ints[1] != 0)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "a causal decoder attends to no later keys: the right window must be 0 (got %" PRId64
+                           ")", v->ints[1]);
+    in->model.window_size = v->ints[0];
+    return SIM_OK;
+}
+
+/* Megatron's is_layer_window_attention: with an int N, 1-based layer n is
+ * windowed iff n % N != 0; with a list, iff its entry is 1. */
+static int set_window_skip(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    model_spec *m = &in->model;
+    int64_t L = m->num_layers;
+    memset(m->window_pattern, 0, sizeof m->window_pattern);
+    if (v->kind == CV_INT) {
+        if (v->i < 0)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 0 (got %" PRId64 ")", v->i);
+        for (int64_t i = 0; i < L && i < MODEL_MAX_LAYERS; i++)
+            m->window_pattern[i] = v->i == 0 || (i + 1) % v->i != 0;
+    } else {
+        if (v->n != L)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                               "list has %d entries but model.num_layers is %" PRId64 " (one 0/1 entry per layer)",
+                               v->n, L);
+        for (int i = 0; i < v->n; i++) {
+            if (v->ints[i] != 0 && v->ints[i] != 1)
+                return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                                   "list entries must be 0 or 1 (entry %d is %" PRId64 ")", i, v->ints[i]);
+            m->window_pattern[i] = (uint8_t)v->ints[i];
+        }
+    }
+    if (m->window_size == 0)
+        memset(m->window_pattern, 0, sizeof m->window_pattern);
     return SIM_OK;
 }
 

@@ -58,19 +58,46 @@ bool model_is_moe(const model_spec *m)
     return m->num_moe_experts > 0;
 }
 
+/* A layer's flag in a per-layer pattern, when the feature is on. */
+static bool pattern_at(const model_spec *m, bool on, const uint8_t *pattern, int64_t layer)
+{
+    return on && layer >= 0 && layer < m->num_layers && layer < MODEL_MAX_LAYERS && pattern[layer] != 0;
+}
+
+static int64_t pattern_count(const model_spec *m, bool on, const uint8_t *pattern)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
+        n += pattern_at(m, on, pattern, i) ? 1 : 0;
+    return n;
+}
+
 bool model_layer_is_moe(const model_spec *m, int64_t layer)
 {
-    if (!model_is_moe(m) || layer < 0 || layer >= m->num_layers || layer >= MODEL_MAX_LAYERS)
-        return false;
-    return m->moe_layer_pattern[layer] != 0;
+    return pattern_at(m, model_is_moe(m), m->moe_layer_pattern, layer);
 }
 
 int64_t model_num_moe_layers(const model_spec *m)
 {
-    int64_t n = 0;
-    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
-        n += model_layer_is_moe(m, i) ? 1 : 0;
-    return n;
+    return pattern_count(m, model_is_moe(m), m->moe_layer_pattern);
+}
+
+bool model_layer_is_window(const model_spec *m, int64_t layer)
+{
+    return pattern_at(m, m->window_size > 0, m->window_pattern, layer);
+}
+
+int64_t model_num_window_layers(const model_spec *m)
+{
+    return pattern_count(m, m->window_size > 0, m->window_pattern);
+}
+
+double model_attention_context(const model_spec *m, bool window_layer)
+{
+    double s = (double)m->seq_length, w = (double)m->window_size;
+    if (window_layer && w > 0 && w < s)
+        return w - w * (w - 1.0) / (2.0 * s);
+    return s / 2.0;
 }
 
 int64_t model_padded_vocab(const model_spec *m, int64_t tp)
@@ -192,6 +219,8 @@ double model_flops_per_step(const model_spec *m, int64_t batch_size, int64_t tp)
     l_moe += last_is_moe * mtp;
     l_dense += (1.0 - last_is_moe) * mtp;
     double l_all = n_layers + mtp; /* attention layers */
+    /* Sliding-window layers attend to fewer keys (Bridge flop_utils). */
+    double l_window = (double)model_num_window_layers(m);
 
     double f = (double)m->ffn_hidden_size;
     double f_e = (double)model_moe_ffn(m);
@@ -226,5 +255,6 @@ double model_flops_per_step(const model_spec *m, int64_t batch_size, int64_t tp)
                        + attn_term * l_all
                        + fwd_bwd * fma * mtp * (3.0 * h + 2.0 * h * h) /* MTP norms, eh proj */
                        + fwd_bwd * fma * h * v * (mtp + 1.0);          /* logits */
-    return tokens * per_token + seqlen_sq_sum * attn_core_term * l_all;
+    double window_core = tokens * 2.0 * model_attention_context(m, true) * attn_core_term;
+    return tokens * per_token + seqlen_sq_sum * attn_core_term * (l_all - l_window) + window_core * l_window;
 }

@@ -53,6 +53,11 @@ typedef struct model_spec {
     int64_t v_head_dim;
 
     int64_t mtp_num_layers;          /* multi-token prediction layers, 0 = none */
+
+    /* Sliding-window attention (Megatron's window_size, causal: (W, 0)) */
+    int64_t window_size;             /* keys before a query it attends to, W; 0 = full */
+    uint8_t window_pattern[MODEL_MAX_LAYERS]; /* 1 = sliding-window layer; from
+                                                 window_attn_skip_freq */
 } model_spec;
 
 /* Fills the defaults every model_spec starts from (Megatron's defaults). */
@@ -65,6 +70,11 @@ int64_t model_moe_ffn(const model_spec *m);        /* F_e */
 bool model_is_moe(const model_spec *m);
 bool model_layer_is_moe(const model_spec *m, int64_t layer); /* 0-based */
 int64_t model_num_moe_layers(const model_spec *m);
+bool model_layer_is_window(const model_spec *m, int64_t layer); /* 0-based */
+int64_t model_num_window_layers(const model_spec *m);
+/* Keys one query attends to on average in a causal layer of sequence s:
+ * s/2, or with a window W < s, W - W(W-1)/(2s) (Megatron Bridge flop_utils). */
+double model_attention_context(const model_spec *m, bool window_layer);
 
 /* Vocabulary padded as Megatron does for tensor-parallel size tp:
  * ceil(V / (div*tp)) * div*tp. */

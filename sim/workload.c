@@ -83,6 +83,7 @@ typedef struct ctx {
     double h;
     double q, kv_k, kv_v, core_out; /* projection widths */
     double attn_fwd_flops; /* one layer, this rank */
+    double attn_keys;      /* keys a query sees at most: seq_length, or the window */
     double head_dim;       /* query/key head dimension */
     bool sp;
     bool no_cast;          /* GEMMs outside Transformer Engine stay in bf16 */
@@ -322,7 +323,7 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
     /* K and V of the local sequence chunk. */
     double kv_bytes = 2.0 * x->T * (x->kv_k + x->kv_v) / x->t;
 
-    const double seq = (double)x->m->seq_length;
+    const double seq = x->attn_keys; /* key length: the sequence, or the window */
     if (s->par.attention_backend == ATTN_UNFUSED && cp <= 1) {
         unfused_attention(x, b, bwd);
         return;
@@ -622,12 +623,21 @@ static void output_bwd(const ctx *x0, opbuf *b)
 
 /* ---- one chunk ------------------------------------------------------- */
 
-/* Every layer of a type (dense or MoE) has the same ops: they are built
- * once per workload and copied. */
+/* Every layer of a type (dense or MoE, full or sliding-window attention)
+ * has the same ops: they are built once per workload and copied. */
+enum { LAYER_KINDS = 4 };
 typedef struct layer_cache {
-    opbuf pass[2][2]; /* [moe][0 forward, 1 backward] */
-    bool built[2][2];
+    opbuf pass[LAYER_KINDS][2]; /* [layer_kind][0 forward, 1 backward] */
+    bool built[LAYER_KINDS][2];
 } layer_cache;
+
+/* 0..3: bit 0 MoE, bit 1 sliding-window attention. */
+static int layer_kind(const ctx *x, int64_t layer)
+{
+    if (x->ideal)
+        layer = 0; /* identical work everywhere: the first layer's type */
+    return (model_layer_is_moe(x->m, layer) ? 1 : 0) | (model_layer_is_window(x->m, layer) ? 2 : 0);
+}
 
 /* Appends a cached op list; its first op follows the op before it. */
 static void append(opbuf *dst, const opbuf *src)
@@ -706,6 +716,7 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
      * head, split over TP (heads) and CP (queries). */
     double s_full = (double)m->seq_length;
     x->attn_fwd_flops = b * s_full * s_full * a * (qk_dim + v_dim) / (x->t * (double)s->cp);
+    x->attn_keys = s_full;
 }
 
 /* Fuses chains in a pass: an op that depends only on the op before it, on
@@ -759,21 +770,29 @@ static void fuse_chains(opbuf *b, int32_t *map, const int32_t *pins, int32_t n_p
     free(idx);
 }
 
-static const opbuf *cached_layer(const ctx *x, bool moe, int bwd)
+static const opbuf *cached_layer(const ctx *x0, int kind, int bwd)
 {
-    layer_cache *lc = x->cache;
-    if (!lc->built[moe][bwd]) {
+    layer_cache *lc = x0->cache;
+    opbuf *p = &lc->pass[kind][bwd];
+    if (!lc->built[kind][bwd]) {
+        bool moe = kind & 1;
+        ctx y = *x0;
+        if (kind & 2) {
+            /* A sliding window: each query sees about W keys, not s/2. */
+            y.attn_fwd_flops *= model_attention_context(x0->m, true) / model_attention_context(x0->m, false);
+            y.attn_keys = (double)x0->m->window_size;
+        }
         if (bwd)
-            layer_bwd(x, &lc->pass[moe][bwd], moe);
+            layer_bwd(&y, p, moe);
         else
-            layer_fwd(x, &lc->pass[moe][bwd], moe);
+            layer_fwd(&y, p, moe);
         /* Fused once here; the layer's last op stays last, so bucket
          * boundaries (at layer ends) are kept. */
-        if (!x->in->sim.keep_ops && !lc->pass[moe][bwd].oom)
-            fuse_chains(&lc->pass[moe][bwd], NULL, NULL, 0);
-        lc->built[moe][bwd] = true;
+        if (!x0->in->sim.keep_ops && !p->oom)
+            fuse_chains(p, NULL, NULL, 0);
+        lc->built[kind][bwd] = true;
     }
-    return &lc->pass[moe][bwd];
+    return p;
 }
 
 /* Megatron's DDP bucket size in parameters: ddp.bucket_size, else
@@ -843,7 +862,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         embedding_fwd(x, &f);
     for (int64_t l = first; l < first + count; l++) {
         layer_start[l - first] = f.n;
-        append(&f, cached_layer(x, model_layer_is_moe(x->m, ideal ? 0 : l), 0));
+        append(&f, cached_layer(x, layer_kind(x, l), 0));
     }
     if (last_virtual && !ideal)
         output_fwd(x, &f);
@@ -851,7 +870,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     if (last_virtual && !ideal)
         output_bwd(x, &b);
     for (int64_t l = first + count - 1; l >= first; l--) {
-        append(&b, cached_layer(x, model_layer_is_moe(x->m, ideal ? 0 : l), 1));
+        append(&b, cached_layer(x, layer_kind(x, l), 1));
         double d, e;
         memory_layer_trained_params(x->in, s, l, &d, &e);
         acc_dense += d;
@@ -946,7 +965,7 @@ static const wl_chunk *twin_chunk(const ctx *x, const workload_t *w, int64_t sta
             continue;
         bool same = true;
         for (int64_t i = 0; i < count && same; i++)
-            same = model_layer_is_moe(x->m, first + i) == model_layer_is_moe(x->m, f2 + i);
+            same = layer_kind(x, first + i) == layer_kind(x, f2 + i);
         if (same)
             return &w->stages[qs].chunks[qc];
     }
@@ -1015,7 +1034,7 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
             const wl_chunk *twin = twin_chunk(&x, w, rr, cc, r, c);
             int brc = twin ? copy_chunk(twin, &st->chunks[c]) : build_chunk(&x, rr, cc, &st->chunks[c]);
             if (brc == SIM_ESIM) {
-                for (int i = 0; i < 4; i++)
+                for (int i = 0; i < 2 * LAYER_KINDS; i++)
                     free(cache.pass[i / 2][i % 2].ops);
                 workload_destroy(w);
                 return sim_err_set(err, SIM_ESIM,
@@ -1036,12 +1055,12 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
             st->embedding_grad_s = net_collective_s(x.c, &pair, COLL_ALL_REDUCE, params * grad_bytes);
         }
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 2 * LAYER_KINDS; i++)
         free(cache.pass[i / 2][i % 2].ops);
     *out = w;
     return SIM_OK;
 oom:
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 2 * LAYER_KINDS; i++)
         free(cache.pass[i / 2][i % 2].ops);
     workload_destroy(w);
     return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");

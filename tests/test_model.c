@@ -128,6 +128,16 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
                 return true;
         return false;
     }
+    if (strcmp(k, "window_size") == 0) {
+        /* Megatron's (left, right); a causal decoder has right = 0. */
+        if (config_setting_type(s) != CONFIG_TYPE_ARRAY || config_setting_length(s) != 2 ||
+            config_setting_get_int_elem(s, 1) != 0)
+            return false;
+        m->window_size = config_setting_get_int_elem(s, 0);
+        return m->window_size > 0;
+    }
+    if (strcmp(k, "window_attn_skip_freq") == 0)
+        return config_setting_type(s) == CONFIG_TYPE_INT; /* applied after all keys */
     if (strcmp(k, "moe_layer_freq") == 0) {
         /* Applied after all keys (needs num_layers); only the type is checked here. */
         int t = config_setting_type(s);
@@ -189,6 +199,11 @@ static void load_preset_file(const char *path, model_spec *m)
         for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
             m->moe_layer_pattern[i] = 1;
     }
+    /* Megatron's is_layer_window_attention: 1-based layer n windowed iff n % N != 0. */
+    config_setting_t *w = config_setting_get_member(g, "window_attn_skip_freq");
+    int skip = w ? config_setting_get_int(w) : 0;
+    for (int64_t i = 0; m->window_size > 0 && i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
+        m->window_pattern[i] = skip == 0 || (i + 1) % skip != 0;
     /* Top-level groups other than model are not expected in a model preset. */
     config_setting_t *root = config_root_setting(&cfg);
     cr_assert_eq(config_setting_length(root), 1, "%s: only a model group is expected", path);
@@ -324,23 +339,28 @@ static double gqa_swiglu_closed_form(const model_spec *m, int64_t batch, int64_t
            + 6.0 * B * s * h * V;
 }
 
+/* Hand-written: head dim not h/a, GQA 4 groups, SwiGLU. */
+static void hand_gqa(model_spec *m)
+{
+    model_defaults(m);
+    m->num_layers = 28;
+    m->hidden_size = 3072;
+    m->ffn_hidden_size = 8192;
+    m->num_attention_heads = 24;
+    m->num_query_groups = 4;
+    m->kv_channels = 160;
+    m->gated_linear_unit = true;
+    m->normalization = NORM_RMSNORM;
+    m->vocab_size = 151936;
+    m->seq_length = 4096;
+}
+
 Test(model, flops_gqa_swiglu_match_closed_form)
 {
     const char *presets[] = {"llama3-8b", "llama3-70b", "llama3.1-405b", "llama2-70b",
                              "qwen3-30b-a3b"};
     model_spec m;
-    /* Hand-written: head dim not h/a, GQA 4 groups. */
-    model_defaults(&m);
-    m.num_layers = 28;
-    m.hidden_size = 3072;
-    m.ffn_hidden_size = 8192;
-    m.num_attention_heads = 24;
-    m.num_query_groups = 4;
-    m.kv_channels = 160;
-    m.gated_linear_unit = true;
-    m.normalization = NORM_RMSNORM;
-    m.vocab_size = 151936;
-    m.seq_length = 4096;
+    hand_gqa(&m);
     assert_rel_eq(model_flops_per_step(&m, 256, 4), gqa_swiglu_closed_form(&m, 256, 4), REL_TOL,
                   "hand-written GQA+SwiGLU flops");
     for (size_t i = 0; i < 4; i++) {
@@ -395,7 +415,12 @@ static double flops_by_layer(const model_spec *m, int64_t batch, int64_t tp)
         /* MTP layers (i >= L) take the type of the last decoder layer. */
         int64_t ty = i < m->num_layers ? i : m->num_layers - 1;
         bool moe = model_layer_is_moe(m, ty);
-        total += T * (attn_tok + (moe ? mlp_moe : mlp_dense)) + S2 * attn_sq;
+        /* A sliding-window layer's queries see W - W(W-1)/(2s) keys, not s/2. */
+        double w = (double)m->window_size;
+        double core = (i < m->num_layers && model_layer_is_window(m, i) && w < s)
+                          ? T * 2.0 * (w - w * (w - 1.0) / (2.0 * s)) * attn_sq
+                          : S2 * attn_sq;
+        total += T * (attn_tok + (moe ? mlp_moe : mlp_dense)) + core;
     }
     double mtp = (double)m->mtp_num_layers;
     total += T * 6.0 * mtp * (3.0 * h + 2.0 * h * h);
@@ -631,4 +656,29 @@ Test(model, presets_resolve_the_same_through_config)
         cfg_destroy(c);
     }
     closedir(d);
+}
+
+/* Sliding-window attention (Megatron Bridge flop_utils): a windowed layer's
+ * queries see W - W(W-1)/(2s) keys on average instead of s/2; with
+ * window_attn_skip_freq N, 1-based layers n with n % N != 0 are windowed. */
+Test(model, sliding_window_flops_and_pattern)
+{
+    model_spec m;
+    hand_gqa(&m);
+    double full = model_flops_per_step(&m, 8, 1);
+    m.window_size = 128;
+    for (int64_t l = 0; l < m.num_layers; l++)
+        m.window_pattern[l] = (l + 1) % 2 != 0;
+    cr_assert(model_layer_is_window(&m, 0) && !model_layer_is_window(&m, 1) && model_layer_is_window(&m, 2));
+    cr_assert_eq(model_num_window_layers(&m), 14);
+    double s = 4096, w = 128, B = 8, L_win = 14;
+    double q = 24.0 * 160.0;
+    double ctx_full = s / 2.0, ctx_win = w - w * (w - 1.0) / (2.0 * s);
+    cr_assert(fabs(model_attention_context(&m, true) - ctx_win) < 1e-12);
+    /* 3 (fwd, 2 bwd) x 2 (fma) x 2 (QK^T and PV) x q per key seen, per token */
+    double saved = B * s * L_win * 12.0 * q * (ctx_full - ctx_win);
+    assert_rel_eq(model_flops_per_step(&m, 8, 1), full - saved, REL_TOL, "windowed flops");
+    /* A window as long as the sequence changes nothing. */
+    m.window_size = 4096;
+    assert_rel_eq(model_flops_per_step(&m, 8, 1), full, REL_TOL, "window >= s");
 }

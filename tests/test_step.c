@@ -541,3 +541,23 @@ Test(step, lora_trains_only_the_adapters)
     sim_free(&full);
     sim_free(&lora);
 }
+
+/* Sliding-window layers attend to W keys: a windowed model's step is
+ * shorter, and by less than its attention time. */
+Test(step, sliding_window_shortens_attention)
+{
+    const char *full_kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                             "model.seq_length=16384", "train.global_batch_size=8", NULL};
+    const char *win_kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                            "model.seq_length=16384", "train.global_batch_size=8", "model.window_size=[512,0]",
+                            "model.window_attn_skip_freq=2", NULL};
+    sim full, win;
+    sim_run(&full, full_kv);
+    sim_run(&win, win_kv);
+    double tf = step_result_get(full.st)->step_time_s, tw = step_result_get(win.st)->step_time_s;
+    cr_assert(tw < 0.95 * tf, "windowed %g s vs full %g s", tw, tf);
+    cr_assert_eq(model_num_window_layers(&win.in.model), 16);
+    cr_assert(step_result_get(win.st)->model_tflops_per_gpu * tw < step_result_get(full.st)->model_tflops_per_gpu * tf);
+    sim_free(&full);
+    sim_free(&win);
+}
