@@ -223,6 +223,30 @@ def bench_attention(torch, b, h, s, d, args):
     return fwd, max(both - fwd, 1e-9)
 
 
+def bench_sustained(torch, m, n, k, seconds):
+    """bf16 GEMM throughput held over `seconds` of back-to-back runs: the mean TFLOP/s of the
+    first second and of the last quarter.  Their ratio is what clocks under sustained power and
+    heat keep of a short benchmark (one GPU; a full node under load may keep less)."""
+    import time
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    flop = 2.0 * m * n * k
+    samples = []  # (elapsed s, TFLOP/s) per batch of GEMMs
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(20):
+            torch.matmul(a, b)
+        end.record()
+        torch.cuda.synchronize()
+        samples.append((time.monotonic() - t0, 20 * flop / (start.elapsed_time(end) / 1e3) / 1e12))
+    first = [tf for t, tf in samples if t <= 1.0] or [samples[0][1]]
+    last = [tf for t, tf in samples if t >= 0.75 * seconds] or [samples[-1][1]]
+    return sum(first) / len(first), sum(last) / len(last)
+
+
 def bench_copy(torch, args):
     n = 1 << 30
     x = torch.empty(n, dtype=torch.uint8, device="cuda")
@@ -294,6 +318,9 @@ def main(argv=None):
     p.add_argument("--max-gemms", type=int, default=0, help="measure at most N GEMM shapes (0 = all)")
     p.add_argument("--peak-bf16", type=float, default=0.0, help="dense bf16 TFLOP/s (default: by GPU name)")
     p.add_argument("--peak-fp8", type=float, default=0.0, help="dense fp8 TFLOP/s (default: by GPU name)")
+    p.add_argument("--sustain-s", type=float, default=0.0,
+                   help="also run the largest bf16 GEMM back to back this long and report the share "
+                        "of its first-second throughput it keeps (0 = skip)")
     p.add_argument("--format", choices=("csv", "cfg"), default="csv")
     p.add_argument("--out", default="-", help="output file (default stdout)")
     p.add_argument("--dry-run", action="store_true", help="list the shapes and exit (no torch needed)")
@@ -372,6 +399,13 @@ def main(argv=None):
                              time_us=round(t * 1e6, 3), tflops=round(tf, 2),
                              efficiency=round(tf / peak, 4) if peak else ""))
         torch.cuda.empty_cache()
+    if args.sustain_s > 0 and shapes:
+        m, n, k = max(shapes, key=lambda x: x[0] * x[1] * x[2])
+        first, last = bench_sustained(torch, m, n, k, args.sustain_s)
+        meta["sustained"] = ("bf16 %dx%dx%d for %.0f s: %.1f TFLOP/s in the first second, %.1f in the "
+                             "last quarter (ratio %.3f; a bound for cluster.compute.sustained_fraction "
+                             "on one GPU)" % (m, n, k, args.sustain_s, first, last, last / first))
+        print("gpu_microbench: %s" % meta["sustained"], file=sys.stderr)
     bw = bench_copy(torch, args)
     rows.append(dict(kind="hbm_copy", dtype="uint8", gbytes_per_s=round(bw / 1e9, 1),
                      used_by="1 GiB device-to-device copy, read + write bytes"))
