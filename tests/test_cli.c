@@ -143,6 +143,8 @@ Test(cli, no_input_crashes, .timeout = 300)
         "model.context_parallel_size", "model.expert_model_parallel_size", "train.global_batch_size",
         "train.micro_batch_size", "cluster.num_gpus", "cluster.gpus_per_node", "cluster.gpu.peak_bf16_tflops",
         "model.moe_layer_freq", "model.recompute_modules", "model.kv_channels", "model.ffn_hidden_size",
+        "model.window_size", "model.window_attn_skip_freq", "peft.dim", "peft.target_modules",
+        "cluster.compute.sustained_fraction", "cluster.compute.microbench",
     };
     static const char *const values[] = {"-1", "0", "3", "99999999999999999999", "1e308", "nan", "\\\"\\\"",
                                          "[", "[1,2", "true", "x"};
