@@ -96,25 +96,6 @@ static void value_free(cfg_value *v)
     memset(v, 0, sizeof *v);
 }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
-static char *dup_mem(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 static const char *kind_name(cv_kind k)
 {
     switch (k) {
@@ -177,7 +158,7 @@ cfg_t *cfg_create(const char *data_dir)
         data_dir = getenv("PARSIM_DATA_DIR");
     if (!data_dir || !data_dir[0])
         data_dir = PARSIM_DEFAULT_DATA_DIR;
-    c->data_dir = dup_str(data_dir);
+    c->data_dir = strdup(data_dir);
     if (!c->data_dir) {
         free(c);
         return NULL;
@@ -218,8 +199,8 @@ static int add_entry(cfg_t *c, const char *key, cfg_value *v, const char *file, 
         c->cap = cap;
     }
     cfg_entry *e = &c->e[c->n];
-    e->key = dup_str(key);
-    e->file = dup_str(file ? file : "");
+    e->key = strdup(key);
+    e->file = strdup(file ? file : "");
     if (!e->key || !e->file) {
         free(e->key);
         free(e->file);
@@ -329,7 +310,7 @@ static int list_from_setting(const config_setting_t *s, const char *key, const c
             v->flts[k] = t == CONFIG_TYPE_FLOAT ? config_setting_get_float(el)
                                                 : (double)config_setting_get_int64(el);
         } else {
-            v->strs[k] = dup_str(config_setting_get_string(el));
+            v->strs[k] = strdup(config_setting_get_string(el));
             if (!v->strs[k]) {
                 v->n = k;
                 value_free(v);
@@ -383,7 +364,7 @@ static int walk(cfg_t *c, const config_setting_t *g, const char *prefix, const c
             break;
         case CONFIG_TYPE_STRING:
             v.kind = CV_STRING;
-            v.s = dup_str(config_setting_get_string(s));
+            v.s = strdup(config_setting_get_string(s));
             if (!v.s)
                 return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", key);
             break;
@@ -534,7 +515,7 @@ static int parse_scalar(const char *s, size_t n, cfg_value *v)
         v->kind = CV_STRING;
         return unquote(s, n, &v->s);
     }
-    v->s = dup_mem(s, n);
+    v->s = strndup(s, n);
     if (!v->s)
         return -2;
     v->bare = true;
@@ -1638,7 +1619,7 @@ static void list_presets(const char *dir, const char *want, char *buf, size_t le
     while (names && (ent = readdir(d)) && n < MAX_NAMES) {
         size_t l = strlen(ent->d_name);
         if (l > 4 && strcmp(ent->d_name + l - 4, ".cfg") == 0)
-            if ((names[n] = dup_mem(ent->d_name, l - 4)))
+            if ((names[n] = strndup(ent->d_name, l - 4)))
                 n++;
     }
     closedir(d);

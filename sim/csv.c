@@ -54,16 +54,6 @@ static bool strbuf_put(strbuf *b, char c)
     return true;
 }
 
-static char *dup_range(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 void csv_free(csv_table *t)
 {
     if (!t)
@@ -139,7 +129,7 @@ static int parse_record(const char *text, size_t len, size_t *pos, int *line, pt
                     goto nomem;
             }
         }
-        char *f = dup_range(b.s ? b.s : "", b.n);
+        char *f = strndup(b.s ? b.s : "", b.n);
         if (!f || !ptrvec_push(fields, f)) {
             free(f);
             goto nomem;
@@ -202,7 +192,7 @@ int csv_parse(const char *text, size_t len, const char *name, csv_table *out, si
             out->ncols = (int)fields.n;
             out->header = fields.v;
             fields = (ptrvec){ 0 };
-            out->header_raw = dup_range(text + start, end - start);
+            out->header_raw = strndup(text + start, end - start);
             if (!out->header_raw)
                 goto nomem;
             have_header = true;
@@ -223,7 +213,7 @@ int csv_parse(const char *text, size_t len, const char *name, csv_table *out, si
             }
         }
         fields.n = 0;
-        char *raw = dup_range(text + start, end - start);
+        char *raw = strndup(text + start, end - start);
         if (!raw || !ptrvec_push(&raws, raw)) {
             free(raw);
             goto nomem;

@@ -66,15 +66,6 @@ struct sweep {
 
 /* --------------------------------------------------------------- strings */
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 /* Writes s as one CSV cell (RFC 4180: quoted when it holds a comma, quote,
  * newline or edge space). */
 static void csv_cell(FILE *out, const char *s)
@@ -316,7 +307,7 @@ static int add_key(sweep_t *sw, const char *key, int line, sim_err *err)
     int *lines = realloc(sw->key_lines, (size_t)(sw->nkeys + 1) * sizeof *lines);
     if (lines)
         sw->key_lines = lines;
-    if (!keys || !lines || !(sw->keys[sw->nkeys] = dup_str(key)))
+    if (!keys || !lines || !(sw->keys[sw->nkeys] = strdup(key)))
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     sw->key_lines[sw->nkeys++] = line;
     return SIM_OK;
@@ -532,7 +523,7 @@ static int find_base(sweep_t *sw, const char *base, int line, sim_err *err)
     snprintf(cand[nc++], sizeof cand[0], "%s", base);
     for (int k = 0; k < nc; k++) {
         if (access(cand[k], R_OK) == 0) {
-            sw->base = dup_str(cand[k]);
+            sw->base = strdup(cand[k]);
             return sw->base ? SIM_OK : sim_err_set(err, SIM_ENOMEM, "out of memory");
         }
     }
@@ -633,7 +624,7 @@ static int load_spec(sweep_t *sw, config_t *lc, sim_err *err)
             for (int j = 0; j < k; j++)
                 if (!strncmp(sw->set[j], s, strlen(key) + 1))
                     return spec_err(err, sw, line_of(el), key, "set twice");
-            if (!(sw->set[sw->nset++] = dup_str(s)))
+            if (!(sw->set[sw->nset++] = strdup(s)))
                 return sim_err_set(err, SIM_ENOMEM, "out of memory");
         }
     }
@@ -694,7 +685,7 @@ int sweep_load(sweep_t **out, const char *path, const char *data_dir, sim_err *e
 {
     *out = NULL;
     sweep_t *sw = calloc(1, sizeof *sw);
-    if (!sw || !(sw->path = dup_str(path)) || (data_dir && !(sw->data_dir = dup_str(data_dir)))) {
+    if (!sw || !(sw->path = strdup(path)) || (data_dir && !(sw->data_dir = strdup(data_dir)))) {
         sweep_destroy(sw);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
