@@ -25,6 +25,32 @@ int cli_usage_error(const char *fmt, ...)
     return EXIT_BAD_INPUT;
 }
 
+int cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return cli_usage_error("%s needs a whole number in %lld..%lld, got '%s'", opt, lo, hi, s);
+    *out = v;
+    return 0;
+}
+
+int cli_jobs_arg(const char *opt, const char *s, int *out)
+{
+    long long n;
+    int rc = cli_int_arg(opt, s, 0, 4096, &n);
+    if (rc)
+        return rc;
+    if (n == 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+            n = 1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
 int cli_config_arg(cfg_t *cfg, const char *arg, bool *have_file, sim_err *err)
 {
     if (strchr(arg, '='))

@@ -23,6 +23,13 @@ int cli_fail(const sim_err *err);
 /* Prints "parsim: <message>" and returns 2. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* An option's integer value in lo..hi into *out; otherwise prints a usage
+ * error naming the option and returns 2 (0 on success). */
+int cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out);
+
+/* A thread count (--jobs): 1..4096, or 0 for every online core. */
+int cli_jobs_arg(const char *opt, const char *s, int *out);
+
 /* Feeds one argument to cfg: a KEY=VALUE override, or the config file if
  * none was given yet (*have_file tracks that).  Returns SIM_OK, or
  * SIM_EINVAL for a second file name or a bad override/file. */

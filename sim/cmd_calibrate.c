@@ -53,16 +53,6 @@ static char *slurp(const char *path, size_t *len, sim_err *err)
     return buf;
 }
 
-static int parse_int_arg(const char *opt, const char *s, int lo, int hi, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || end == s || v < lo || v > hi)
-        return cli_usage_error("%s needs a number in %d..%d, got '%s'", opt, lo, hi, s);
-    *out = (int)v;
-    return 0;
-}
-
 int cmd_calibrate(int argc, char **argv)
 {
     const char *in_path = NULL, *out_path = NULL, *nccl_path = NULL, *op = NULL;
@@ -107,10 +97,14 @@ int cmd_calibrate(int argc, char **argv)
                     goto out;
                 }
             } else if (!strcmp(a, "--jobs")) {
-                if ((rc = parse_int_arg(a, v, 1, 64, &o.jobs)))
+                if ((rc = cli_jobs_arg(a, v, &o.jobs)))
                     goto out;
-            } else if ((rc = parse_int_arg(a, v, 1, 10000, &o.max_iter)))
-                goto out;
+            } else {
+                long long n;
+                if ((rc = cli_int_arg(a, v, 1, 10000, &n)))
+                    goto out;
+                o.max_iter = (int)n;
+            }
         } else if (!strcmp(a, "--quiet"))
             o.log = NULL;
         else if (a[0] == '-' && a[1] == '-') {

@@ -1,6 +1,7 @@
 /* parsim compare: what moved between two outputs of validate, sweep or
  * search (rules in compare.h). */
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,9 +29,10 @@ int cmd_compare(int argc, char **argv)
                 if (*end || end == argv[i] || !(o.fail_above_pct >= 0))
                     return cli_usage_error("--fail-above needs a percentage >= 0, got '%s'", argv[i]);
             } else {
-                long n = strtol(argv[i], &end, 10);
-                if (*end || end == argv[i] || n < 0)
-                    return cli_usage_error("--list needs a count >= 0 (0 = all), got '%s'", argv[i]);
+                long long n; /* 0 = all */
+                int rc = cli_int_arg(a, argv[i], 0, LLONG_MAX, &n);
+                if (rc)
+                    return rc;
                 o.max_listed = (size_t)n;
             }
         } else if (a[0] == '-' && a[1] == '-')

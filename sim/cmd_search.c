@@ -119,16 +119,14 @@ int cmd_search(int argc, char **argv)
             rc = cli_usage_error("%s needs a value", a);
             goto out;
         }
-        if (!strcmp(a, "--top") || !strcmp(a, "--jobs")) {
-            int64_t v;
-            if (!parse_i64(argv[++i], &v) || v > 1000000) {
-                rc = cli_usage_error("%s: expected a positive integer, got '%s'", a, argv[i]);
+        if (!strcmp(a, "--top")) {
+            long long v;
+            if ((rc = cli_int_arg(a, argv[++i], 1, 1000000, &v)))
                 goto out;
-            }
-            if (a[2] == 't')
-                o.top = (int)v;
-            else
-                o.jobs = v > 256 ? 256 : (int)v;
+            o.top = (int)v;
+        } else if (!strcmp(a, "--jobs")) {
+            if ((rc = cli_jobs_arg(a, argv[++i], &o.jobs)))
+                goto out;
         } else if (!strcmp(a, "--out")) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--rank")) {

@@ -83,15 +83,9 @@ static int parse_args(int argc, char **argv, sweep_args *a)
             if (!strcmp(s, "--out")) {
                 a->out = v;
             } else if (!strcmp(s, "--jobs")) {
-                long n = strtol(v, &end, 10);
-                if (*end || end == v || n < 0 || n > 4096)
-                    return cli_usage_error("--jobs takes a thread count (0 = all cores), got '%s'", v);
-                if (n == 0) {
-                    n = sysconf(_SC_NPROCESSORS_ONLN);
-                    if (n < 1)
-                        n = 1;
-                }
-                a->jobs = (int)n;
+                int rc = cli_jobs_arg(s, v, &a->jobs);
+                if (rc)
+                    return rc;
             } else {
                 long long k = strtoll(v, &end, 10), n = 0;
                 if (*end == '/')

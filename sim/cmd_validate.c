@@ -41,12 +41,9 @@ int cmd_validate(int argc, char **argv)
             else if (!strcmp(a, "--rows"))
                 rows = argv[i];
             else {
-                char *end;
-                long j = strtol(argv[i], &end, 10);
-                if (*end || j < 1 || j > 64)
-                    return cli_usage_error("--jobs needs a number of threads in 1..64, got '%s'",
-                                           argv[i]);
-                jobs = (int)j;
+                int rc = cli_jobs_arg(a, argv[i], &jobs);
+                if (rc)
+                    return rc;
             }
         } else if (a[0] == '-' && a[1] == '-')
             return cli_usage_error("unknown option '%s'", a);

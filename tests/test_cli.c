@@ -68,6 +68,10 @@ static const bad_case bad[] = {
     {BASE "--format yaml", "yaml"},
     {BASE "--no-such-option", "--no-such-option"},
     {"frobnicate", "frobnicate"},
+    {"validate tests/data/validate_rows.csv --jobs -1", "--jobs"},
+    {"calibrate tests/data/validate_mini.csv --max-iter 0", "--max-iter"},
+    {"search configs/llama3-70b-h100x64.cfg --top 0", "--top"},
+    {"compare tests/data/validate_rows.csv tests/data/validate_rows.csv --list x", "--list"},
 };
 
 Test(cli, every_rule_exits_2_naming_the_key, .timeout = 120)
