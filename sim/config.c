@@ -702,9 +702,15 @@ struct key_def {
     size_t size;       /* KT_STRING: size of the char array; KT_FLOAT_LIST:
                           number of elements (0 = a curve, up to NET_CURVE_MAX) */
     double scale;      /* KT_FLOAT: config unit -> SI (0 = 1) */
-    setter_fn set;     /* converts and stores (enums, lists) */
+    setter_fn set;     /* converts and stores (lists, derived fields) */
     bool late;         /* applied after all other keys (reads them) */
     const char *help;
+    /* Name keys (K_ENUM, K_FLAGS): the accepted names and the value each
+     * stores (K_ENUM: the enum or bool at offset; K_FLAGS: bits OR-ed into
+     * an unsigned at offset). */
+    const char *const *names;
+    const int *values;
+    int n_names;
 };
 
 #define FIELD(f) offsetof(run_inputs, f)
@@ -731,26 +737,15 @@ struct key_def {
       .offset = FIELD(f), .set = set_curve_eff, .late = true,                             \
       .help = what " efficiency at each size (linear in log2 size between points)" }
 
-static int set_norm(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_pos_emb(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_moe_layer_freq(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                               sim_err *);
-static int set_cp_comm(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_window_size(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_window_skip(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
-static int set_attn_backend(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
-static int set_recompute(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
-                         sim_err *);
-static int set_peft_scheme(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_microbench(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
-static int set_lora_targets(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
-static int set_recompute_mods(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
-                              sim_err *);
 static int set_precision(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                          sim_err *);
-static int set_fabric(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
-static int set_scaleup(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_floats(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_curve_sizes(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                            sim_err *);
@@ -758,8 +753,43 @@ static int set_curve_eff(const cfg_t *, const key_def *, const cfg_value *, run_
                          sim_err *);
 static int set_algo(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_proto(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
-static int set_dispatcher(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
-                          sim_err *);
+
+static int set_enum(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_flags(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+
+/* A key whose value is one of names[] (stores the matching value). */
+#define K_ENUM(k, f, d, names_, values_, h)                                                       \
+    { .key = k, .type = KT_STRING, .def = d, .set = set_enum, .offset = FIELD(f), .size = FSIZE(f), \
+      .names = names_, .values = values_, .n_names = (int)(sizeof names_ / sizeof *names_), .help = h }
+/* A key whose value is a list of names[] (stores the OR of their bits). */
+#define K_FLAGS(k, f, d, names_, values_, h)                                                       \
+    { .key = k, .type = KT_STR_LIST, .def = d, .set = set_flags, .offset = FIELD(f), .size = FSIZE(f), \
+      .names = names_, .values = values_, .n_names = (int)(sizeof names_ / sizeof *names_), .help = h }
+
+static const char *const norm_names[] = { "LayerNorm", "RMSNorm" };
+static const int norm_values[] = { NORM_LAYERNORM, NORM_RMSNORM };
+static const char *const dispatcher_names[] = { "allgather", "alltoall", "flex" };
+static const int dispatcher_values[] = { MOE_DISPATCHER_ALLGATHER, MOE_DISPATCHER_ALLTOALL, MOE_DISPATCHER_FLEX };
+static const char *const cp_comm_names[] = { "p2p", "all_gather", "a2a", "a2a+p2p" };
+static const int cp_comm_values[] = { CP_COMM_P2P, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_A2A_P2P };
+/* Megatron Core's AttnBackend names. */
+static const char *const attn_names[] = { "auto", "flash", "fused", "unfused", "local" };
+static const int attn_values[] = { ATTN_FLASH, ATTN_FLASH, ATTN_FLASH, ATTN_UNFUSED, ATTN_UNFUSED };
+static const char *const recompute_names[] = { "none", "selective", "full" };
+static const int recompute_values[] = { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
+static const char *const recompute_mod_names[] = { "core_attn", "mlp", "moe", "moe_act", "layernorm",
+                                                   "mla_up_proj", "shared_experts" };
+static const int recompute_mod_values[] = { RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_MOD_MLP, RECOMPUTE_MOD_MOE,
+                                            RECOMPUTE_MOD_MOE_ACT, RECOMPUTE_MOD_LAYERNORM,
+                                            RECOMPUTE_MOD_MLA_UP_PROJ, RECOMPUTE_MOD_SHARED_EXPERTS };
+static const char *const peft_names[] = { "none", "lora" };
+static const int peft_values[] = { 0, 1 };
+static const char *const lora_target_names[] = { "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2" };
+static const int lora_target_values[] = { LORA_QKV, LORA_PROJ, LORA_FC1, LORA_FC2 };
+static const char *const scaleup_names[] = { "nvlink", "pcie" };
+static const int scaleup_values[] = { SCALEUP_NVLINK, SCALEUP_PCIE };
+static const char *const fabric_names[] = { "infiniband", "roce", "ethernet" };
+static const int fabric_values[] = { FABRIC_INFINIBAND, FABRIC_ROCE, FABRIC_ETHERNET };
 
 /* Every key parsim accepts, in the order --help-config and cfg_dump list
  * them.  Names follow Megatron Bridge (ConfigContainer fields) so recipe
@@ -780,7 +810,8 @@ static const key_def keys[] = {
           "head dimension d; 0 = hidden_size/num_attention_heads"),
     K_BOOL("model.gated_linear_unit", model.gated_linear_unit, "false",
            "SwiGLU/GeGLU MLP (fc1 is 2F wide)"),
-    K_SET("model.normalization", KT_STRING, "\"LayerNorm\"", set_norm, "LayerNorm | RMSNorm"),
+    K_ENUM("model.normalization", model.normalization, "\"LayerNorm\"", norm_names, norm_values,
+           "LayerNorm | RMSNorm"),
     K_BOOL("model.share_embeddings_and_output_weights", model.share_embeddings_and_output_weights,
            "true", "tie input embedding and output layer"),
     K_BOOL("model.add_bias_linear", model.add_bias_linear, "true", "biases in linear layers"),
@@ -813,7 +844,8 @@ static const key_def keys[] = {
       .late = true,
       .help = "with window_size: every N-th layer (1-based) full attention, the rest windowed; 0 = all "
               "windowed; or a 0/1 list of num_layers entries (1 = windowed)" },
-    K_SET("model.moe_token_dispatcher_type", KT_STRING, "\"allgather\"", set_dispatcher,
+    K_ENUM("model.moe_token_dispatcher_type", par.moe_token_dispatcher, "\"allgather\"", dispatcher_names,
+           dispatcher_values,
           "allgather | alltoall | flex (Megatron Core's default: allgather)"),
     /* model: multi-latent attention, multi-token prediction */
     K_BOOL("model.multi_latent_attention", model.multi_latent_attention, "false",
@@ -837,15 +869,17 @@ static const key_def keys[] = {
           "ETP; 0 = tensor_model_parallel_size"),
     K_BOOL("model.sequence_parallel", par.sequence_parallel, "false",
            "sequence parallelism (needs TP > 1)"),
-    K_SET("model.cp_comm_type", KT_STRING, "\"p2p\"", set_cp_comm,
+    K_ENUM("model.cp_comm_type", par.cp_comm_type, "\"p2p\"", cp_comm_names, cp_comm_values,
           "p2p | all_gather | a2a | a2a+p2p"),
-    K_SET("model.attention_backend", KT_STRING, "\"auto\"", set_attn_backend,
+    K_ENUM("model.attention_backend", par.attention_backend, "\"auto\"", attn_names, attn_values,
           "auto | flash | fused | unfused | local (unfused/local keep the s x s scores)"),
     K_SET("model.hierarchical_context_parallel_sizes", KT_INT_LIST, "[]", set_hier_cp,
           "CP levels for a2a+p2p, product = context_parallel_size"),
-    K_SET("model.recompute_granularity", KT_STRING, "\"none\"", set_recompute,
+    K_ENUM("model.recompute_granularity", par.recompute_granularity, "\"none\"", recompute_names,
+           recompute_values,
           "none | selective | full"),
-    K_SET("model.recompute_modules", KT_STR_LIST, "[core_attn]", set_recompute_mods,
+    K_FLAGS("model.recompute_modules", par.recompute_modules, "[core_attn]", recompute_mod_names,
+            recompute_mod_values,
           "selective recompute: core_attn, mlp, moe, moe_act, layernorm, mla_up_proj, "
           "shared_experts"),
     K_INT("model.recompute_num_layers", par.recompute_num_layers, "1", RG_GE1,
@@ -871,11 +905,11 @@ static const key_def keys[] = {
           "sequences per step"),
     K_INT("train.micro_batch_size", train.micro_batch_size, "1", RG_GE1,
           "sequences per microbatch"),
-    K_SET("peft.scheme", KT_STRING, "\"none\"", set_peft_scheme,
+    K_ENUM("peft.scheme", peft.lora, "\"none\"", peft_names, peft_values,
           "none | lora (frozen base weights, trained low-rank adapters)"),
     K_INT("peft.dim", peft.dim, "32", RG_GE1, "LoRA adapter rank"),
-    K_SET("peft.target_modules", KT_STR_LIST, "[linear_qkv, linear_proj, linear_fc1, linear_fc2]",
-          set_lora_targets, "LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2"),
+    K_FLAGS("peft.target_modules", peft.targets, "[linear_qkv, linear_proj, linear_fc1, linear_fc2]", lora_target_names,
+            lora_target_values, "LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2"),
     K_BOOL("ddp.use_distributed_optimizer", ddp.use_distributed_optimizer, "false",
            "shard optimizer state over data parallel ranks"),
     K_BOOL("ddp.overlap_grad_reduce", ddp.overlap_grad_reduce, "false",
@@ -942,7 +976,7 @@ static const key_def keys[] = {
     K_FLT("cluster.compute.attention_seq_half_tokens", cluster.compute.attention_seq_half_tokens, "0", RG_GE0,
           1, "key length at which flash attention reaches half its plateau efficiency"),
     /* cluster: scale-up tier */
-    K_SET("cluster.nvlink.kind", KT_STRING, "\"nvlink\"", set_scaleup,
+    K_ENUM("cluster.nvlink.kind", cluster.scaleup.kind, "\"nvlink\"", scaleup_names, scaleup_values,
           "nvlink | pcie: the scale-up tier (PCIe for systems without NVLink)"),
     K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.scaleup.bw_bytes_per_s, NULL, RG_POS, 1e9,
           "ring bus bandwidth per GPU in the domain, one direction, GB/s"),
@@ -952,7 +986,7 @@ static const key_def keys[] = {
           RG_GE0, 1e9, "NVLink SHARP per-GPU rate, GB/s; 0 = no NVLS"),
     K_CURVE("cluster.nvlink", cluster.scaleup.efficiency, "scale-up", "collective size"),
     /* cluster: scale-out tier */
-    K_SET("cluster.scaleout.kind", KT_STRING, "\"infiniband\"", set_fabric,
+    K_ENUM("cluster.scaleout.kind", cluster.scaleout.kind, "\"infiniband\"", fabric_names, fabric_values,
           "infiniband | roce | ethernet"),
     K_INT("cluster.scaleout.nics_per_node", cluster.scaleout.nics_per_node, NULL, RG_GE1,
           "compute-fabric NICs (rails) per node"),
@@ -1183,14 +1217,48 @@ static int pick_name(const cfg_t *c, const key_def *k, const char *s, const char
                        s, list);
 }
 
-static int set_norm(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                    sim_err *err)
+/* Stores an int-valued name key into its field: an enum or a bool. */
+static int store_int(const key_def *k, int value, run_inputs *in)
 {
-    static const char *const names[] = { "LayerNorm", "RMSNorm" };
+    char *field = (char *)in + k->offset;
+    if (k->size == sizeof(int)) {
+        memcpy(field, &value, sizeof value);
+        return SIM_OK;
+    }
+    if (k->size == sizeof(bool)) {
+        bool b = value != 0;
+        memcpy(field, &b, sizeof b);
+        return SIM_OK;
+    }
+    return SIM_ESIM;
+}
+
+static int set_enum(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
     int i = 0;
-    int rc = pick_name(c, k, v->s, names, 2, &i, err);
-    in->model.normalization = i == 1 ? NORM_RMSNORM : NORM_LAYERNORM;
-    return rc;
+    int rc = pick_name(c, k, v->s, k->names, k->n_names, &i, err);
+    if (rc)
+        return rc;
+    if (store_int(k, k->values[i], in) != SIM_OK)
+        return sim_err_set(err, SIM_ESIM, "%s: key table: field of unexpected size", k->key);
+    return SIM_OK;
+}
+
+/* One name stands for a one-element list (model.recompute_modules=mlp). */
+static int set_flags(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    int mask = 0;
+    int n = v->kind == CV_STRING ? 1 : v->n;
+    for (int j = 0; j < n; j++) {
+        int i = 0;
+        int rc = pick_name(c, k, v->kind == CV_STRING ? v->s : v->strs[j], k->names, k->n_names, &i, err);
+        if (rc)
+            return rc;
+        mask |= k->values[i];
+    }
+    if (store_int(k, mask, in) != SIM_OK)
+        return sim_err_set(err, SIM_ESIM, "%s: key table: field of unexpected size", k->key);
+    return SIM_OK;
 }
 
 static int set_pos_emb(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
@@ -1204,18 +1272,6 @@ static int set_pos_emb(const cfg_t *c, const key_def *k, const cfg_value *v, run
     if (!rc)
         snprintf(in->model.position_embedding_type, sizeof in->model.position_embedding_type,
                  "%s", names[i]);
-    return rc;
-}
-
-static int set_cp_comm(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                       sim_err *err)
-{
-    static const char *const names[] = { "p2p", "all_gather", "a2a", "a2a+p2p" };
-    static const cp_comm_kind kinds[] = { CP_COMM_P2P, CP_COMM_ALL_GATHER, CP_COMM_A2A,
-                                          CP_COMM_A2A_P2P };
-    int i = 0;
-    int rc = pick_name(c, k, v->s, names, 4, &i, err);
-    in->par.cp_comm_type = kinds[i];
     return rc;
 }
 
@@ -1243,92 +1299,6 @@ static int set_microbench(const cfg_t *c, const key_def *k, const cfg_value *v, 
         return cfg_err_key(c, err, SIM_EINVAL, k->key, "%s", msg);
     }
     return SIM_OK;
-}
-
-static int set_peft_scheme(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                           sim_err *err)
-{
-    static const char *const names[] = { "none", "lora" };
-    int i = 0;
-    int rc = pick_name(c, k, v->s, names, 2, &i, err);
-    in->peft.lora = i == 1;
-    return rc;
-}
-
-static int set_lora_targets(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                            sim_err *err)
-{
-    static const char *const names[] = { "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2" };
-    static const unsigned bits[] = { LORA_QKV, LORA_PROJ, LORA_FC1, LORA_FC2 };
-    unsigned mask = 0;
-    int n = v->kind == CV_STRING ? 1 : v->n;
-    for (int j = 0; j < n; j++) {
-        int i = 0;
-        int rc = pick_name(c, k, v->kind == CV_STRING ? v->s : v->strs[j], names, 4, &i, err);
-        if (rc)
-            return rc;
-        mask |= bits[i];
-    }
-    in->peft.targets = mask;
-    return SIM_OK;
-}
-
-static int set_attn_backend(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                            sim_err *err)
-{
-    /* Megatron Core's AttnBackend names. */
-    static const char *const names[] = { "auto", "flash", "fused", "unfused", "local" };
-    static const attention_backend_kind kinds[] = { ATTN_FLASH, ATTN_FLASH, ATTN_FLASH, ATTN_UNFUSED,
-                                                    ATTN_UNFUSED };
-    int i = 0;
-    int rc = pick_name(c, k, v->s, names, 5, &i, err);
-    in->par.attention_backend = kinds[i];
-    return rc;
-}
-
-static int set_recompute(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                         sim_err *err)
-{
-    static const char *const names[] = { "none", "selective", "full" };
-    static const recompute_kind kinds[] = { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
-    int i = 0;
-    int rc = pick_name(c, k, v->s, names, 3, &i, err);
-    in->par.recompute_granularity = kinds[i];
-    return rc;
-}
-
-static int set_fabric(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                      sim_err *err)
-{
-    static const char *const names[] = { "infiniband", "roce", "ethernet" };
-    static const fabric_kind kinds[] = { FABRIC_INFINIBAND, FABRIC_ROCE, FABRIC_ETHERNET };
-    int i = 0;
-    int rc = pick_name(c, k, v->s, names, 3, &i, err);
-    in->cluster.scaleout.kind = kinds[i];
-    return rc;
-}
-
-static int set_scaleup(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                       sim_err *err)
-{
-    static const char *const names[] = { "nvlink", "pcie" };
-    static const scaleup_kind kinds[] = { SCALEUP_NVLINK, SCALEUP_PCIE };
-    int i = 0;
-    int rc = pick_name(c, k, v->s, names, 2, &i, err);
-    in->cluster.scaleup.kind = kinds[i];
-    return rc;
-}
-
-static int set_dispatcher(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
-                          sim_err *err)
-{
-    static const char *const names[] = { "allgather", "alltoall", "flex" };
-    static const moe_dispatcher_kind kinds[] = { MOE_DISPATCHER_ALLGATHER,
-                                                 MOE_DISPATCHER_ALLTOALL, MOE_DISPATCHER_FLEX };
-    int i = 0;
-    int rc = pick_name(c, k, v->s, names, 3, &i, err);
-    in->par.moe_token_dispatcher = kinds[i];
-    return rc;
 }
 
 static int set_algo(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
@@ -1427,29 +1397,6 @@ static int set_curve_eff(const cfg_t *c, const key_def *k, const cfg_value *v, r
             return rc;
         cv->efficiency[j] = list_num(v, j);
     }
-    return SIM_OK;
-}
-
-static int set_recompute_mods(const cfg_t *c, const key_def *k, const cfg_value *v,
-                              run_inputs *in, sim_err *err)
-{
-    static const char *const names[] = { "core_attn", "mlp", "moe", "moe_act", "layernorm",
-                                         "mla_up_proj", "shared_experts" };
-    static const unsigned bits[] = { RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_MOD_MLP,
-                                     RECOMPUTE_MOD_MOE, RECOMPUTE_MOD_MOE_ACT,
-                                     RECOMPUTE_MOD_LAYERNORM, RECOMPUTE_MOD_MLA_UP_PROJ,
-                                     RECOMPUTE_MOD_SHARED_EXPERTS };
-    unsigned mask = 0;
-    int n = v->kind == CV_STRING ? 1 : v->n;
-    for (int j = 0; j < n; j++) {
-        const char *s = v->kind == CV_STRING ? v->s : v->strs[j];
-        int i = 0;
-        int rc = pick_name(c, k, s, names, (int)(sizeof names / sizeof names[0]), &i, err);
-        if (rc)
-            return rc;
-        mask |= bits[i];
-    }
-    in->par.recompute_modules = mask;
     return SIM_OK;
 }
 
