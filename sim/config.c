@@ -217,7 +217,7 @@ static int add_entry(cfg_t *c, const char *key, cfg_value *v, const char *file, 
 }
 
 /* The winning assignment of key: highest priority, latest among equals. */
-static bool readable(const char *path);
+static bool path_near(const cfg_entry *e, const char *name, char *path, size_t len, char *tried, size_t tlen);
 
 static const cfg_entry *find(const cfg_t *c, const char *key)
 {
@@ -1282,15 +1282,8 @@ static int set_microbench(const cfg_t *c, const key_def *k, const cfg_value *v, 
     memset(&in->cluster.compute.bench, 0, sizeof in->cluster.compute.bench);
     if (!v->s[0])
         return SIM_OK;
-    const cfg_entry *e = find(c, k->key);
-    char path[1024];
-    snprintf(path, sizeof path, "%s", v->s);
-    const char *slash = e ? strrchr(e->file, '/') : NULL;
-    if (v->s[0] != '/' && slash && strcmp(e->file, ORIGIN_CMDLINE) != 0) {
-        snprintf(path, sizeof path, "%.*s/%s", (int)(slash - e->file), e->file, v->s);
-        if (!readable(path))
-            snprintf(path, sizeof path, "%s", v->s);
-    }
+    char path[1024], tried[2100];
+    path_near(find(c, k->key), v->s, path, sizeof path, tried, sizeof tried);
     sim_err inner;
     sim_err_clear(&inner);
     if (microbench_load(path, &in->cluster.compute.bench, &inner) != SIM_OK) {
@@ -1428,6 +1421,24 @@ static int set_precision(const cfg_t *c, const key_def *k, const cfg_value *v, r
 }
 
 /* Runs after num_layers and num_moe_experts are set (late key). */
+/* A per-layer 0/1 list (moe_layer_freq, window_attn_skip_freq): one entry
+ * per layer. */
+static int layer_list(const cfg_t *c, const key_def *k, const cfg_value *v, int64_t L, uint8_t *pattern,
+                      sim_err *err)
+{
+    if (v->n != L)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "list has %d entries but model.num_layers is %" PRId64 " (one 0/1 entry per layer)",
+                           v->n, L);
+    for (int i = 0; i < v->n; i++) {
+        if (v->ints[i] != 0 && v->ints[i] != 1)
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "list entries must be 0 or 1 (entry %d is %" PRId64 ")",
+                               i, v->ints[i]);
+        pattern[i] = (uint8_t)v->ints[i];
+    }
+    return SIM_OK;
+}
+
 static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value *v,
                               run_inputs *in, sim_err *err)
 {
@@ -1440,17 +1451,9 @@ static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value 
         for (int64_t i = 0; i < L; i++)
             m->moe_layer_pattern[i] = (i % v->i == 0);
     } else {
-        if (v->n != L)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key,
-                               "list has %d entries but model.num_layers is %" PRId64
-                               " (one 0/1 entry per layer)", v->n, L);
-        for (int i = 0; i < v->n; i++) {
-            if (v->ints[i] != 0 && v->ints[i] != 1)
-                return cfg_err_key(c, err, SIM_EINVAL, k->key,
-                                   "list entries must be 0 or 1 (entry %d is %" PRId64 ")", i,
-                                   v->ints[i]);
-            m->moe_layer_pattern[i] = (uint8_t)v->ints[i];
-        }
+        int rc = layer_list(c, k, v, L, m->moe_layer_pattern, err);
+        if (rc)
+            return rc;
     }
     /* The pattern describes where experts go; a dense model has none. */
     if (m->num_moe_experts == 0)
@@ -1489,16 +1492,9 @@ static int set_window_skip(const cfg_t *c, const key_def *k, const cfg_value *v,
         for (int64_t i = 0; i < L && i < MODEL_MAX_LAYERS; i++)
             m->window_pattern[i] = v->i == 0 || (i + 1) % v->i != 0;
     } else {
-        if (v->n != L)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key,
-                               "list has %d entries but model.num_layers is %" PRId64 " (one 0/1 entry per layer)",
-                               v->n, L);
-        for (int i = 0; i < v->n; i++) {
-            if (v->ints[i] != 0 && v->ints[i] != 1)
-                return cfg_err_key(c, err, SIM_EINVAL, k->key,
-                                   "list entries must be 0 or 1 (entry %d is %" PRId64 ")", i, v->ints[i]);
-            m->window_pattern[i] = (uint8_t)v->ints[i];
-        }
+        int rc = layer_list(c, k, v, L, m->window_pattern, err);
+        if (rc)
+            return rc;
     }
     if (m->window_size == 0)
         memset(m->window_pattern, 0, sizeof m->window_pattern);
@@ -1608,20 +1604,13 @@ static const preset_key preset_keys[] = {
     { "sim.params", NULL, "parameter file" },
 };
 
-/* Finds the file a preset key names; fills tried with where it looked. */
-static bool preset_path(const cfg_t *c, const preset_key *pk, const cfg_entry *e,
-                        char *path, size_t len, char *tried, size_t tlen)
+/* The file a key names: a relative name is taken relative to the file that
+ * set the key, then to the working directory.  Fills tried with where it
+ * looked. */
+static bool path_near(const cfg_entry *e, const char *name, char *path, size_t len, char *tried, size_t tlen)
 {
-    const char *name = e->v.s;
-    if (pk->subdir) {
-        snprintf(path, len, "%s/%s/%s.cfg", c->data_dir, pk->subdir, name);
-        snprintf(tried, tlen, "%s", path);
-        return readable(path);
-    }
-    /* A relative sim.params is taken relative to the file that names it,
-     * then to the working directory. */
     tried[0] = '\0';
-    const char *slash = strrchr(e->file, '/');
+    const char *slash = e ? strrchr(e->file, '/') : NULL;
     if (name[0] != '/' && slash && strcmp(e->file, ORIGIN_CMDLINE) != 0) {
         snprintf(path, len, "%.*s/%s", (int)(slash - e->file), e->file, name);
         snprintf(tried, tlen, "%s, ", path);
@@ -1632,6 +1621,19 @@ static bool preset_path(const cfg_t *c, const preset_key *pk, const cfg_entry *e
     size_t tl = strlen(tried);
     snprintf(tried + tl, tlen - tl, "%s", path);
     return readable(path);
+}
+
+/* Finds the file a preset key names; fills tried with where it looked. */
+static bool preset_path(const cfg_t *c, const preset_key *pk, const cfg_entry *e,
+                        char *path, size_t len, char *tried, size_t tlen)
+{
+    const char *name = e->v.s;
+    if (pk->subdir) {
+        snprintf(path, len, "%s/%s/%s.cfg", c->data_dir, pk->subdir, name);
+        snprintf(tried, tlen, "%s", path);
+        return readable(path);
+    }
+    return path_near(e, name, path, len, tried, tlen);
 }
 
 static int load_presets(cfg_t *c, sim_err *err)
