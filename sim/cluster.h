@@ -46,7 +46,8 @@ typedef struct gpu_spec {
 #define MICROBENCH_MAX_GEMM 1024
 #define MICROBENCH_MAX_ATTN 128
 typedef struct microbench_gemm {
-    float m, n, k, efficiency;
+    float log_m, log_n, log_k; /* ln of the shape: lookups compare in log space */
+    float efficiency;
 } microbench_gemm;
 typedef struct microbench_attn {
     float seq, head_dim, efficiency;

@@ -56,7 +56,7 @@ static int read_gemm(const config_setting_t *g, const char *name, const char *pa
             return bad_item(err, path, it, name, "each entry needs numbers m, n, k and efficiency");
         if (m < 1 || nn < 1 || k < 1 || !(e > 0 && e <= 1))
             return bad_item(err, path, it, name, "m, n, k must be >= 1 and efficiency in (0, 1]");
-        pts[i] = (microbench_gemm){ (float)m, (float)nn, (float)k, (float)e };
+        pts[i] = (microbench_gemm){ (float)log(m), (float)log(nn), (float)log(k), (float)e };
     }
     *n = count;
     return SIM_OK;
@@ -129,7 +129,7 @@ bool microbench_gemm_efficiency(const microbench_table *t, int dtype, double m, 
     double best = INFINITY;
     for (int i = 0; i < t->n_gemm[dtype]; i++) {
         const microbench_gemm *p = &t->gemm[dtype][i];
-        double dm = lm - log(p->m), dn = ln - log(p->n), dk = lk - log(p->k);
+        double dm = lm - p->log_m, dn = ln - p->log_n, dk = lk - p->log_k;
         double d = dm * dm + dn * dn + dk * dk;
         if (d < best) {
             best = d;
