@@ -93,3 +93,22 @@ int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void 
     free(tmp);
     return SIM_OK;
 }
+
+int cli_print_whole(void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    writer(mem, ctx);
+    int bad = ferror(mem);
+    fclose(mem);
+    int rc = SIM_OK;
+    if (bad)
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory building the report");
+    else if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0)
+        rc = sim_err_set(err, SIM_EIO, "cannot write the report");
+    free(buf);
+    return rc;
+}

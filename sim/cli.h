@@ -42,6 +42,11 @@ int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err);
  * it into place, so the file appears whole or not at all. */
 int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err);
 
+/* Writes a report through writer to standard output in one piece (built
+ * in memory first), so a failure never leaves half a report.  SIM_OK,
+ * SIM_ENOMEM or SIM_EIO (err says which). */
+int cli_print_whole(void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err);
+
 /* Commands. argv[0] is the first argument after the command name. */
 int cmd_run(int argc, char **argv);
 int cmd_net(int argc, char **argv);

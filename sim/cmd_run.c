@@ -10,12 +10,32 @@
 #include "strategy.h"
 #include "trace.h"
 
+typedef enum { FMT_TEXT, FMT_JSON, FMT_CSV } out_format;
+
+typedef struct report_ctx {
+    out_format fmt;
+    const run_inputs *in;
+    const strategy_t *s;
+    const step_result *res;
+} report_ctx;
+
+static void report_writer(FILE *out, void *ctx)
+{
+    const report_ctx *r = ctx;
+    if (r->fmt == FMT_JSON)
+        report_json(out, r->in, r->s, r->res);
+    else if (r->fmt == FMT_CSV) {
+        report_csv_header(out);
+        report_csv_row(out, r->in, r->s, r->res);
+    } else
+        report_text(out, r->in, r->s, r->res);
+}
+
 static void trace_writer(FILE *out, void *ctx)
 {
     trace_write(out, ctx);
 }
 
-typedef enum { FMT_TEXT, FMT_JSON, FMT_CSV } out_format;
 
 int cmd_run(int argc, char **argv)
 {
@@ -92,30 +112,9 @@ int cmd_run(int argc, char **argv)
         step_destroy(st);
         goto out;
     }
-    /* The report is built in memory and written in one piece. */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem) {
-        step_destroy(st);
-        fputs("parsim: out of memory\n", stderr);
-        rc = EXIT_FAILURE;
-        goto out;
-    }
-    const step_result *res = step_result_get(st);
-    if (fmt == FMT_JSON)
-        report_json(mem, &in, &s, res);
-    else if (fmt == FMT_CSV) {
-        report_csv_header(mem);
-        report_csv_row(mem, &in, &s, res);
-    } else
-        report_text(mem, &in, &s, res);
-    fclose(mem);
-    if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0) {
-        fputs("parsim: cannot write the report\n", stderr);
-        rc = EXIT_FAILURE;
-    }
-    free(buf);
+    report_ctx rc_ctx = { fmt, &in, &s, step_result_get(st) };
+    if (cli_print_whole(report_writer, &rc_ctx, &err) != SIM_OK)
+        rc = cli_fail(&err);
     step_destroy(st);
 out:
     cfg_destroy(cfg);

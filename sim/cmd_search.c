@@ -27,15 +27,21 @@
 #include "progress.h"
 #include "search.h"
 
-typedef struct csv_ctx {
+typedef struct search_ctx {
     const run_inputs *in;
     const search_opts *o;
     const search_result *r;
-} csv_ctx;
+} search_ctx;
+
+static void report_writer(FILE *out, void *ctx)
+{
+    const search_ctx *c = ctx;
+    search_print(out, c->in, c->o, c->r);
+}
 
 static void csv_writer(FILE *out, void *ctx)
 {
-    const csv_ctx *c = ctx;
+    const search_ctx *c = ctx;
     search_write_csv(out, c->in, c->o, c->r);
 }
 
@@ -245,29 +251,12 @@ int cmd_search(int argc, char **argv)
         goto out;
     }
 
-    /* The report is built in memory and written in one piece. */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&buf, &len);
-    if (!mem) {
-        search_result_free(&res);
-        fputs("parsim: out of memory\n", stderr);
-        rc = EXIT_FAILURE;
-        goto out;
-    }
-    search_print(mem, &in, &o, &res);
-    fclose(mem);
-    if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0) {
-        fputs("parsim: cannot write the report\n", stderr);
-        rc = EXIT_FAILURE;
-    }
-    free(buf);
+    search_ctx sc = {&in, &o, &res};
+    if (cli_print_whole(report_writer, &sc, &err) != SIM_OK)
+        rc = cli_fail(&err);
     search_print_timing(stderr, &o, &res);
-    if (rc == EXIT_SUCCESS && out_path) {
-        csv_ctx cc = {&in, &o, &res};
-        if (cli_write_file(out_path, csv_writer, &cc, &err) != SIM_OK)
-            rc = cli_fail(&err);
-    }
+    if (rc == EXIT_SUCCESS && out_path && cli_write_file(out_path, csv_writer, &sc, &err) != SIM_OK)
+        rc = cli_fail(&err);
     if (rc == EXIT_SUCCESS && res.n_feasible == 0) {
         fputs("parsim: no layout fits in memory\n", stderr);
         rc = EXIT_FAILURE;
