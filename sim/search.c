@@ -887,10 +887,12 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
     size_t *batch = malloc(batch_max * sizeof *batch);
     size_t K = (size_t)(o->top > 2 ? o->top : 2);
     topk best = {.v = malloc(K * sizeof *best.v), .k = K};
-    if (!order || !batch || !best.v) {
+    size_t *front = malloc((n_ready + 1) * sizeof *front);
+    if (!order || !batch || !best.v || !front) {
         free(order);
         free(batch);
         free(best.v);
+        free(front);
         free(all);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
@@ -901,14 +903,6 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
     qsort(order, n_ready, sizeof *order, cmp_ranked);
 
     double ts = now_s();
-    size_t *front = malloc((n_ready + 1) * sizeof *front);
-    if (!front) {
-        free(order);
-        free(batch);
-        free(best.v);
-        free(all);
-        return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    }
     size_t n_front = 0;
     sim_ctx sx = {.base = base, .c = all, .cap = cap};
     size_t next = 0;
