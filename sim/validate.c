@@ -768,7 +768,7 @@ static int pred_skip(vpred *p, const char *fmt, ...)
 int validate_predict(const vcase *c, const char *data_dir, const char *const *extra, vpred *p)
 {
     memset(p, 0, sizeof *p);
-    p->value = p->ape = NAN;
+    p->value = p->ape = p->bias = NAN;
     if (c->skip[0])
         return pred_skip(p, "%s", c->skip);
     cfg_t *cfg = cfg_create(data_dir);
@@ -839,6 +839,8 @@ int validate_predict(const vcase *c, const char *data_dir, const char *const *ex
         return pred_skip(p, "prediction is not a positive number (%g)", p->value);
     p->ok = true;
     p->ape = 100.0 * fabs(p->value - c->measured) / c->measured;
+    /* A shorter step is the optimistic side of a step-time row. */
+    p->bias = 100.0 * (c->metric == VM_STEP_TIME ? c->measured - p->value : p->value - c->measured) / c->measured;
     return SIM_OK;
 }
 
@@ -932,14 +934,18 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
     }
     fprintf(out, "validate: %zu rows, %zu predicted, %zu skipped, %zu with assumed settings\n\n", n,
             predicted, n - predicted, assumed);
-    fprintf(out, "absolute percent error (APE) of the predicted rows\n");
-    fprintf(out, "%-28s %6s %6s %8s %8s %8s %8s\n", "group", "rows", "pred", "assumed", "median%",
-            "p90%", "mean%");
+    fprintf(out, "absolute percent error (APE) of the predicted rows; bias: median signed error, + when\n"
+                 "parsim predicts a faster step, more throughput or more memory than measured\n");
+    fprintf(out, "%-28s %6s %6s %8s %8s %8s %8s %8s\n", "group", "rows", "pred", "assumed", "median%",
+            "p90%", "mean%", "bias%");
     vgroup groups[128];
     size_t ng = validate_groups(cases, n, groups, sizeof groups / sizeof groups[0]);
-    double *ape = malloc((n ? n : 1) * sizeof *ape);
-    if (!ape)
+    double *ape = malloc((n ? n : 1) * sizeof *ape), *bias = malloc((n ? n : 1) * sizeof *bias);
+    if (!ape || !bias) {
+        free(ape);
+        free(bias);
         return;
+    }
     for (size_t g = 0; g < ng; g++) {
         size_t rows = 0, na = 0, k = 0;
         for (size_t i = 0; i < n; i++) {
@@ -947,20 +953,25 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
                 continue;
             rows++;
             na += cases[i].n_assumed > 0;
-            if (preds[i].ok)
-                ape[k++] = preds[i].ape;
+            if (preds[i].ok) {
+                ape[k] = preds[i].ape;
+                bias[k++] = preds[i].bias;
+            }
         }
         if (rows == 0)
             continue;
-        vstats st;
+        vstats st, sb;
         validate_stats(ape, k, &st);
+        validate_stats(bias, k, &sb);
         fprintf(out, "%-28s %6zu %6zu %8zu", groups[g].label, rows, k, na);
         print_num(out, st.median);
         print_num(out, st.p90);
         print_num(out, st.mean);
+        print_num(out, sb.median);
         fputc('\n', out);
     }
     free(ape);
+    free(bias);
 
     /* skipped rows, grouped by reason */
     if (predicted < n) {

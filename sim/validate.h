@@ -117,6 +117,8 @@ typedef struct vpred {
     bool ok;                     /* predicted; else skip says why */
     double value;                /* in the metric's unit */
     double ape;                  /* 100 |value - measured| / measured */
+    double bias;                 /* the same, signed: + when parsim predicts a
+                                    faster step, more throughput or more memory */
     double step_time_s;
     double peak_bytes;
     char skip[320];
@@ -193,7 +195,7 @@ size_t validate_groups(const vcase *cases, size_t n, vgroup *groups, size_t max)
 bool validate_in_group(const vgroup *g, const vcase *c);
 
 /* Prints the summary table: per group rows, predicted, assumed, median,
- * p90 and mean APE. */
+ * p90 and mean APE, and the median signed error (bias). */
 void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t n);
 
 /* Writes the input table with predicted_value, ape_percent, skip_reason,

@@ -374,3 +374,16 @@ Test(validate_cli, overrides_apply_to_every_row)
     cr_assert(strstr(a.out, "validate: 1 rows, 1 predicted"), "%s", a.out);
     cr_assert_str_neq(a.out, b.out);
 }
+
+/* The signed error is + on the optimistic side: a shorter step than
+ * measured, or more tokens/s; its size is the APE. */
+Test(validate, bias_is_signed_ape)
+{
+    vpred p = predict("t-001"); /* step_time_s, measured 1.0 */
+    cr_assert(p.ok, "%s", p.skip);
+    cr_assert(fabs(p.bias - 100.0 * (1.0 - p.value)) < 1e-9, "bias %g for %g s", p.bias, p.value);
+    cr_assert(fabs(fabs(p.bias) - p.ape) < 1e-9);
+    vpred q = predict("t-002"); /* tokens_per_s_per_gpu, measured 5000 */
+    cr_assert(q.ok, "%s", q.skip);
+    cr_assert(fabs(q.bias - 100.0 * (q.value / 5000.0 - 1.0)) < 1e-9, "bias %g for %g", q.bias, q.value);
+}
