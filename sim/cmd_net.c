@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "net.h"
+#include "units.h"
 
 typedef struct net_opts {
     double min_bytes, max_bytes, factor;
@@ -114,10 +115,10 @@ static void print_header(FILE *out, const run_inputs *in, const group_span *g, c
             g->domains == 1 ? "" : "s", c->nvlink_domain_gpus);
     fprintf(out, "#   %s: %.1f GB/s ring, %.1f all-to-all, %.1f NVLS per GPU; %s: %" PRId64
                  " x %.1f GB/s NICs per node of %" PRId64 " GPUs",
-            scaleup_kind_name(c->scaleup.kind), c->scaleup.bw_bytes_per_s / 1e9,
-            c->scaleup.a2a_bw_bytes_per_s / 1e9, c->scaleup.nvls_bw_bytes_per_s / 1e9,
+            scaleup_kind_name(c->scaleup.kind), c->scaleup.bw_bytes_per_s / GB,
+            c->scaleup.a2a_bw_bytes_per_s / GB, c->scaleup.nvls_bw_bytes_per_s / GB,
             fabric_kind_name(c->scaleout.kind), c->scaleout.nics_per_node,
-            c->scaleout.nic_bw_bytes_per_s / 1e9, c->gpus_per_node);
+            c->scaleout.nic_bw_bytes_per_s / GB, c->gpus_per_node);
     if (g->sus > 1)
         fprintf(out, ", %" PRId64 " scalable units, spine %.2g:1", g->sus,
                 c->scaleout.spine_oversubscription);
@@ -257,7 +258,7 @@ int cmd_net(int argc, char **argv)
             rc = cli_fail(&err);
             goto out;
         }
-        double algbw = bytes / ch.time_s / 1e9;
+        double algbw = bytes / ch.time_s / GB;
         double busbw = algbw * net_busbw_factor(k, g.size);
         bool reduces = k == COLL_ALL_REDUCE || k == COLL_REDUCE_SCATTER;
         printf("  %10.0f  %12.0f  %8s  %6s  %6d  %10.2f  %7.2f  %7.2f  %-12s  %s\n", bytes, count,

@@ -38,6 +38,7 @@
 
 #include "microbench.h"
 #include "net.h"
+#include "units.h"
 
 #ifndef PARSIM_DEFAULT_DATA_DIR
 #define PARSIM_DEFAULT_DATA_DIR "."
@@ -931,15 +932,15 @@ static const key_def keys[] = {
     K_INT("cluster.nvlink_domain_gpus", cluster.nvlink_domain_gpus, NULL, RG_GE1,
           "GPUs in one NVLink (scale-up) domain"),
     K_STR("cluster.gpu.name", cluster.gpu.name, NULL, "GPU model"),
-    K_FLT("cluster.gpu.peak_bf16_tflops", cluster.gpu.peak_bf16_flops_per_s, NULL, RG_POS, 1e12,
+    K_FLT("cluster.gpu.peak_bf16_tflops", cluster.gpu.peak_bf16_flops_per_s, NULL, RG_POS, TFLOPS,
           "dense bf16 tensor-core peak, TFLOP/s"),
-    K_FLT("cluster.gpu.peak_fp8_tflops", cluster.gpu.peak_fp8_flops_per_s, "0", RG_GE0, 1e12,
+    K_FLT("cluster.gpu.peak_fp8_tflops", cluster.gpu.peak_fp8_flops_per_s, "0", RG_GE0, TFLOPS,
           "dense fp8 peak, TFLOP/s; 0 = unsupported"),
-    K_FLT("cluster.gpu.peak_fp4_tflops", cluster.gpu.peak_fp4_flops_per_s, "0", RG_GE0, 1e12,
+    K_FLT("cluster.gpu.peak_fp4_tflops", cluster.gpu.peak_fp4_flops_per_s, "0", RG_GE0, TFLOPS,
           "dense fp4 peak, TFLOP/s; 0 = unsupported"),
-    K_FLT("cluster.gpu.hbm_gbytes", cluster.gpu.hbm_capacity_bytes, NULL, RG_POS, 1e9,
+    K_FLT("cluster.gpu.hbm_gbytes", cluster.gpu.hbm_capacity_bytes, NULL, RG_POS, GB,
           "HBM capacity, GB (1e9 bytes)"),
-    K_FLT("cluster.gpu.hbm_bw_gbytes_per_s", cluster.gpu.hbm_bw_bytes_per_s, NULL, RG_POS, 1e9,
+    K_FLT("cluster.gpu.hbm_bw_gbytes_per_s", cluster.gpu.hbm_bw_bytes_per_s, NULL, RG_POS, GB,
           "HBM bandwidth peak, GB/s"),
     K_INT("cluster.gpu.sm_count", cluster.gpu.sm_count, "0", RG_GE0,
           "streaming multiprocessors (GEMM wave quantization; 0 = off)"),
@@ -978,12 +979,11 @@ static const key_def keys[] = {
     /* cluster: scale-up tier */
     K_ENUM("cluster.nvlink.kind", cluster.scaleup.kind, "\"nvlink\"", scaleup_names, scaleup_values,
           "nvlink | pcie: the scale-up tier (PCIe for systems without NVLink)"),
-    K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.scaleup.bw_bytes_per_s, NULL, RG_POS, 1e9,
+    K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.scaleup.bw_bytes_per_s, NULL, RG_POS, GB,
           "ring bus bandwidth per GPU in the domain, one direction, GB/s"),
-    K_FLT("cluster.nvlink.a2a_bw_gbytes_per_s", cluster.scaleup.a2a_bw_bytes_per_s, NULL, RG_POS,
-          1e9, "all-to-all bus bandwidth per GPU in the domain, GB/s"),
+    K_FLT("cluster.nvlink.a2a_bw_gbytes_per_s", cluster.scaleup.a2a_bw_bytes_per_s, NULL, RG_POS, GB, "all-to-all bus bandwidth per GPU in the domain, GB/s"),
     K_FLT("cluster.nvlink.nvls_bw_gbytes_per_s", cluster.scaleup.nvls_bw_bytes_per_s, NULL,
-          RG_GE0, 1e9, "NVLink SHARP per-GPU rate, GB/s; 0 = no NVLS"),
+          RG_GE0, GB, "NVLink SHARP per-GPU rate, GB/s; 0 = no NVLS"),
     K_CURVE("cluster.nvlink", cluster.scaleup.efficiency, "scale-up", "collective size"),
     /* cluster: scale-out tier */
     K_ENUM("cluster.scaleout.kind", cluster.scaleout.kind, "\"infiniband\"", fabric_names, fabric_values,
@@ -991,7 +991,7 @@ static const key_def keys[] = {
     K_INT("cluster.scaleout.nics_per_node", cluster.scaleout.nics_per_node, NULL, RG_GE1,
           "compute-fabric NICs (rails) per node"),
     K_FLT("cluster.scaleout.nic_bw_gbytes_per_s", cluster.scaleout.nic_bw_bytes_per_s, NULL,
-          RG_POS, 1e9, "achievable bandwidth per NIC, one direction, GB/s"),
+          RG_POS, GB, "achievable bandwidth per NIC, one direction, GB/s"),
     K_FLT("cluster.scaleout.a2a_efficiency", cluster.scaleout.a2a_efficiency, NULL, RG_UNIT, 1,
           "all-to-all across domains: achieved share of the NIC bandwidth"),
     K_INT("cluster.scaleout.su_nodes", cluster.scaleout.su_nodes, NULL, RG_GE0,
@@ -1031,8 +1031,7 @@ static const key_def keys[] = {
           "NCCL net overhead per intra-domain step once a group spans domains, us"),
     K_FLT("cluster.nccl.net_overhead_simple_factor", cluster.nccl.net_overhead_simple_factor,
           NULL, RG_POS, 1, "net overhead multiplier for Simple"),
-    K_FLTS("cluster.nccl.ll_max_bw_gbytes_per_s", cluster.nccl.ll_max_bw_bytes_per_s, 3, RG_POS,
-           1e9, "LL bus bandwidth cap for groups on 1, 2, >= 3 domains, GB/s"),
+    K_FLTS("cluster.nccl.ll_max_bw_gbytes_per_s", cluster.nccl.ll_max_bw_bytes_per_s, 3, RG_POS, GB, "LL bus bandwidth cap for groups on 1, 2, >= 3 domains, GB/s"),
     K_FLTS("cluster.nccl.ring_bw_factor", cluster.nccl.ring_bw_factor, 3, RG_UNIT, 1,
            "share of the ring bandwidth each protocol carries"),
     K_FLTS("cluster.nccl.tree_bw_factor", cluster.nccl.tree_bw_factor, 3, RG_UNIT, 1,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "units.h"
 
 /* A number of a list element, as int or float. */
 static bool member_num(const config_setting_t *item, const char *name, double *out)
@@ -112,7 +113,7 @@ int microbench_load(const char *path, microbench_table *out, sim_err *err)
         if (!member_num(it, "gbytes_per_s", &gb) || !(gb > 0))
             rc = bad_item(err, path, it, "hbm_copy_uint8", "needs a positive gbytes_per_s");
         else
-            out->hbm_bytes_per_s = gb * 1e9;
+            out->hbm_bytes_per_s = gb * GB;
     }
     config_destroy(&lc);
     if (rc != SIM_OK)

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "workload.h"
+#include "units.h"
 
 static const char *cp_comm_name(cp_comm_kind k)
 {
@@ -25,7 +26,7 @@ static const char *recompute_name(recompute_kind k)
     return "?";
 }
 
-#define GIB_F(x) ((x) / 1073741824.0)
+#define GIB_F(x) ((x) / GIB)
 
 /* Writes s as a JSON string (quotes, backslashes and control characters
  * escaped), so any preset or topology name yields valid JSON. */
@@ -84,7 +85,7 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     fprintf(out, "  tokens/s per GPU     %10.1f\n", r->tokens_per_s_per_gpu);
     fprintf(out, "  model TFLOP/s per GPU%10.1f\n", r->model_tflops_per_gpu);
     fprintf(out, "  MFU                  %10.1f %%  (of %.0f TFLOP/s bf16 dense)\n", 100.0 * r->mfu,
-            in->cluster.gpu.peak_bf16_flops_per_s / 1e12);
+            in->cluster.gpu.peak_bf16_flops_per_s / TFLOPS);
     fprintf(out, "  pipeline bubble      %10.1f %%\n", 100.0 * r->bubble_fraction);
     fputs("\n  communication (busiest stage)   total s   exposed s\n", out);
     for (int k = STREAM_TP; k < STREAM_KINDS; k++)

@@ -6,6 +6,7 @@
 #include "memory.h"
 #include "model.h"
 #include "schedule.h"
+#include "units.h"
 
 /* Counters per stage: activation bytes held, (microbatch, chunk) passes in
  * flight. */
@@ -537,7 +538,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     double tokens = (double)in->train.global_batch_size * (double)m->seq_length;
     if (res->step_time_s > 0) {
         res->tokens_per_s_per_gpu = tokens / res->step_time_s / world;
-        res->model_tflops_per_gpu = res->model_flops / res->step_time_s / world / 1e12;
+        res->model_tflops_per_gpu = res->model_flops / res->step_time_s / world / TFLOPS;
         res->mfu = res->model_flops / res->step_time_s / world / in->cluster.gpu.peak_bf16_flops_per_s;
     }
     res->events = eng_events(e);

@@ -22,6 +22,7 @@
 #include "progress.h"
 #include "step.h"
 #include "strategy.h"
+#include "units.h"
 
 /* ------------------------------------------------------------ the tables */
 
@@ -357,7 +358,7 @@ void validate_case_labels(const csv_table *t, size_t r, vcase *c)
     memset(c, 0, sizeof *c);
     c->row = r;
     c->conv = FC_UNKNOWN;
-    c->mem_unit_bytes = 1e9;
+    c->mem_unit_bytes = GB;
 #define CELL(name) csv_cell(t, r, csv_col(t, name))
     snprintf(c->id, sizeof c->id, "%s", CELL("id"));
     validate_id_prefix(c->id, c->prefix, sizeof c->prefix);
@@ -407,7 +408,7 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     if (!cell_double(CELL("metric_value"), &c->measured) || c->measured <= 0)
         set_skip(c, "metric_value '%s' is not a positive number", CELL("metric_value"));
     if (strstr(notes, "GiB"))
-        c->mem_unit_bytes = 1073741824.0;
+        c->mem_unit_bytes = GIB;
 
     /* FLOP convention (TFLOP/s and MFU rows only) */
     if (c->metric == VM_TFLOPS || c->metric == VM_MFU) {
