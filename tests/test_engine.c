@@ -203,39 +203,37 @@ Test(engine, equal_times_are_deterministic)
     eng_destroy(b);
 }
 
-Test(engine, counter_peak_applies_ends_before_starts)
+/* a (stream 0) holds 5 over [0, 10).  b (stream 1) waits on c, which takes
+ * c_ps, and then holds 5 too.  b is added first so that its completion
+ * would be ordered first if starts were interleaved with ends.  Returns
+ * the counter's peak. */
+static int64_t peak_after(sim_time_ps c_ps)
 {
-    /* a (stream 0) holds 5 over [0, 10).  b (stream 1) waits on c, which
-     * ends at 10, and takes 5 at 10: a's 5 is freed at the same instant,
-     * so the peak is 5, not 10.  b is added first so that its completion
-     * would be ordered first if starts were interleaved with ends. */
     engine_t *e = eng_create(3, 1, 4, 4);
-    eng_task c = eng_add_task(e, 2, 10, 0);
+    eng_task c = eng_add_task(e, 2, c_ps, 0);
     eng_task b = eng_add_task(e, 1, 10, 0);
     eng_task a = eng_add_task(e, 0, 10, 0);
     SIM_ASSERT_OK(eng_add_dep(e, c, b));
     SIM_ASSERT_OK(eng_add_counter_delta(e, b, 0, 5, -5));
     SIM_ASSERT_OK(eng_add_counter_delta(e, a, 0, 5, -5));
     SIM_ASSERT_OK(run(e));
-    cr_assert_eq(eng_task_start(e, b), 10);
-    cr_assert_eq(eng_counter_peak(e, 0), 5);
+    cr_assert_eq(eng_task_start(e, b), c_ps);
     cr_assert_eq(eng_counter_final(e, 0), 0);
+    int64_t peak = eng_counter_peak(e, 0);
     eng_destroy(e);
+    return peak;
+}
+
+Test(engine, counter_peak_applies_ends_before_starts)
+{
+    /* b starts at 10, the instant a frees its 5: the peak is 5, not 10. */
+    cr_assert_eq(peak_after(10), 5);
 }
 
 Test(engine, counter_peak_counts_overlap)
 {
-    /* Same as above but b starts at 9: both are held at once. */
-    engine_t *e = eng_create(3, 1, 4, 4);
-    eng_task c = eng_add_task(e, 2, 9, 0);
-    eng_task b = eng_add_task(e, 1, 10, 0);
-    eng_task a = eng_add_task(e, 0, 10, 0);
-    SIM_ASSERT_OK(eng_add_dep(e, c, b));
-    SIM_ASSERT_OK(eng_add_counter_delta(e, b, 0, 5, -5));
-    SIM_ASSERT_OK(eng_add_counter_delta(e, a, 0, 5, -5));
-    SIM_ASSERT_OK(run(e));
-    cr_assert_eq(eng_counter_peak(e, 0), 10);
-    eng_destroy(e);
+    /* b starts at 9: both are held at once. */
+    cr_assert_eq(peak_after(9), 10);
 }
 
 Test(engine, counter_peak_with_several_deltas_and_end_allocations)
