@@ -38,7 +38,7 @@ int cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long
 
 int cli_jobs_arg(const char *opt, const char *s, int *out)
 {
-    long long n;
+    long long n = 0;
     int rc = cli_int_arg(opt, s, 0, 4096, &n);
     if (rc)
         return rc;

@@ -100,7 +100,7 @@ int cmd_calibrate(int argc, char **argv)
                 if ((rc = cli_jobs_arg(a, v, &o.jobs)))
                     goto out;
             } else {
-                long long n;
+                long long n = 0;
                 if ((rc = cli_int_arg(a, v, 1, 10000, &n)))
                     goto out;
                 o.max_iter = (int)n;

@@ -29,7 +29,7 @@ int cmd_compare(int argc, char **argv)
                 if (*end || end == argv[i] || !(o.fail_above_pct >= 0))
                     return cli_usage_error("--fail-above needs a percentage >= 0, got '%s'", argv[i]);
             } else {
-                long long n; /* 0 = all */
+                long long n = 0; /* 0 = all */
                 int rc = cli_int_arg(a, argv[i], 0, LLONG_MAX, &n);
                 if (rc)
                     return rc;

@@ -126,7 +126,7 @@ int cmd_search(int argc, char **argv)
             goto out;
         }
         if (!strcmp(a, "--top")) {
-            long long v;
+            long long v = 0;
             if ((rc = cli_int_arg(a, argv[++i], 1, 1000000, &v)))
                 goto out;
             o.top = (int)v;
