@@ -36,8 +36,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "limits.h"
 #include "microbench.h"
 #include "net.h"
+#include "numparse.h"
 #include "units.h"
 
 #ifndef PARSIM_DEFAULT_DATA_DIR
@@ -466,39 +468,6 @@ static int unquote(const char *s, size_t n, char **out)
     return 0;
 }
 
-static bool parse_int(const char *s, int64_t *out)
-{
-    if (!s[0])
-        return false;
-    bool hex = (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'));
-    if (!hex && !isdigit((unsigned char)s[0]) && !((s[0] == '-' || s[0] == '+') &&
-                                                   isdigit((unsigned char)s[1])))
-        return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, hex ? 16 : 10);
-    if (errno || *end)
-        return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, double *out)
-{
-    /* strtod also takes "inf", "nan" and hex floats; a config number must
-     * start like a decimal number. */
-    const char *p = s + (s[0] == '-' || s[0] == '+');
-    if (!isdigit((unsigned char)p[0]) && !(p[0] == '.' && isdigit((unsigned char)p[1])))
-        return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v))
-        return false;
-    *out = v;
-    return true;
-}
-
 static bool ieq(const char *a, const char *b)
 {
     for (; *a && *b; a++, b++)
@@ -520,9 +489,9 @@ static int parse_scalar(const char *s, size_t n, cfg_value *v)
     if (!v->s)
         return -2;
     v->bare = true;
-    if (parse_int(v->s, &v->i))
+    if (num_parse_int(v->s, &v->i))
         v->kind = CV_INT;
-    else if (parse_float(v->s, &v->f))
+    else if (num_parse_double(v->s, &v->f))
         v->kind = CV_FLOAT;
     else if (ieq(v->s, "true") || ieq(v->s, "false")) {
         v->kind = CV_BOOL;
@@ -680,14 +649,15 @@ typedef enum {
     KT_INT, KT_FLOAT, KT_BOOL, KT_STRING, KT_INT_LIST, KT_STR_LIST, KT_INT_OR_LIST, KT_FLOAT_LIST
 } key_type;
 
+/* The lower end of a numeric key's range; the upper end is the key's max
+ * (1 for RG_UNIT and RG_FRAC).  RG_ANY: every int64 (sim.seed). */
 typedef enum {
     RG_ANY = 0,
-    RG_GE0,     /* >= 0 ("0 = derived" fields, latencies) */
-    RG_GE1,     /* >= 1 (sizes, counts) */
-    RG_POS,     /* > 0 (peaks, bandwidths) */
+    RG_GE0,     /* [0, max] ("0 = derived" fields, latencies) */
+    RG_GE1,     /* [1, max] (sizes, counts) */
+    RG_POS,     /* (0, max] (peaks, bandwidths) */
     RG_UNIT,    /* (0, 1] (efficiencies) */
     RG_FRAC,    /* [0, 1] (shares) */
-    RG_LAYERS,  /* [1, MODEL_MAX_LAYERS] */
 } range_kind;
 
 typedef struct key_def key_def;
@@ -698,7 +668,8 @@ struct key_def {
     const char *key;
     key_type type;
     const char *def;   /* default in override syntax; NULL = required */
-    range_kind range;
+    range_kind range;  /* numeric keys and numeric list elements */
+    double max;        /* upper end of the range, in config units */
     size_t offset;     /* field in run_inputs when set == NULL */
     size_t size;       /* KT_STRING: size of the char array; KT_FLOAT_LIST:
                           number of elements (0 = a curve, up to NET_CURVE_MAX) */
@@ -717,24 +688,25 @@ struct key_def {
 #define FIELD(f) offsetof(run_inputs, f)
 #define FSIZE(f) sizeof(((run_inputs *)0)->f)
 
-#define K_INT(k, f, d, rg, h) { .key = k, .type = KT_INT, .def = d, .range = rg, .offset = FIELD(f), .help = h }
+#define K_INT(k, f, d, rg, mx, h) \
+    { .key = k, .type = KT_INT, .def = d, .range = rg, .max = mx, .offset = FIELD(f), .help = h }
 #define K_BOOL(k, f, d, h) { .key = k, .type = KT_BOOL, .def = d, .offset = FIELD(f), .help = h }
-#define K_FLT(k, f, d, rg, sc, h) \
-    { .key = k, .type = KT_FLOAT, .def = d, .range = rg, .offset = FIELD(f), .scale = sc, .help = h }
+#define K_FLT(k, f, d, rg, mx, sc, h) \
+    { .key = k, .type = KT_FLOAT, .def = d, .range = rg, .max = mx, .offset = FIELD(f), .scale = sc, .help = h }
 #define K_STR(k, f, d, h) { .key = k, .type = KT_STRING, .def = d, .offset = FIELD(f), .size = FSIZE(f), .help = h }
 #define K_SET(k, t, d, fn, h) { .key = k, .type = t, .def = d, .set = fn, .help = h }
 /* A fixed-length list of numbers (one per NCCL protocol LL, LL128, Simple,
  * or per domain count) into a double array. */
-#define K_FLTS(k, f, cnt, rg, sc, h)                                                     \
-    { .key = k, .type = KT_FLOAT_LIST, .range = rg, .offset = FIELD(f), .size = cnt,      \
+#define K_FLTS(k, f, cnt, rg, mx, sc, h)                                                 \
+    { .key = k, .type = KT_FLOAT_LIST, .range = rg, .max = mx, .offset = FIELD(f), .size = cnt, \
       .scale = sc, .set = set_floats, .help = h }
 /* An efficiency curve: sizes (KiB per rank), then efficiencies (late: the
  * counts must match). */
 #define K_CURVE(prefix, f, what, size)                                                    \
     { .key = prefix ".efficiency_size_kib", .type = KT_INT_LIST, .offset = FIELD(f),      \
-      .set = set_curve_sizes,                                                             \
+      .range = RG_GE1, .max = LIMIT_CURVE_KIB, .set = set_curve_sizes,                    \
       .help = what " efficiency curve: " size ", KiB, increasing" },                      \
-    { .key = prefix ".efficiency", .type = KT_FLOAT_LIST, .range = RG_UNIT,               \
+    { .key = prefix ".efficiency", .type = KT_FLOAT_LIST, .range = RG_UNIT, .max = 1,     \
       .offset = FIELD(f), .set = set_curve_eff, .late = true,                             \
       .help = what " efficiency at each size (linear in log2 size between points)" }
 
@@ -799,15 +771,15 @@ static const int fabric_values[] = { FABRIC_INFINIBAND, FABRIC_ROCE, FABRIC_ETHE
 static const key_def keys[] = {
     /* model: architecture */
     K_STR("model.name", model.name, "\"\"", "model preset: loads <data_dir>/models/<name>.cfg"),
-    K_INT("model.num_layers", model.num_layers, NULL, RG_LAYERS, "transformer layers L"),
-    K_INT("model.hidden_size", model.hidden_size, NULL, RG_GE1, "hidden size h"),
-    K_INT("model.ffn_hidden_size", model.ffn_hidden_size, "0", RG_GE0,
+    K_INT("model.num_layers", model.num_layers, NULL, RG_GE1, MODEL_MAX_LAYERS, "transformer layers L"),
+    K_INT("model.hidden_size", model.hidden_size, NULL, RG_GE1, LIMIT_WIDTH, "hidden size h"),
+    K_INT("model.ffn_hidden_size", model.ffn_hidden_size, "0", RG_GE0, LIMIT_WIDTH,
           "dense MLP hidden size F; 0 = 4*hidden_size"),
-    K_INT("model.num_attention_heads", model.num_attention_heads, NULL, RG_GE1,
+    K_INT("model.num_attention_heads", model.num_attention_heads, NULL, RG_GE1, LIMIT_HEADS,
           "attention heads a"),
-    K_INT("model.num_query_groups", model.num_query_groups, "0", RG_GE0,
+    K_INT("model.num_query_groups", model.num_query_groups, "0", RG_GE0, LIMIT_HEADS,
           "KV heads g (GQA); 0 = num_attention_heads"),
-    K_INT("model.kv_channels", model.kv_channels, "0", RG_GE0,
+    K_INT("model.kv_channels", model.kv_channels, "0", RG_GE0, LIMIT_WIDTH,
           "head dimension d; 0 = hidden_size/num_attention_heads"),
     K_BOOL("model.gated_linear_unit", model.gated_linear_unit, "false",
            "SwiGLU/GeGLU MLP (fc1 is 2F wide)"),
@@ -819,30 +791,31 @@ static const key_def keys[] = {
     K_BOOL("model.qk_layernorm", model.qk_layernorm, "false", "norms on queries and keys"),
     K_SET("model.position_embedding_type", KT_STRING, "\"learned_absolute\"", set_pos_emb,
           "learned_absolute | rope | yarn | mrope | alibi | relative | none"),
-    K_INT("model.vocab_size", model.vocab_size, NULL, RG_GE1, "vocabulary size (unpadded)"),
-    K_INT("model.make_vocab_size_divisible_by", model.make_vocab_size_divisible_by, "128", RG_GE1,
+    K_INT("model.vocab_size", model.vocab_size, NULL, RG_GE1, LIMIT_VOCAB, "vocabulary size (unpadded)"),
+    K_INT("model.make_vocab_size_divisible_by", model.make_vocab_size_divisible_by, "128", RG_GE1, LIMIT_VOCAB_MULTIPLE,
           "vocabulary padded to a multiple of this times TP"),
-    K_INT("model.seq_length", model.seq_length, NULL, RG_GE1, "sequence length s, tokens"),
+    K_INT("model.seq_length", model.seq_length, NULL, RG_GE1, LIMIT_SEQ_TOKENS, "sequence length s, tokens"),
     /* model: MoE */
-    K_INT("model.num_moe_experts", model.num_moe_experts, "0", RG_GE0,
+    K_INT("model.num_moe_experts", model.num_moe_experts, "0", RG_GE0, LIMIT_HEADS,
           "routed experts E; 0 = dense model"),
-    K_INT("model.moe_router_topk", model.moe_router_topk, "2", RG_GE1, "experts per token k"),
-    K_INT("model.moe_ffn_hidden_size", model.moe_ffn_hidden_size, "0", RG_GE0,
+    K_INT("model.moe_router_topk", model.moe_router_topk, "2", RG_GE1, LIMIT_HEADS, "experts per token k"),
+    K_INT("model.moe_ffn_hidden_size", model.moe_ffn_hidden_size, "0", RG_GE0, LIMIT_WIDTH,
           "expert MLP hidden size; 0 = ffn_hidden_size"),
     K_INT("model.moe_shared_expert_intermediate_size", model.moe_shared_expert_intermediate_size,
-          "0", RG_GE0, "shared experts' total hidden size; 0 = none"),
-    K_INT("model.moe_router_num_groups", model.moe_router_num_groups, "0", RG_GE0,
+          "0", RG_GE0, LIMIT_WIDTH, "shared experts' total hidden size; 0 = none"),
+    K_INT("model.moe_router_num_groups", model.moe_router_num_groups, "0", RG_GE0, LIMIT_HEADS,
           "group-limited routing: expert groups (DeepSeek-V3: 8); 0 = off"),
-    K_INT("model.moe_router_group_topk", model.moe_router_group_topk, "0", RG_GE0,
+    K_INT("model.moe_router_group_topk", model.moe_router_group_topk, "0", RG_GE0, LIMIT_HEADS,
           "group-limited routing: groups one token may use (DeepSeek-V3: 4); 0 = off"),
     { .key = "model.moe_layer_freq", .type = KT_INT_OR_LIST, .def = "1", .set = set_moe_layer_freq,
-      .late = true,
+      .range = RG_GE1, .max = MODEL_MAX_LAYERS, .late = true,
       .help = "MoE layer frequency f (layer i is MoE iff i % f == 0), or a 0/1 list of "
               "num_layers entries" },
-    K_SET("model.window_size", KT_INT_LIST, "[]", set_window_size,
-          "sliding-window attention (left, right) keys, causal: [W, 0]; [] = full attention"),
+    { .key = "model.window_size", .type = KT_INT_LIST, .def = "[]", .set = set_window_size,
+      .range = RG_GE0, .max = LIMIT_SEQ_TOKENS,
+      .help = "sliding-window attention (left, right) keys, causal: [W, 0]; [] = full attention" },
     { .key = "model.window_attn_skip_freq", .type = KT_INT_OR_LIST, .def = "0", .set = set_window_skip,
-      .late = true,
+      .range = RG_GE0, .max = MODEL_MAX_LAYERS, .late = true,
       .help = "with window_size: every N-th layer (1-based) full attention, the rest windowed; 0 = all "
               "windowed; or a 0/1 list of num_layers entries (1 = windowed)" },
     K_ENUM("model.moe_token_dispatcher_type", par.moe_token_dispatcher, "\"allgather\"", dispatcher_names,
@@ -851,22 +824,22 @@ static const key_def keys[] = {
     /* model: multi-latent attention, multi-token prediction */
     K_BOOL("model.multi_latent_attention", model.multi_latent_attention, "false",
            "DeepSeek multi-latent attention"),
-    K_INT("model.q_lora_rank", model.q_lora_rank, "0", RG_GE0, "MLA query latent; 0 = none"),
-    K_INT("model.kv_lora_rank", model.kv_lora_rank, "0", RG_GE0, "MLA key/value latent"),
-    K_INT("model.qk_head_dim", model.qk_head_dim, "0", RG_GE0, "MLA q/k head dim (no rope)"),
-    K_INT("model.qk_pos_emb_head_dim", model.qk_pos_emb_head_dim, "0", RG_GE0,
+    K_INT("model.q_lora_rank", model.q_lora_rank, "0", RG_GE0, LIMIT_WIDTH, "MLA query latent; 0 = none"),
+    K_INT("model.kv_lora_rank", model.kv_lora_rank, "0", RG_GE0, LIMIT_WIDTH, "MLA key/value latent"),
+    K_INT("model.qk_head_dim", model.qk_head_dim, "0", RG_GE0, LIMIT_WIDTH, "MLA q/k head dim (no rope)"),
+    K_INT("model.qk_pos_emb_head_dim", model.qk_pos_emb_head_dim, "0", RG_GE0, LIMIT_WIDTH,
           "MLA q/k rope head dim"),
-    K_INT("model.v_head_dim", model.v_head_dim, "0", RG_GE0, "MLA value head dim"),
-    K_INT("model.mtp_num_layers", model.mtp_num_layers, "0", RG_GE0,
+    K_INT("model.v_head_dim", model.v_head_dim, "0", RG_GE0, LIMIT_WIDTH, "MLA value head dim"),
+    K_INT("model.mtp_num_layers", model.mtp_num_layers, "0", RG_GE0, MODEL_MAX_LAYERS,
           "multi-token prediction layers"),
     /* model: parallelism (Megatron ModelParallelConfig) */
-    K_INT("model.tensor_model_parallel_size", par.tp, "1", RG_GE1, "TP"),
-    K_INT("model.pipeline_model_parallel_size", par.pp, "1", RG_GE1, "PP"),
-    K_INT("model.virtual_pipeline_model_parallel_size", par.vp, "0", RG_GE0,
+    K_INT("model.tensor_model_parallel_size", par.tp, "1", RG_GE1, LIMIT_GPUS, "TP"),
+    K_INT("model.pipeline_model_parallel_size", par.pp, "1", RG_GE1, LIMIT_GPUS, "PP"),
+    K_INT("model.virtual_pipeline_model_parallel_size", par.vp, "0", RG_GE0, MODEL_MAX_LAYERS,
           "virtual stages per PP rank (interleaved 1F1B); 0 = not interleaved"),
-    K_INT("model.context_parallel_size", par.cp, "1", RG_GE1, "CP"),
-    K_INT("model.expert_model_parallel_size", par.ep, "1", RG_GE1, "EP"),
-    K_INT("model.expert_tensor_parallel_size", par.etp, "0", RG_GE0,
+    K_INT("model.context_parallel_size", par.cp, "1", RG_GE1, LIMIT_GPUS, "CP"),
+    K_INT("model.expert_model_parallel_size", par.ep, "1", RG_GE1, LIMIT_GPUS, "EP"),
+    K_INT("model.expert_tensor_parallel_size", par.etp, "0", RG_GE0, LIMIT_GPUS,
           "ETP; 0 = tensor_model_parallel_size"),
     K_BOOL("model.sequence_parallel", par.sequence_parallel, "false",
            "sequence parallelism (needs TP > 1)"),
@@ -874,8 +847,9 @@ static const key_def keys[] = {
           "p2p | all_gather | a2a | a2a+p2p"),
     K_ENUM("model.attention_backend", par.attention_backend, "\"auto\"", attn_names, attn_values,
           "auto | flash | fused | unfused | local (unfused/local keep the s x s scores)"),
-    K_SET("model.hierarchical_context_parallel_sizes", KT_INT_LIST, "[]", set_hier_cp,
-          "CP levels for a2a+p2p, product = context_parallel_size"),
+    { .key = "model.hierarchical_context_parallel_sizes", .type = KT_INT_LIST, .def = "[]",
+      .set = set_hier_cp, .range = RG_GE1, .max = LIMIT_GPUS,
+      .help = "CP levels for a2a+p2p, product = context_parallel_size" },
     K_ENUM("model.recompute_granularity", par.recompute_granularity, "\"none\"", recompute_names,
            recompute_values,
           "none | selective | full"),
@@ -883,13 +857,13 @@ static const key_def keys[] = {
             recompute_mod_values,
           "selective recompute: core_attn, mlp, moe, moe_act, layernorm, mla_up_proj, "
           "shared_experts"),
-    K_INT("model.recompute_num_layers", par.recompute_num_layers, "1", RG_GE1,
+    K_INT("model.recompute_num_layers", par.recompute_num_layers, "1", RG_GE1, MODEL_MAX_LAYERS,
           "full recompute: layers per recompute group"),
     K_INT("model.microbatch_group_size_per_vp_stage", par.microbatch_group_size_per_vp_stage,
-          "0", RG_GE0, "interleaved: microbatches per chunk group N; 0 = PP"),
-    K_INT("model.num_layers_in_first_pipeline_stage", par.num_layers_in_first_pipeline_stage, "0", RG_GE0,
+          "0", RG_GE0, LIMIT_BATCH, "interleaved: microbatches per chunk group N; 0 = PP"),
+    K_INT("model.num_layers_in_first_pipeline_stage", par.num_layers_in_first_pipeline_stage, "0", RG_GE0, MODEL_MAX_LAYERS,
           "uneven pipeline: layers on the first stage; 0 = even split"),
-    K_INT("model.num_layers_in_last_pipeline_stage", par.num_layers_in_last_pipeline_stage, "0", RG_GE0,
+    K_INT("model.num_layers_in_last_pipeline_stage", par.num_layers_in_last_pipeline_stage, "0", RG_GE0, MODEL_MAX_LAYERS,
           "uneven pipeline: layers on the last stage; 0 = even split"),
     K_STR("model.pipeline_model_parallel_layout", par.pipeline_model_parallel_layout, "\"\"",
           "uneven pipeline: Megatron layout string, e.g. \"Et*3|(tttt|)*14tmL\""),
@@ -902,13 +876,13 @@ static const key_def keys[] = {
     K_BOOL("model.tp_comm_overlap", par.tp_comm_overlap, "false",
            "overlap TP collectives with GEMMs (needs sequence_parallel)"),
     /* train, ddp, precision */
-    K_INT("train.global_batch_size", train.global_batch_size, NULL, RG_GE1,
+    K_INT("train.global_batch_size", train.global_batch_size, NULL, RG_GE1, LIMIT_BATCH,
           "sequences per step"),
-    K_INT("train.micro_batch_size", train.micro_batch_size, "1", RG_GE1,
+    K_INT("train.micro_batch_size", train.micro_batch_size, "1", RG_GE1, LIMIT_BATCH,
           "sequences per microbatch"),
     K_ENUM("peft.scheme", peft.lora, "\"none\"", peft_names, peft_values,
           "none | lora (frozen base weights, trained low-rank adapters)"),
-    K_INT("peft.dim", peft.dim, "32", RG_GE1, "LoRA adapter rank"),
+    K_INT("peft.dim", peft.dim, "32", RG_GE1, LIMIT_WIDTH, "LoRA adapter rank"),
     K_FLAGS("peft.target_modules", peft.targets, "[linear_qkv, linear_proj, linear_fc1, linear_fc2]", lora_target_names,
             lora_target_values, "LoRA targets: linear_qkv, linear_proj, linear_fc1, linear_fc2"),
     K_BOOL("ddp.use_distributed_optimizer", ddp.use_distributed_optimizer, "false",
@@ -919,7 +893,7 @@ static const key_def keys[] = {
            "overlap parameter all-gather with forward (distributed optimizer)"),
     K_BOOL("ddp.grad_reduce_in_fp32", ddp.grad_reduce_in_fp32, "true",
            "reduce gradients in fp32 (else bf16)"),
-    K_INT("ddp.bucket_size", ddp.bucket_size, "0", RG_GE0,
+    K_INT("ddp.bucket_size", ddp.bucket_size, "0", RG_GE0, LIMIT_BUCKET_PARAMS,
           "parameters per gradient bucket; 0 = Megatron's max(40000000, 1000000*dp)"),
     K_SET("mixed_precision", KT_STRING, "\"bf16\"", set_precision,
           "bf16 | fp16 | fp8 | fp8-cs | fp8-delayed | mxfp8 | fp8-blockwise | nvfp4, or a "
@@ -927,124 +901,124 @@ static const key_def keys[] = {
     /* cluster */
     K_STR("cluster.topology", cluster.name, "\"\"",
           "topology preset: loads <data_dir>/topologies/<name>.cfg"),
-    K_INT("cluster.num_gpus", cluster.num_gpus, NULL, RG_GE1, "GPUs in the job (world size)"),
-    K_INT("cluster.gpus_per_node", cluster.gpus_per_node, NULL, RG_GE1, "GPUs per node"),
-    K_INT("cluster.nvlink_domain_gpus", cluster.nvlink_domain_gpus, NULL, RG_GE1,
+    K_INT("cluster.num_gpus", cluster.num_gpus, NULL, RG_GE1, LIMIT_GPUS, "GPUs in the job (world size)"),
+    K_INT("cluster.gpus_per_node", cluster.gpus_per_node, NULL, RG_GE1, LIMIT_GPUS, "GPUs per node"),
+    K_INT("cluster.nvlink_domain_gpus", cluster.nvlink_domain_gpus, NULL, RG_GE1, LIMIT_GPUS,
           "GPUs in one NVLink (scale-up) domain"),
     K_STR("cluster.gpu.name", cluster.gpu.name, NULL, "GPU model"),
-    K_FLT("cluster.gpu.peak_bf16_tflops", cluster.gpu.peak_bf16_flops_per_s, NULL, RG_POS, TFLOPS,
+    K_FLT("cluster.gpu.peak_bf16_tflops", cluster.gpu.peak_bf16_flops_per_s, NULL, RG_POS, LIMIT_TFLOPS, TFLOPS,
           "dense bf16 tensor-core peak, TFLOP/s"),
-    K_FLT("cluster.gpu.peak_fp8_tflops", cluster.gpu.peak_fp8_flops_per_s, "0", RG_GE0, TFLOPS,
+    K_FLT("cluster.gpu.peak_fp8_tflops", cluster.gpu.peak_fp8_flops_per_s, "0", RG_GE0, LIMIT_TFLOPS, TFLOPS,
           "dense fp8 peak, TFLOP/s; 0 = unsupported"),
-    K_FLT("cluster.gpu.peak_fp4_tflops", cluster.gpu.peak_fp4_flops_per_s, "0", RG_GE0, TFLOPS,
+    K_FLT("cluster.gpu.peak_fp4_tflops", cluster.gpu.peak_fp4_flops_per_s, "0", RG_GE0, LIMIT_TFLOPS, TFLOPS,
           "dense fp4 peak, TFLOP/s; 0 = unsupported"),
-    K_FLT("cluster.gpu.hbm_gbytes", cluster.gpu.hbm_capacity_bytes, NULL, RG_POS, GB,
+    K_FLT("cluster.gpu.hbm_gbytes", cluster.gpu.hbm_capacity_bytes, NULL, RG_POS, LIMIT_HBM_GB, GB,
           "HBM capacity, GB (1e9 bytes)"),
-    K_FLT("cluster.gpu.hbm_bw_gbytes_per_s", cluster.gpu.hbm_bw_bytes_per_s, NULL, RG_POS, GB,
+    K_FLT("cluster.gpu.hbm_bw_gbytes_per_s", cluster.gpu.hbm_bw_bytes_per_s, NULL, RG_POS, LIMIT_BW_GBPS, GB,
           "HBM bandwidth peak, GB/s"),
-    K_INT("cluster.gpu.sm_count", cluster.gpu.sm_count, "0", RG_GE0,
+    K_INT("cluster.gpu.sm_count", cluster.gpu.sm_count, "0", RG_GE0, LIMIT_SM_COUNT,
           "streaming multiprocessors (GEMM wave quantization; 0 = off)"),
-    K_FLT("cluster.compute.gemm_efficiency", cluster.compute.gemm_efficiency, NULL, RG_UNIT, 1,
+    K_FLT("cluster.compute.gemm_efficiency", cluster.compute.gemm_efficiency, NULL, RG_UNIT, 1, 1,
           "large bf16 GEMM / bf16 peak"),
     K_FLT("cluster.compute.gemm_fp8_efficiency", cluster.compute.gemm_fp8_efficiency, NULL,
-          RG_UNIT, 1, "large fp8 GEMM / fp8 peak"),
+          RG_UNIT, 1, 1, "large fp8 GEMM / fp8 peak"),
     K_FLT("cluster.compute.attention_fwd_efficiency", cluster.compute.attention_fwd_efficiency,
-          NULL, RG_UNIT, 1, "flash attention forward / bf16 peak"),
+          NULL, RG_UNIT, 1, 1, "flash attention forward / bf16 peak"),
     K_FLT("cluster.compute.attention_bwd_efficiency", cluster.compute.attention_bwd_efficiency,
-          NULL, RG_UNIT, 1, "flash attention backward / bf16 peak"),
-    K_FLT("cluster.compute.hbm_efficiency", cluster.compute.hbm_efficiency, NULL, RG_UNIT, 1,
+          NULL, RG_UNIT, 1, 1, "flash attention backward / bf16 peak"),
+    K_FLT("cluster.compute.hbm_efficiency", cluster.compute.hbm_efficiency, NULL, RG_UNIT, 1, 1,
           "achievable / peak HBM bandwidth"),
     K_SET("cluster.compute.microbench", KT_STRING, "\"\"", set_microbench,
           "measured GEMM/attention efficiency table (bench/gpu_microbench.py --format cfg); \"\" = none"),
-    K_FLT("cluster.compute.sustained_fraction", cluster.compute.sustained_fraction, "1", RG_POS, 1,
+    K_FLT("cluster.compute.sustained_fraction", cluster.compute.sustained_fraction, "1", RG_POS, LIMIT_FACTOR, 1,
           "share of the benchmarked GEMM and attention ceilings a training job sustains (fit with calibrate)"),
-    K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0,
+    K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0, LIMIT_LATENCY_US,
           1e-6, "fixed cost per kernel launch, us"),
-    K_FLT("cluster.compute.pass_overhead_us", cluster.compute.pass_overhead_s, "0", RG_GE0, 1e-6,
+    K_FLT("cluster.compute.pass_overhead_us", cluster.compute.pass_overhead_s, "0", RG_GE0, LIMIT_LATENCY_US, 1e-6,
           "fixed host cost per forward or backward pass of a microbatch, us (fit with calibrate)"),
-    K_FLT("cluster.compute.gemm_tile_m", cluster.compute.gemm_tile_m, "0", RG_GE0, 1,
+    K_FLT("cluster.compute.gemm_tile_m", cluster.compute.gemm_tile_m, "0", RG_GE0, LIMIT_WIDTH, 1,
           "GEMM output tile rows (tile and wave quantization; 0 = off)"),
-    K_FLT("cluster.compute.gemm_tile_n", cluster.compute.gemm_tile_n, "0", RG_GE0, 1,
+    K_FLT("cluster.compute.gemm_tile_n", cluster.compute.gemm_tile_n, "0", RG_GE0, LIMIT_WIDTH, 1,
           "GEMM output tile columns"),
-    K_FLT("cluster.compute.gemm_k_overhead", cluster.compute.gemm_k_overhead, "0", RG_GE0, 1,
+    K_FLT("cluster.compute.gemm_k_overhead", cluster.compute.gemm_k_overhead, "0", RG_GE0, LIMIT_WIDTH, 1,
           "GEMM depth equivalent of a tile's prologue/epilogue (efficiency k/(k+this))"),
-    K_FLT("cluster.compute.overlap_sm_share_nvlink", cluster.compute.overlap_sm_share_nvlink, "0", RG_GE0, 1,
+    K_FLT("cluster.compute.overlap_sm_share_nvlink", cluster.compute.overlap_sm_share_nvlink, "0", RG_FRAC, 1, 1,
           "share of SM throughput an overlapped NVLink collective takes from compute"),
-    K_FLT("cluster.compute.overlap_sm_share_network", cluster.compute.overlap_sm_share_network, "0", RG_GE0, 1,
+    K_FLT("cluster.compute.overlap_sm_share_network", cluster.compute.overlap_sm_share_network, "0", RG_FRAC, 1, 1,
           "share of SM throughput an overlapped network collective takes from compute"),
-    K_FLT("cluster.compute.attention_head_dim_half", cluster.compute.attention_head_dim_half, "0", RG_GE0, 1,
+    K_FLT("cluster.compute.attention_head_dim_half", cluster.compute.attention_head_dim_half, "0", RG_GE0, LIMIT_WIDTH, 1,
           "head-dimension scale of attention efficiency (relative to head dim 128)"),
-    K_FLT("cluster.compute.attention_seq_half_tokens", cluster.compute.attention_seq_half_tokens, "0", RG_GE0,
+    K_FLT("cluster.compute.attention_seq_half_tokens", cluster.compute.attention_seq_half_tokens, "0", RG_GE0, LIMIT_SEQ_TOKENS,
           1, "key length at which flash attention reaches half its plateau efficiency"),
     /* cluster: scale-up tier */
     K_ENUM("cluster.nvlink.kind", cluster.scaleup.kind, "\"nvlink\"", scaleup_names, scaleup_values,
           "nvlink | pcie: the scale-up tier (PCIe for systems without NVLink)"),
-    K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.scaleup.bw_bytes_per_s, NULL, RG_POS, GB,
+    K_FLT("cluster.nvlink.bw_gbytes_per_s", cluster.scaleup.bw_bytes_per_s, NULL, RG_POS, LIMIT_BW_GBPS, GB,
           "ring bus bandwidth per GPU in the domain, one direction, GB/s"),
-    K_FLT("cluster.nvlink.a2a_bw_gbytes_per_s", cluster.scaleup.a2a_bw_bytes_per_s, NULL, RG_POS, GB, "all-to-all bus bandwidth per GPU in the domain, GB/s"),
+    K_FLT("cluster.nvlink.a2a_bw_gbytes_per_s", cluster.scaleup.a2a_bw_bytes_per_s, NULL, RG_POS, LIMIT_BW_GBPS, GB, "all-to-all bus bandwidth per GPU in the domain, GB/s"),
     K_FLT("cluster.nvlink.nvls_bw_gbytes_per_s", cluster.scaleup.nvls_bw_bytes_per_s, NULL,
-          RG_GE0, GB, "NVLink SHARP per-GPU rate, GB/s; 0 = no NVLS"),
+          RG_GE0, LIMIT_BW_GBPS, GB, "NVLink SHARP per-GPU rate, GB/s; 0 = no NVLS"),
     K_CURVE("cluster.nvlink", cluster.scaleup.efficiency, "scale-up", "collective size"),
     /* cluster: scale-out tier */
     K_ENUM("cluster.scaleout.kind", cluster.scaleout.kind, "\"infiniband\"", fabric_names, fabric_values,
           "infiniband | roce | ethernet"),
-    K_INT("cluster.scaleout.nics_per_node", cluster.scaleout.nics_per_node, NULL, RG_GE1,
+    K_INT("cluster.scaleout.nics_per_node", cluster.scaleout.nics_per_node, NULL, RG_GE1, LIMIT_NICS_PER_NODE,
           "compute-fabric NICs (rails) per node"),
     K_FLT("cluster.scaleout.nic_bw_gbytes_per_s", cluster.scaleout.nic_bw_bytes_per_s, NULL,
-          RG_POS, GB, "achievable bandwidth per NIC, one direction, GB/s"),
-    K_FLT("cluster.scaleout.a2a_efficiency", cluster.scaleout.a2a_efficiency, NULL, RG_UNIT, 1,
+          RG_POS, LIMIT_BW_GBPS, GB, "achievable bandwidth per NIC, one direction, GB/s"),
+    K_FLT("cluster.scaleout.a2a_efficiency", cluster.scaleout.a2a_efficiency, NULL, RG_UNIT, 1, 1,
           "all-to-all across domains: achieved share of the NIC bandwidth"),
-    K_INT("cluster.scaleout.su_nodes", cluster.scaleout.su_nodes, NULL, RG_GE0,
+    K_INT("cluster.scaleout.su_nodes", cluster.scaleout.su_nodes, NULL, RG_GE0, LIMIT_GPUS,
           "nodes per scalable unit (one leaf switch per rail); 0 = one unit"),
     K_FLT("cluster.scaleout.spine_oversubscription", cluster.scaleout.spine_oversubscription,
-          NULL, RG_GE1, 1, "leaf downlink:uplink bandwidth ratio (1 = non-blocking)"),
+          NULL, RG_GE1, LIMIT_FACTOR, 1, "leaf downlink:uplink bandwidth ratio (1 = non-blocking)"),
     K_FLT("cluster.scaleout.hier_serial_fraction", cluster.scaleout.hier_serial_fraction, NULL,
-          RG_FRAC, 1, "two-tier algorithms: share of the shorter tier's time not overlapped"),
+          RG_FRAC, 1, 1, "two-tier algorithms: share of the shorter tier's time not overlapped"),
     K_CURVE("cluster.scaleout", cluster.scaleout.efficiency, "scale-out",
             "bytes per rank (all-to-all: per remote domain)"),
     /* cluster: NCCL's tuning model (lists are per protocol: LL, LL128, Simple) */
-    K_FLTS("cluster.nccl.base_latency_us.ring", cluster.nccl.base.ring, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.base_latency_us.ring", cluster.nccl.base.ring, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL base latency of a ring call, us"),
-    K_FLTS("cluster.nccl.base_latency_us.tree", cluster.nccl.base.tree, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.base_latency_us.tree", cluster.nccl.base.tree, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL base latency of a tree call, us"),
-    K_FLTS("cluster.nccl.nvlink_latency_us.ring", cluster.nccl.nvlink.ring, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.nvlink_latency_us.ring", cluster.nccl.nvlink.ring, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL NVLink latency per ring step, us"),
-    K_FLTS("cluster.nccl.nvlink_latency_us.tree", cluster.nccl.nvlink.tree, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.nvlink_latency_us.tree", cluster.nccl.nvlink.tree, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL NVLink latency per tree step, us"),
-    K_FLT("cluster.nccl.nvlink_latency_us.nvls", cluster.nccl.nvlink.nvls, NULL, RG_GE0, 1e-6,
+    K_FLT("cluster.nccl.nvlink_latency_us.nvls", cluster.nccl.nvlink.nvls, NULL, RG_GE0, LIMIT_LATENCY_US, 1e-6,
           "NCCL NVLink latency of NVLS (Simple), us"),
-    K_FLT("cluster.nccl.nvlink_latency_us.nvls_tree", cluster.nccl.nvlink.nvls_tree, NULL, RG_GE0,
+    K_FLT("cluster.nccl.nvlink_latency_us.nvls_tree", cluster.nccl.nvlink.nvls_tree, NULL, RG_GE0, LIMIT_LATENCY_US,
           1e-6, "NCCL NVLink latency of NVLS tree (Simple), us"),
-    K_FLTS("cluster.nccl.pcie_latency_us.ring", cluster.nccl.pcie.ring, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.pcie_latency_us.ring", cluster.nccl.pcie.ring, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL PCIe latency per ring step, us"),
-    K_FLTS("cluster.nccl.pcie_latency_us.tree", cluster.nccl.pcie.tree, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.pcie_latency_us.tree", cluster.nccl.pcie.tree, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL PCIe latency per tree step, us"),
-    K_FLTS("cluster.nccl.net_latency_us.ring", cluster.nccl.net.ring, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.net_latency_us.ring", cluster.nccl.net.ring, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL network latency per ring step, us"),
-    K_FLTS("cluster.nccl.net_latency_us.tree", cluster.nccl.net.tree, 3, RG_GE0, 1e-6,
+    K_FLTS("cluster.nccl.net_latency_us.tree", cluster.nccl.net.tree, 3, RG_GE0, LIMIT_LATENCY_US, 1e-6,
            "NCCL network latency per tree level, us"),
-    K_FLT("cluster.nccl.net_latency_us.nvls", cluster.nccl.net.nvls, NULL, RG_GE0, 1e-6,
+    K_FLT("cluster.nccl.net_latency_us.nvls", cluster.nccl.net.nvls, NULL, RG_GE0, LIMIT_LATENCY_US, 1e-6,
           "NCCL network latency of NVLS, us"),
-    K_FLT("cluster.nccl.net_latency_us.nvls_tree", cluster.nccl.net.nvls_tree, NULL, RG_GE0, 1e-6,
+    K_FLT("cluster.nccl.net_latency_us.nvls_tree", cluster.nccl.net.nvls_tree, NULL, RG_GE0, LIMIT_LATENCY_US, 1e-6,
           "NCCL network latency per NVLS tree level, us"),
-    K_FLT("cluster.nccl.net_overhead_us", cluster.nccl.net_overhead_s, NULL, RG_GE0, 1e-6,
+    K_FLT("cluster.nccl.net_overhead_us", cluster.nccl.net_overhead_s, NULL, RG_GE0, LIMIT_LATENCY_US, 1e-6,
           "NCCL net overhead per intra-domain step once a group spans domains, us"),
     K_FLT("cluster.nccl.net_overhead_simple_factor", cluster.nccl.net_overhead_simple_factor,
-          NULL, RG_POS, 1, "net overhead multiplier for Simple"),
-    K_FLTS("cluster.nccl.ll_max_bw_gbytes_per_s", cluster.nccl.ll_max_bw_bytes_per_s, 3, RG_POS, GB, "LL bus bandwidth cap for groups on 1, 2, >= 3 domains, GB/s"),
-    K_FLTS("cluster.nccl.ring_bw_factor", cluster.nccl.ring_bw_factor, 3, RG_UNIT, 1,
+          NULL, RG_POS, LIMIT_FACTOR, 1, "net overhead multiplier for Simple"),
+    K_FLTS("cluster.nccl.ll_max_bw_gbytes_per_s", cluster.nccl.ll_max_bw_bytes_per_s, 3, RG_POS, LIMIT_BW_GBPS, GB, "LL bus bandwidth cap for groups on 1, 2, >= 3 domains, GB/s"),
+    K_FLTS("cluster.nccl.ring_bw_factor", cluster.nccl.ring_bw_factor, 3, RG_UNIT, 1, 1,
            "share of the ring bandwidth each protocol carries"),
-    K_FLTS("cluster.nccl.tree_bw_factor", cluster.nccl.tree_bw_factor, 3, RG_UNIT, 1,
+    K_FLTS("cluster.nccl.tree_bw_factor", cluster.nccl.tree_bw_factor, 3, RG_UNIT, 1, 1,
            "share of the bandwidth a tree carries per protocol (LL128: across domains)"),
     K_FLT("cluster.nccl.tree_ll128_one_node_factor", cluster.nccl.tree_ll128_one_domain_factor,
-          NULL, RG_UNIT, 1, "tree LL128 share inside one domain"),
-    K_FLT("cluster.nccl.ring_plateau_factor", cluster.nccl.ring_plateau_factor, NULL, RG_POS, 1,
+          NULL, RG_UNIT, 1, 1, "tree LL128 share inside one domain"),
+    K_FLT("cluster.nccl.ring_plateau_factor", cluster.nccl.ring_plateau_factor, NULL, RG_POS, LIMIT_FACTOR, 1,
           "latency factor of ring Simple all-reduce across domains"),
     K_BOOL("cluster.nccl.ll128", cluster.nccl.ll128, NULL, "LL128 protocol enabled"),
     /* sim */
     K_BOOL("sim.ideal_pipeline", sim.ideal_pipeline, "false",
            "zero communication, identical work per stage and chunk"),
-    K_INT("sim.seed", sim.seed, "1", RG_ANY, "seed for any randomness"),
+    K_INT("sim.seed", sim.seed, "1", RG_ANY, 0, "seed for any randomness"),
     K_STR("sim.params", sim.params_file, "\"\"",
           "parameter file loaded as a preset (e.g. from parsim calibrate)"),
     K_SET("sim.nccl_algo", KT_STRING, "\"auto\"", set_algo,
@@ -1157,43 +1131,75 @@ static bool type_ok(key_type t, const cfg_value *v)
     return false;
 }
 
+/* Keys whose values (or list elements) are numbers with a range. */
+static bool numeric_key(const key_def *k)
+{
+    return k->type == KT_INT || k->type == KT_FLOAT || k->type == KT_INT_LIST ||
+           k->type == KT_FLOAT_LIST || k->type == KT_INT_OR_LIST;
+}
+
+static double range_max(const key_def *k)
+{
+    return k->range == RG_UNIT || k->range == RG_FRAC ? 1.0 : k->max;
+}
+
+/* The key's range as --help-config and errors print it: "[1, 262144]",
+ * "(0, 100000]", "any" (sim.seed); "" for keys that are not numbers. */
+static void range_text(const key_def *k, char *buf, size_t len)
+{
+    if (!numeric_key(k) || k->range == RG_ANY) {
+        snprintf(buf, len, "%s", numeric_key(k) ? "any" : "");
+        return;
+    }
+    double hi = range_max(k);
+    bool open = k->range == RG_POS || k->range == RG_UNIT;
+    /* bounds are whole numbers (or 1) below 2^53: no exponent needed */
+    snprintf(buf, len, "%s%s, %.0f]", open ? "(" : "[", k->range == RG_GE1 ? "1" : "0", hi);
+}
+
+/* x (in config units) is inside the key's range and finite in SI units:
+ * the upper bound is what keeps 1e308 GB from becoming inf bytes, and the
+ * comparison itself refuses libconfig's inf for 1e400. */
+static bool in_range(const key_def *k, double x)
+{
+    double scale = k->scale != 0 ? k->scale : 1.0;
+    if (!isfinite(x) || !isfinite(x * scale))
+        return false;
+    switch (k->range) {
+    case RG_ANY: return true;
+    case RG_GE0: case RG_FRAC: if (!(x >= 0)) return false; break;
+    case RG_GE1: if (!(x >= 1)) return false; break;
+    case RG_POS: case RG_UNIT: if (!(x > 0)) return false; break;
+    }
+    return x <= range_max(k);
+}
+
+static double list_num(const cfg_value *v, int j)
+{
+    return v->elem == CV_FLOAT ? v->flts[j] : (double)v->ints[j];
+}
+
+/* A number, or each element of a list of numbers, against the key's
+ * range.  The 0/1 lists of an int-or-list key are checked by its setter. */
 static int check_range(const cfg_t *c, const key_def *k, const cfg_value *v, sim_err *err)
 {
-    if (k->type != KT_INT && k->type != KT_FLOAT)
+    if (!numeric_key(k))
         return SIM_OK;
-    double x = num(v);
-    char got[64];
-    fmt_value(v, got, sizeof got);
-    switch (k->range) {
-    case RG_ANY:
-        return SIM_OK;
-    case RG_GE0:
-        if (x < 0)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 0 (got %s)", got);
-        return SIM_OK;
-    case RG_GE1:
-        if (x < 1)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 1 (got %s)", got);
-        return SIM_OK;
-    case RG_POS:
-        if (!(x > 0))
-            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be > 0 (got %s)", got);
-        return SIM_OK;
-    case RG_UNIT:
-        if (!(x > 0 && x <= 1))
-            return cfg_err_key(c, err, SIM_EINVAL, k->key,
-                               "must be in (0, 1] (a fraction of the peak; got %s)", got);
-        return SIM_OK;
-    case RG_FRAC:
-        if (!(x >= 0 && x <= 1))
-            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be in [0, 1] (got %s)", got);
-        return SIM_OK;
-    case RG_LAYERS:
-        if (x < 1 || x > MODEL_MAX_LAYERS)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be in [1, %d] (got %s)",
-                               MODEL_MAX_LAYERS, got);
-        return SIM_OK;
+    char want[64];
+    range_text(k, want, sizeof want);
+    if (v->kind == CV_INT || v->kind == CV_FLOAT) {
+        if (in_range(k, num(v)))
+            return SIM_OK;
+        char got[64];
+        fmt_value(v, got, sizeof got);
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be in %s (got %s)", want, got);
     }
+    if (v->kind != CV_LIST || k->type == KT_INT_OR_LIST || (v->elem != CV_INT && v->elem != CV_FLOAT))
+        return SIM_OK;
+    for (int j = 0; j < v->n; j++)
+        if (!in_range(k, list_num(v, j)))
+            return cfg_err_key(c, err, SIM_EINVAL, k->key, "element %d must be in %s (got %.15g)",
+                               j, want, list_num(v, j));
     return SIM_OK;
 }
 
@@ -1313,33 +1319,6 @@ static int set_proto(const cfg_t *c, const key_def *k, const cfg_value *v, run_i
     return SIM_OK;
 }
 
-static double list_num(const cfg_value *v, int j)
-{
-    return v->elem == CV_FLOAT ? v->flts[j] : (double)v->ints[j];
-}
-
-/* Element j of a numeric list against the key's range, as check_range does
- * for a scalar. */
-static int check_elem(const cfg_t *c, const key_def *k, const cfg_value *v, int j, sim_err *err)
-{
-    double x = list_num(v, j);
-    bool ok = true;
-    const char *want = "";
-    switch (k->range) {
-    case RG_GE0: ok = x >= 0; want = ">= 0"; break;
-    case RG_GE1: ok = x >= 1; want = ">= 1"; break;
-    case RG_POS: ok = x > 0; want = "> 0"; break;
-    case RG_UNIT: ok = x > 0 && x <= 1; want = "in (0, 1]"; break;
-    case RG_FRAC: ok = x >= 0 && x <= 1; want = "in [0, 1]"; break;
-    case RG_ANY:
-    case RG_LAYERS: break;
-    }
-    if (!ok)
-        return cfg_err_key(c, err, SIM_EINVAL, k->key, "element %d must be %s (got %g)", j, want,
-                           x);
-    return SIM_OK;
-}
-
 static int set_floats(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
                       sim_err *err)
 {
@@ -1348,12 +1327,8 @@ static int set_floats(const cfg_t *c, const key_def *k, const cfg_value *v, run_
                            "expected %zu numbers (one per protocol LL, LL128, Simple, or per "
                            "1, 2, >= 3 domains), got %d", k->size, v->n);
     double *out = (double *)(void *)((char *)in + k->offset);
-    for (int j = 0; j < v->n; j++) {
-        int rc = check_elem(c, k, v, j, err);
-        if (rc)
-            return rc;
+    for (int j = 0; j < v->n; j++)
         out[j] = list_num(v, j) * (k->scale != 0 ? k->scale : 1.0);
-    }
     return SIM_OK;
 }
 
@@ -1365,10 +1340,9 @@ static int set_curve_sizes(const cfg_t *c, const key_def *k, const cfg_value *v,
         return cfg_err_key(c, err, SIM_EINVAL, k->key, "at most %d points (got %d)",
                            NET_CURVE_MAX, v->n);
     for (int j = 0; j < v->n; j++) {
-        if (v->ints[j] < 1 || (j > 0 && v->ints[j] <= v->ints[j - 1]))
+        if (j > 0 && v->ints[j] <= v->ints[j - 1])
             return cfg_err_key(c, err, SIM_EINVAL, k->key,
-                               "sizes must be >= 1 KiB and increasing (element %d is %" PRId64
-                               ")", j, v->ints[j]);
+                               "sizes must be increasing (element %d is %" PRId64 ")", j, v->ints[j]);
         cv->log2_bytes[j] = log2((double)v->ints[j] * 1024.0);
     }
     cv->n = v->n;
@@ -1383,12 +1357,8 @@ static int set_curve_eff(const cfg_t *c, const key_def *k, const cfg_value *v, r
     if (v->n != cv->n)
         return cfg_err_key(c, err, SIM_EINVAL, k->key,
                            "%d efficiencies for %d sizes (the lists pair up)", v->n, cv->n);
-    for (int j = 0; j < v->n; j++) {
-        int rc = check_elem(c, k, v, j, err);
-        if (rc)
-            return rc;
+    for (int j = 0; j < v->n; j++)
         cv->efficiency[j] = list_num(v, j);
-    }
     return SIM_OK;
 }
 
@@ -1398,12 +1368,8 @@ static int set_hier_cp(const cfg_t *c, const key_def *k, const cfg_value *v, run
     if (v->n > MAX_HIER_CP)
         return cfg_err_key(c, err, SIM_EINVAL, k->key, "at most %d levels (got %d)", MAX_HIER_CP,
                            v->n);
-    for (int j = 0; j < v->n; j++) {
-        if (v->ints[j] < 1)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key,
-                               "sizes must be >= 1 (element %d is %" PRId64 ")", j, v->ints[j]);
+    for (int j = 0; j < v->n; j++)
         in->par.hierarchical_cp_sizes[j] = v->ints[j];
-    }
     in->par.n_hierarchical_cp_sizes = v->n;
     return SIM_OK;
 }
@@ -1444,9 +1410,6 @@ static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value 
     model_spec *m = &in->model;
     int64_t L = m->num_layers;
     if (v->kind == CV_INT) {
-        if (v->i < 1)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 1 (got %" PRId64 ")",
-                               v->i);
         for (int64_t i = 0; i < L; i++)
             m->moe_layer_pattern[i] = (i % v->i == 0);
     } else {
@@ -1486,8 +1449,6 @@ static int set_window_skip(const cfg_t *c, const key_def *k, const cfg_value *v,
     int64_t L = m->num_layers;
     memset(m->window_pattern, 0, sizeof m->window_pattern);
     if (v->kind == CV_INT) {
-        if (v->i < 0)
-            return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be >= 0 (got %" PRId64 ")", v->i);
         for (int64_t i = 0; i < L && i < MODEL_MAX_LAYERS; i++)
             m->window_pattern[i] = v->i == 0 || (i + 1) % v->i != 0;
     } else {
@@ -1504,10 +1465,13 @@ static int apply_key(const cfg_t *c, const key_def *k, const cfg_value *v, run_i
                      sim_err *err)
 {
     if (!type_ok(k->type, v)) {
-        char got[96];
+        char got[96], range[64], in_range_of[72] = "";
         fmt_value(v, got, sizeof got);
-        return cfg_err_key(c, err, SIM_EINVAL, k->key, "expected %s, got %s (%s)",
-                           type_name(k->type), kind_name(v->kind), got);
+        range_text(k, range, sizeof range);
+        if (numeric_key(k) && k->range != RG_ANY)
+            snprintf(in_range_of, sizeof in_range_of, " in %s", range);
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "expected %s%s, got %s (%s)",
+                           type_name(k->type), in_range_of, kind_name(v->kind), got);
     }
     int rc = check_range(c, k, v, err);
     if (rc)
@@ -1810,13 +1774,15 @@ void cfg_dump(const cfg_t *c, FILE *out)
 
 void cfg_print_keys(FILE *out)
 {
-    fprintf(out, "%-45s %-10s %-14s %s\n", "key", "type", "default", "meaning");
+    fprintf(out, "%-45s %-10s %-14s %-21s %s\n", "key", "type", "default", "range", "meaning");
     for (size_t k = 0; k < N_KEYS; k++) {
         const key_def *kd = &keys[k];
         static const char *const tn[] = { "int", "float", "bool", "string", "int list",
                                           "name list", "int|list", "float list" };
-        fprintf(out, "%-45s %-10s %-14s %s\n", kd->key, tn[kd->type],
-                kd->def ? kd->def : "(required)", kd->help);
+        char range[64];
+        range_text(kd, range, sizeof range);
+        fprintf(out, "%-45s %-10s %-14s %-21s %s\n", kd->key, tn[kd->type],
+                kd->def ? kd->def : "(required)", range, kd->help);
     }
 }
 

@@ -23,4 +23,29 @@
 #define LIMIT_LOG_LINES 1000000LL      /* lines read from one nccl-tests log */
 #define LIMIT_DURATION_S 1.8e7         /* one simulated kernel, transfer or step (2^64 ps ~ 1.8e7 s) */
 
+/* Config keys (the key table in config.c gives each numeric key one of
+ * these or a range of its own; --help-config prints them).  All are far
+ * beyond any real model or machine.  Integer keys are bounded so that the
+ * integer products parsim forms from them (parallel sizes multiplied
+ * together, the padded vocabulary, microbatch counts) stay inside int64;
+ * model sizes and FLOPs are products of these in double and stay finite.
+ * Float keys are bounded so that their value in SI units is finite and a
+ * duration computed from them stays below LIMIT_DURATION_S where it can. */
+#define LIMIT_WIDTH 1048576LL          /* hidden, FFN, head and latent widths: 20x GPT-3's 4h */
+#define LIMIT_HEADS 65536LL            /* heads, KV groups, experts, top-k, expert groups */
+#define LIMIT_VOCAB 16777216LL         /* vocabulary entries: 64x the largest tokenizer (256k) */
+#define LIMIT_VOCAB_MULTIPLE 65536LL   /* make_vocab_size_divisible_by: x TP stays < 2^35 */
+#define LIMIT_SEQ_TOKENS 16777216LL    /* sequence length, window: beyond the longest context (~10M) */
+#define LIMIT_BATCH 1048576LL          /* sequences per step or microbatch: 16x LAMB's 64k batch */
+#define LIMIT_BUCKET_PARAMS (1LL << 50) /* ddp.bucket_size: parameters, 1000x a 1T-parameter model */
+#define LIMIT_NICS_PER_NODE 1024LL     /* NICs per node (real: 8-16) */
+#define LIMIT_SM_COUNT 65536LL         /* streaming multiprocessors per GPU (real: ~150) */
+#define LIMIT_CURVE_KIB (1LL << 30)    /* efficiency curve sizes: 1 TiB per rank */
+#define LIMIT_TFLOPS 1e6               /* per-GPU peaks: 100x a B200's fp4 */
+#define LIMIT_HBM_GB 1e5               /* HBM per GPU: 300x a B300's (288 GB) */
+#define LIMIT_BW_GBPS 1e6              /* any bandwidth per GPU or NIC: 100x HBM3e */
+#define LIMIT_LATENCY_US 1e6           /* any latency or fixed overhead: one second */
+#define LIMIT_FACTOR 1e3               /* dimensionless multipliers (oversubscription, plateau, ...) */
+#define LIMIT_NET_BYTES 0x1p50         /* parsim net --min-bytes/--max-bytes: 1 PiB */
+
 #endif

@@ -219,19 +219,25 @@ Test(cli, layout_warns_when_tp_leaves_nvlink)
     cr_assert(strstr(r.out, "warning") != NULL, "%s", r.out);
 }
 
-/* Inputs far beyond what can be simulated end with status 1 and a reason,
- * not with a crash, an overflowed clock or memory exhaustion. */
+/* Inputs far beyond what can be simulated end with a reason, not with a
+ * crash, an overflowed clock or memory exhaustion: beyond a key's range
+ * status 2 naming the range, within it status 1. */
 Test(cli, extreme_inputs_fail_cleanly, .timeout = 60)
 {
-    static const char *const cases[] = {
-        BASE "model.seq_length=100000000",                     /* the clock would overflow */
-        BASE "train.global_batch_size=800000000",              /* 10^8 microbatches */
-        BASE "cluster.gpu.peak_bf16_tflops=0.000001",          /* kernels of years */
+    static const struct {
+        const char *args;
+        int status;
+        const char *says;
+    } cases[] = {
+        { BASE "model.seq_length=100000000", 2, "model.seq_length: must be in [1, 16777216]" },
+        { BASE "train.global_batch_size=800000000", 2, "train.global_batch_size: must be in [1, 1048576]" },
+        { BASE "cluster.gpu.peak_bf16_tflops=0.000001", 1, "parsim: " }, /* kernels of years */
     };
     result r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        run(&r, cases[i]);
-        cr_expect_eq(r.status, 1, "`%s` exited %d: %s", cases[i], r.status, r.out);
-        cr_expect(strncmp(r.out, "parsim: ", 8) == 0, "`%s`: %s", cases[i], r.out);
+        run(&r, cases[i].args);
+        cr_expect_eq(r.status, cases[i].status, "`%s` exited %d: %s", cases[i].args, r.status, r.out);
+        cr_expect(strncmp(r.out, "parsim: ", 8) == 0, "`%s`: %s", cases[i].args, r.out);
+        cr_expect(strstr(r.out, cases[i].says) != NULL, "`%s`: %s", cases[i].args, r.out);
     }
 }
