@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "limits.h"
@@ -387,8 +389,45 @@ static int walk(cfg_t *c, const config_setting_t *g, const char *prefix, const c
     return SIM_OK;
 }
 
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+}
+
+/* Opens a config file for reading, refusing anything but a regular file:
+ * stat first, then open without blocking (a FIFO would wait for a writer
+ * forever) and check the opened file again (it may have been replaced). */
+static int open_regular(const char *path, FILE **out, sim_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "cannot open: %s", strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return sim_err_set_at(err, SIM_EINVAL, path, 0, NULL,
+                              "is %s: a config file must be a regular file", file_kind(st.st_mode));
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "cannot open: %s", strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return sim_err_set_at(err, SIM_EINVAL, path, 0, NULL,
+                              "is %s: a config file must be a regular file", file_kind(st.st_mode));
+    }
+    *out = fdopen(fd, "r");
+    if (!*out) {
+        close(fd);
+        return sim_err_set(err, SIM_ENOMEM, "%s: cannot open: out of memory", path);
+    }
+    return SIM_OK;
+}
+
 int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err)
 {
+    FILE *f = NULL;
+    int rc = open_regular(path, &f, err);
+    if (rc)
+        return rc;
     config_init(lc);
 
     /* @include "x.cfg" is relative to the including file. */
@@ -401,16 +440,18 @@ int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err)
     }
 
     errno = 0;
-    if (config_read_file(lc, path) == CONFIG_TRUE)
+    int ok = config_read(lc, f);
+    int read_errno = errno;
+    fclose(f);
+    if (ok == CONFIG_TRUE)
         return SIM_OK;
-    int rc;
     if (config_error_type(lc) == CONFIG_ERR_FILE_IO) {
-        int e = errno;
+        int e = read_errno;
         rc = sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "cannot open%s%s", e ? ": " : "",
                             e ? strerror(e) : "");
     } else {
-        const char *f = config_error_file(lc);
-        rc = sim_err_set_at(err, SIM_EINVAL, f ? f : path, config_error_line(lc), NULL, "syntax error: %s",
+        const char *where = config_error_file(lc);
+        rc = sim_err_set_at(err, SIM_EINVAL, where ? where : path, config_error_line(lc), NULL, "syntax error: %s",
                             config_error_text(lc));
     }
     config_destroy(lc);
@@ -1586,6 +1627,18 @@ static bool path_near(const cfg_entry *e, const char *name, char *path, size_t l
     return readable(path);
 }
 
+/* A preset is named, not located: a plain file name in its folder of the
+ * data dir, so that no name reaches outside it ("../x", "/etc/x"). */
+static bool preset_name_ok(const char *name)
+{
+    if (name[0] == '.')
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
+            return false;
+    return true;
+}
+
 /* Finds the file a preset key names; fills tried with where it looked. */
 static bool preset_path(const cfg_t *c, const preset_key *pk, const cfg_entry *e,
                         char *path, size_t len, char *tried, size_t tlen)
@@ -1618,6 +1671,11 @@ static int load_presets(cfg_t *c, sim_err *err)
             loaded[p] = true;
             if (!e->v.s[0])
                 continue;
+            if (pk->subdir && !preset_name_ok(e->v.s))
+                return cfg_err_key(c, err, SIM_EINVAL, pk->key,
+                                   "\"%s\" is not a %s preset name (letters, digits, '.', '_', '-', "
+                                   "not starting with '.'; a file of your own goes as the config file "
+                                   "argument)", e->v.s, pk->what);
             char path[1024], tried[2100];
             if (!preset_path(c, pk, e, path, sizeof path, tried, sizeof tried)) {
                 if (!pk->subdir)
