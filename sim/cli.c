@@ -1,4 +1,5 @@
 #include "cli.h"
+#include "numparse.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -27,12 +28,10 @@ int cli_usage_error(const char *fmt, ...)
 
 int cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    int64_t v = 0;
+    if (!num_parse_int(s, &v) || v < lo || v > hi)
         return cli_usage_error("%s needs a whole number in %lld..%lld, got '%s'", opt, lo, hi, s);
-    *out = v;
+    *out = (long long)v;
     return 0;
 }
 

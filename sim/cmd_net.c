@@ -11,15 +11,18 @@
  * rank as nccl-tests does), count in elements, time in microseconds,
  * algbw = size / time and busbw = algbw x the collective's factor, in
  * GB/s (1e9 bytes/s); then the algorithm and protocol the model chose.
- * Only cluster.* and sim.* keys are needed.
+ * Only cluster.* and sim.* keys are needed.  Sizes are given in bytes with
+ * binary multiples as nccl-tests' -b/-e (1M = 1,048,576 bytes), at most
+ * 2^50; a run prints at most LIMIT_NET_ROWS sizes, checked before the first.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "limits.h"
+#include "numparse.h"
 #include "net.h"
 #include "units.h"
 
@@ -52,47 +55,25 @@ static bool type_size(const char *name, const char **canon, size_t *bytes)
     return false;
 }
 
-/* "8", "256K", "8G" (binary multiples, as nccl-tests' -b/-e). */
-static bool parse_bytes(const char *s, double *out)
+/* The sizes a run prints: min, min x factor, ... up to max (with a little
+ * slack so that a max reached by repeated multiplication is printed). */
+static bool size_in_sweep(const net_opts *o, double size)
 {
-    char *end;
-    errno = 0;
-    if (s[0] < '0' || s[0] > '9')
-        return false;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return false;
-    double mult = 1.0;
-    switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mult = 1024.0; end++; break;
-    case 'm': case 'M': mult = 1024.0 * 1024.0; end++; break;
-    case 'g': case 'G': mult = 1024.0 * 1024.0 * 1024.0; end++; break;
-    case 't': case 'T': mult = 1024.0 * 1024.0 * 1024.0 * 1024.0; end++; break;
-    default: return false;
-    }
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end || v == 0)
-        return false;
-    *out = (double)v * mult;
-    return true;
+    return size <= o->max_bytes * (1 + 1e-12);
 }
 
-static bool parse_factor(const char *s, double *out)
+/* How many sizes the run prints, counted up to LIMIT_NET_ROWS + 1. */
+static long long size_rows(const net_opts *o)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v <= 1.0)
-        return false;
-    *out = v;
-    return true;
+    long long n = 0;
+    for (double size = o->min_bytes; size_in_sweep(o, size) && n <= LIMIT_NET_ROWS; size *= o->factor)
+        n++;
+    return n;
 }
 
 static const char *net_usage =
     "parsim net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N] [--max-bytes N] "
-    "[--factor F] [--algo A] [--proto P] [--type T]";
+    "[--factor F] [--algo A] [--proto P] [--type T]; sizes in bytes, binary: 1M = 1,048,576 bytes";
 
 /* The option's value, or NULL (after printing the error) if missing. */
 static const char *value_of(int argc, char **argv, int *i)
@@ -161,18 +142,23 @@ int cmd_net(int argc, char **argv)
         if (!strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes")) {
             if (!(v = value_of(argc, argv, &i)))
                 goto out;
-            if (!parse_bytes(v, a[2] == 'm' && a[3] == 'i' ? &o.min_bytes : &o.max_bytes)) {
-                rc = cli_usage_error("net: %s: expected a byte count such as 8, 256K, 8G "
-                                     "(binary multiples), got '%s'", a, v);
+            double bytes = 0;
+            if (!num_parse_bytes(v, &bytes) || !(bytes >= 1 && bytes <= LIMIT_NET_BYTES)) {
+                rc = cli_usage_error("net: %s needs a size in 1..%.0f bytes (2^50), binary: 1M = "
+                                     "1,048,576 bytes (K, M, G, T, optional B), got '%s'", a,
+                                     LIMIT_NET_BYTES, v);
                 goto out;
             }
+            *(a[2] == 'm' && a[3] == 'i' ? &o.min_bytes : &o.max_bytes) = bytes;
         } else if (!strcmp(a, "--factor")) {
             if (!(v = value_of(argc, argv, &i)))
                 goto out;
-            if (!parse_factor(v, &o.factor)) {
-                rc = cli_usage_error("net: --factor: expected a number > 1, got '%s'", v);
+            double f = 0;
+            if (!num_parse_double(v, &f) || !(f > 1 && f <= LIMIT_FACTOR)) {
+                rc = cli_usage_error("net: --factor needs a number in (1, %g], got '%s'", LIMIT_FACTOR, v);
                 goto out;
             }
+            o.factor = f;
         } else if (!strcmp(a, "--algo") || !strcmp(a, "--proto")) {
             if (!(v = value_of(argc, argv, &i)))
                 goto out;
@@ -201,6 +187,13 @@ int cmd_net(int argc, char **argv)
     if (o.min_bytes > o.max_bytes) {
         rc = cli_usage_error("net: --min-bytes (%.0f) is above --max-bytes (%.0f)", o.min_bytes,
                              o.max_bytes);
+        goto out;
+    }
+    if (size_rows(&o) > LIMIT_NET_ROWS) {
+        rc = cli_usage_error("net: --factor %.10g from --min-bytes %.0f to --max-bytes %.0f gives about %.0f "
+                             "sizes, more than %lld (the most parsim net prints): raise --factor or "
+                             "narrow the range", o.factor, o.min_bytes, o.max_bytes,
+                             floor(log(o.max_bytes / o.min_bytes) / log(o.factor)) + 1, LIMIT_NET_ROWS);
         goto out;
     }
 
@@ -242,7 +235,7 @@ int cmd_net(int argc, char **argv)
     double n = (double)g.size, busbw_sum = 0.0;
     int rows = 0;
     bool per_rank = k == COLL_ALL_GATHER || k == COLL_REDUCE_SCATTER || k == COLL_ALL_TO_ALL;
-    for (double size = o.min_bytes; size <= o.max_bytes * (1 + 1e-12); size *= o.factor) {
+    for (double size = o.min_bytes; size_in_sweep(&o, size); size *= o.factor) {
         /* Whole elements, and for the per-rank collectives whole elements
          * per rank, as nccl-tests sizes its buffers. */
         double count = floor(size / (double)o.type_bytes);

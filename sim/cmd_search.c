@@ -13,7 +13,6 @@
  * stderr.
  */
 #include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -24,8 +23,13 @@
 
 #include "cli.h"
 #include "config.h"
+#include "limits.h"
+#include "numparse.h"
 #include "progress.h"
 #include "search.h"
+
+/* --top: more rows than anyone reads, and a bounded ranking buffer. */
+#define SEARCH_TOP_MAX 1000000
 
 typedef struct search_ctx {
     const run_inputs *in;
@@ -52,39 +56,28 @@ static void on_progress(void *ctx, int64_t done, int64_t total)
     progress_update(p, (long)done);
 }
 
-static bool parse_i64(const char *s, int64_t *out)
+/* --gpus N or MIN:MAX, each in 1..LIMIT_GPUS, MIN <= MAX. */
+static int gpus_arg(const char *v, int64_t *lo, int64_t *hi)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < 1)
-        return false;
-    *out = v;
-    return true;
-}
-
-/* A positive count with an optional k, M, B/G or T suffix ("2T", "1e12"). */
-static bool parse_amount(const char *s, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0))
-        return false;
-    double mul = 1;
-    if (*end) {
-        switch (*end) {
-        case 'k': case 'K': mul = 1e3; break;
-        case 'm': case 'M': mul = 1e6; break;
-        case 'b': case 'B': case 'g': case 'G': mul = 1e9; break;
-        case 't': case 'T': mul = 1e12; break;
-        default: return false;
-        }
-        if (end[1])
-            return false;
-    }
-    *out = v * mul;
-    return true;
+    const char *colon = strchr(v, ':');
+    char first[32];
+    size_t n = colon ? (size_t)(colon - v) : strlen(v);
+    if (n >= sizeof first)
+        return cli_usage_error("--gpus needs N or MIN:MAX, whole numbers in 1..%lld, got '%s'",
+                               LIMIT_GPUS, v);
+    memcpy(first, v, n);
+    first[n] = '\0';
+    long long a = 0, b = 0;
+    int rc = cli_int_arg("--gpus", first, 1, LIMIT_GPUS, &a);
+    if (!rc)
+        rc = colon ? cli_int_arg("--gpus", colon + 1, 1, LIMIT_GPUS, &b) : (b = a, 0);
+    if (rc)
+        return rc;
+    if (a > b)
+        return cli_usage_error("--gpus MIN:MAX: MIN (%lld) is above MAX (%lld)", a, b);
+    *lo = a;
+    *hi = b;
+    return 0;
 }
 
 /* The searched dimension a KEY=VALUE argument fixes, or -1. */
@@ -127,7 +120,7 @@ int cmd_search(int argc, char **argv)
         }
         if (!strcmp(a, "--top")) {
             long long v = 0;
-            if ((rc = cli_int_arg(a, argv[++i], 1, 1000000, &v)))
+            if ((rc = cli_int_arg(a, argv[++i], 1, SEARCH_TOP_MAX, &v)))
                 goto out;
             o.top = (int)v;
         } else if (!strcmp(a, "--jobs")) {
@@ -149,43 +142,28 @@ int cmd_search(int argc, char **argv)
                 goto out;
             }
         } else if (!strcmp(a, "--token-budget")) {
-            if (!parse_amount(argv[++i], &o.token_budget)) {
-                rc = cli_usage_error("--token-budget: expected a positive number of tokens (e.g. 1e12 or 1T), "
-                                     "got '%s'", argv[i]);
+            double t = 0;
+            if (!num_parse_count(argv[++i], &t) || !(t >= 1 && t <= LIMIT_TOKENS)) {
+                rc = cli_usage_error("--token-budget needs a number of tokens in 1..%g, decimal: 2T = 2e12 "
+                                     "tokens (k, M, G or B, T), got '%s'", LIMIT_TOKENS, argv[i]);
                 goto out;
             }
+            o.token_budget = t;
         } else if (!strcmp(a, "--gpus")) {
-            const char *v = argv[++i];
-            const char *colon = strchr(v, ':');
-            bool ok;
-            if (colon) {
-                char lo[32];
-                size_t n = (size_t)(colon - v);
-                ok = n < sizeof lo;
-                if (ok) {
-                    memcpy(lo, v, n);
-                    lo[n] = '\0';
-                    ok = parse_i64(lo, &o.gpus_min) && parse_i64(colon + 1, &o.gpus_max) &&
-                         o.gpus_min <= o.gpus_max;
-                }
-            } else {
-                ok = parse_i64(v, &o.gpus_min);
-                o.gpus_max = o.gpus_min;
-            }
-            if (!ok) {
-                rc = cli_usage_error("--gpus: expected N or MIN:MAX with 1 <= MIN <= MAX, got '%s'", v);
+            if ((rc = gpus_arg(argv[++i], &o.gpus_min, &o.gpus_max)))
                 goto out;
-            }
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs("usage: parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]\n"
+            printf("usage: parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]\n"
                   "                     [--rank time|tokens|cost] [--token-budget N] [--gpus N|MIN:MAX]\n"
                   "                     [--pareto] [--exhaustive]\n"
                   "Ranks every legal TP/PP/VP/CP/EP/ETP/SP/MBS/recompute/cp_comm/distributed-optimizer\n"
                   "layout that fits in memory, beside the rules of thumb.  A searched key given as\n"
                   "KEY=VALUE fixes that dimension.  --gpus MIN:MAX searches the power-of-two multiples\n"
                   "of the node size in the range; --exhaustive simulates every layout that fits (no\n"
-                  "time bound); --out writes every simulated layout as CSV.\n",
-                  stdout);
+                  "time bound); --out writes every simulated layout as CSV.  --token-budget counts\n"
+                  "tokens, decimal: 2T = 2e12 tokens (k, M, G or B, T; at most %g); --gpus in\n"
+                  "1..%lld; --top in 1..%d; --jobs in 0..4096 (0 = every core).\n",
+                  LIMIT_TOKENS, LIMIT_GPUS, SEARCH_TOP_MAX);
             goto out;
         } else if (!strcmp(a, "--pareto")) {
             o.pareto = true;

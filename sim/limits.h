@@ -47,5 +47,6 @@
 #define LIMIT_LATENCY_US 1e6           /* any latency or fixed overhead: one second */
 #define LIMIT_FACTOR 1e3               /* dimensionless multipliers (oversubscription, plateau, ...) */
 #define LIMIT_NET_BYTES 0x1p50         /* parsim net --min-bytes/--max-bytes: 1 PiB */
+#define LIMIT_TOKENS 1e18             /* search --token-budget: 10000x the largest training run (~4e13) */
 
 #endif
