@@ -422,22 +422,88 @@ static int open_regular(const char *path, FILE **out, sim_err *err)
     return SIM_OK;
 }
 
+/* libconfig opens @include files itself with a blocking fopen, so every
+ * file the text of f includes (and those include) is checked to be a
+ * regular file first.  libconfig takes an include name relative to the
+ * include dir (the top file's folder; none: the working directory) and
+ * stops at its nesting limit, as this scan does. */
+enum { INCLUDE_DEPTH_MAX = 10 };
+
+static int check_includes(FILE *f, const char *file, const char *incdir, int depth, sim_err *err)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = SIM_OK, lineno = 0;
+    while (rc == SIM_OK && getline(&line, &cap, f) >= 0) {
+        lineno++;
+        const char *p = line + strspn(line, " \t");
+        if (strncmp(p, "@include", 8) != 0)
+            continue;
+        p += 8;
+        p += strspn(p, " \t");
+        if (*p != '"')
+            continue; /* libconfig reports the syntax error */
+        char name[512];
+        size_t n = 0;
+        for (p++; *p && *p != '"' && n + 1 < sizeof name; p++) {
+            if (*p == '\\' && p[1])
+                p++;
+            name[n++] = *p;
+        }
+        name[n] = '\0';
+        if (depth >= INCLUDE_DEPTH_MAX) {
+            rc = sim_err_set_at(err, SIM_EINVAL, file, lineno, NULL,
+                                "@include \"%s\": includes nested more than %d deep", name,
+                                INCLUDE_DEPTH_MAX);
+            break;
+        }
+        char path[1024];
+        snprintf(path, sizeof path, "%s%s%s", incdir ? incdir : "", incdir ? "/" : "", name);
+        FILE *inc = NULL;
+        sim_err inner;
+        sim_err_clear(&inner);
+        rc = open_regular(path, &inc, &inner);
+        if (rc == SIM_OK) {
+            rc = check_includes(inc, path, incdir, depth + 1, err);
+            fclose(inc);
+        } else {
+            char msg[sizeof inner.msg + sizeof inner.file + 8];
+            sim_err_format(&inner, msg, sizeof msg);
+            sim_err_set_at(err, rc, file, lineno, NULL, "@include \"%s\": %s", name, msg);
+        }
+    }
+    free(line);
+    return rc;
+}
+
 int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err)
 {
-    FILE *f = NULL;
-    int rc = open_regular(path, &f, err);
-    if (rc)
-        return rc;
-    config_init(lc);
-
     /* @include "x.cfg" is relative to the including file. */
     char dir[512];
+    bool have_dir = false;
     const char *slash = strrchr(path, '/');
     if (slash && (size_t)(slash - path) < sizeof dir) {
         memcpy(dir, path, (size_t)(slash - path));
         dir[slash - path] = '\0';
-        config_set_include_dir(lc, dir[0] ? dir : "/");
+        if (!dir[0])
+            snprintf(dir, sizeof dir, "/");
+        have_dir = true;
     }
+
+    FILE *f = NULL;
+    int rc = open_regular(path, &f, err);
+    if (rc)
+        return rc;
+    rc = check_includes(f, path, have_dir ? dir : NULL, 0, err);
+    if (rc == SIM_OK && fseek(f, 0, SEEK_SET) != 0)
+        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(errno));
+    if (rc) {
+        fclose(f);
+        return rc;
+    }
+    config_init(lc);
+    if (have_dir)
+        config_set_include_dir(lc, dir);
 
     errno = 0;
     int ok = config_read(lc, f);

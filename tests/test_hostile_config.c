@@ -229,6 +229,16 @@ Test(hostile_config, config_files_must_be_regular)
     snprintf(says, sizeof says, "cluster.compute.microbench: %s: is a FIFO", fifo);
     EXPECT(args, 2, says);
 
+    /* libconfig would open an included FIFO itself, and wait */
+    const char *top = write_file("top.cfg", "train: { global_batch_size = 64; };\n@include \"pipe.cfg\"\n");
+    snprintf(args, sizeof args, "run '%s'", top);
+    snprintf(says, sizeof says, "%s:2: @include \"pipe.cfg\": %s: is a FIFO", top, fifo);
+    EXPECT(args, 2, says);
+    /* a file including itself stops at libconfig's nesting limit, fast */
+    const char *self = write_file("self.cfg", "@include \"self.cfg\"\n@include \"self.cfg\"\n");
+    snprintf(args, sizeof args, "run '%s'", self);
+    EXPECT(args, 2, "@include \"self.cfg\": includes nested more than 10 deep");
+
     /* a preset that is a FIFO in a data dir */
     char models[128], topo[128], preset[160];
     snprintf(models, sizeof models, "%s/models", dir);
