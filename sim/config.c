@@ -272,6 +272,15 @@ int cfg_err_key(const cfg_t *c, sim_err *err, int code, const char *key, const c
     return sim_err_set_at(err, code, file, line, key, "%s", msg);
 }
 
+/* An error about a file a key names, as an error of the key: "origin: key:
+ * file:line: what".  inner may be err itself. */
+static int key_err_of(const cfg_t *c, sim_err *err, int code, const char *key, const sim_err *inner)
+{
+    char msg[sizeof inner->msg + sizeof inner->file + 16];
+    sim_err_format(inner, msg, sizeof msg);
+    return cfg_err_key(c, err, code, key, "%s", msg);
+}
+
 /* ------------------------------------------------------- libconfig files */
 
 static int list_from_setting(const config_setting_t *s, const char *key, const char *file,
@@ -1398,11 +1407,8 @@ static int set_microbench(const cfg_t *c, const key_def *k, const cfg_value *v, 
     path_near(find(c, k->key), v->s, path, sizeof path, tried, sizeof tried);
     sim_err inner;
     sim_err_clear(&inner);
-    if (microbench_load(path, &in->cluster.compute.bench, &inner) != SIM_OK) {
-        char msg[700];
-        sim_err_format(&inner, msg, sizeof msg);
-        return cfg_err_key(c, err, SIM_EINVAL, k->key, "%s", msg);
-    }
+    if (microbench_load(path, &in->cluster.compute.bench, &inner) != SIM_OK)
+        return key_err_of(c, err, SIM_EINVAL, k->key, &inner);
     return SIM_OK;
 }
 
@@ -1756,6 +1762,9 @@ static int load_presets(cfg_t *c, sim_err *err)
                                    e->v.s, tried, avail);
             }
             int rc = load_file(c, path, CFG_PRIO_PRESET, true, err);
+            /* a file that cannot be read at all: say which key named it */
+            if (rc && err && err->line == 0 && strcmp(err->file, path) == 0)
+                return key_err_of(c, err, rc, pk->key, err);
             if (rc)
                 return rc;
             again = true;

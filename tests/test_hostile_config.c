@@ -222,7 +222,7 @@ Test(hostile_config, config_files_must_be_regular)
     EXPECT(args, 2, says);
 
     snprintf(args, sizeof args, RUN "sim.params='%s'", fifo);
-    snprintf(says, sizeof says, "%s: is a FIFO", fifo);
+    snprintf(says, sizeof says, "command line: sim.params: %s: is a FIFO", fifo);
     EXPECT(args, 2, says);
 
     snprintf(args, sizeof args, RUN "cluster.compute.microbench='%s'", fifo);
@@ -248,7 +248,7 @@ Test(hostile_config, config_files_must_be_regular)
     snprintf(preset, sizeof preset, "%s/stuck.cfg", models);
     cr_assert_eq(mkfifo(preset, 0600), 0);
     setenv("PARSIM_DATA_DIR", dir, 1);
-    snprintf(says, sizeof says, "%s: is a FIFO", preset);
+    snprintf(says, sizeof says, "command line: model.name: %s: is a FIFO", preset);
     EXPECT("run model.name=stuck", 2, says);
     unsetenv("PARSIM_DATA_DIR");
 }
