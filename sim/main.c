@@ -23,11 +23,12 @@ static const command commands[] = {
      "net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N] [--max-bytes N] [--factor F]\n"
      "         [--algo A] [--proto P] [--type T]\n"
      "      print what nccl-tests prints for the modeled fabric (COLLECTIVE: all_reduce, all_gather,\n"
-     "      reduce_scatter, all_to_all, broadcast, p2p)"},
+     "      reduce_scatter, all_to_all, broadcast, p2p); sizes in bytes, binary: 1M = 1,048,576 bytes"},
     {"search", cmd_search,
      "search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv] [--rank time|tokens|cost]\n"
      "         [--token-budget N] [--gpus N|MIN:MAX] [--pareto] [--exhaustive]\n"
-     "      rank every legal layout that fits in memory; compare with the rules of thumb"},
+     "      rank every legal layout that fits in memory; compare with the rules of thumb\n"
+     "      (--token-budget counts tokens, decimal: 2T = 2e12 tokens)"},
     {"validate", cmd_validate,
      "validate FILE.csv [--out FILE.csv] [--rows FILTER] [--jobs N] [KEY=VALUE ...]\n"
      "      predict published measurements (bench/validation/public.csv) and report the error"},
@@ -52,7 +53,7 @@ static void usage(FILE *out)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  parsim %s\n", commands[i].synopsis);
     fputs("  parsim --help-config\n"
-          "      list every config key with its type and default\n"
+          "      list every config key with its type, default and range\n"
           "\n"
           "Keys use Megatron Bridge names, e.g. model.tensor_model_parallel_size=4;\n"
           "model.name loads models/<name>.cfg, cluster.topology loads topologies/<name>.cfg.\n"

@@ -296,3 +296,10 @@ Test(hostile_config, net_sizes_and_rows_are_bounded)
            "command line: cluster.num_gpus: must be in [1, 262144]");
     EXPECT("net all_to_all cluster.topology=dgx-h100 cluster.num_gpus=262144", 0, "on 262144 GPUs");
 }
+
+/* The two size conventions are named where the options are described. */
+Test(hostile_config, help_names_the_conventions)
+{
+    EXPECT("--help", 0, "binary: 1M = 1,048,576 bytes", "decimal: 2T = 2e12 tokens", "type, default and range");
+    EXPECT("search --help", 0, "decimal: 2T = 2e12 tokens", "--gpus in\n1..262144");
+}
