@@ -8,7 +8,8 @@
  * overrides.  cfg_resolve() loads the presets, then checks every key against
  * the key table (unknown keys and wrong types are errors with file:line) and
  * fills run_inputs.  Nothing falls back silently: a misspelled key is an
- * error, never a default.
+ * error, never a default.  Every numeric key has a range (limits.h), from
+ * files and overrides alike; a preset name is a plain name, not a path.
  *
  * Ownership: cfg_create() allocates, cfg_destroy() frees (NULL is a no-op).
  * Strings returned by accessors live as long as the cfg.
@@ -55,7 +56,9 @@ void cfg_destroy(cfg_t *c);
 
 /* Reads a libconfig file into *lc (initialized here; the caller destroys
  * it on SIM_OK): @include relative to the file, and on failure a message
- * with the file and line of a syntax error or why it cannot be opened. */
+ * with the file and line of a syntax error or why it cannot be opened.
+ * The file and every file it includes must be regular files (a FIFO,
+ * directory or device is SIM_EINVAL, without blocking on it). */
 struct config_t;
 int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err);
 
@@ -85,7 +88,7 @@ int cfg_err_key(const cfg_t *c, sim_err *err, int code, const char *key,
 /* Writes the resolved settings as "key = value;  # file:line" lines. */
 void cfg_dump(const cfg_t *c, FILE *out);
 
-/* Prints the key table (key, type, default, help) for --help-config. */
+/* Prints the key table (key, type, default, range, help) for --help-config. */
 void cfg_print_keys(FILE *out);
 
 /* Parses a mixed_precision name (bf16, fp8, mxfp8, ..., or a Megatron
