@@ -1,8 +1,38 @@
+/* step: one training step, simulated (contract in step.h).
+ *
+ * Two levels.  Every distinct pass template of the workload (forward and
+ * backward of each (stage, chunk); middle stages mostly share theirs) is
+ * first simulated alone on a small engine of its own: summarize() keeps
+ * its span and its per-stream busy and exposed time.  A pass begins and
+ * ends on the in-order compute stream, so inside the step it runs exactly
+ * as alone, and one task of its span stands in for its ops ("collapsed").
+ * Passes whose inner ops other tasks must see keep their ops: the last
+ * backward of a chunk that releases DP buckets from inside it, the first
+ * forward that waits for several parameter all-gathers, and every pass
+ * when the trace wants every kernel (sim.keep_ops).
+ *
+ * The step's engine has six streams per stage (compute, tp, cp, ep, dp,
+ * pp) and two counters per stage (activation bytes, passes in flight).
+ * build() adds, stage by stage: the parameter all-gathers issued before
+ * the first forwards (overlap_param_gather), the scheduled passes in
+ * Megatron's order with their pipeline sends, counters and bucket
+ * reductions, then the DP tail and the optimizer step; last the links
+ * between stages (a forward waits for the previous virtual stage's send, a
+ * backward for the next one's).  measure() reads bubble, exposed
+ * communication and memory off the timeline.
+ *
+ * Failures while building are sticky, as in workload's op buffer: the
+ * first failed add, dependency or counter delta records its code in
+ * builder.rc, and every later call does nothing.  NO_TASK is a legitimate
+ * absence (no send from the last virtual stage, no reduction yet); a
+ * failure is never mistaken for one, because the build then returns rc.
+ */
 #include "step.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "limits.h"
 #include "memory.h"
 #include "model.h"
 #include "schedule.h"
@@ -16,9 +46,11 @@ enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
  * have; a step of 10^7 passes takes about a gigabyte. */
 #define MAX_PASSES 1e7
 
+#define NO_TASK (-1)
+
 /* One forward or backward pass of one microbatch on one chunk, as placed in
  * the engine: its ops are the contiguous tasks [first, last]; send is the
- * pipeline p2p task that carries its output on (-1 if none). */
+ * pipeline p2p task that carries its output on (NO_TASK if none). */
 typedef struct pass_ref {
     eng_task first, last, send;
 } pass_ref;
@@ -48,6 +80,22 @@ struct step {
     bool *collapsed;        /* per pass (pass_index): stands as one task */
 };
 
+/* The step's graph under construction, with its sticky status. */
+typedef struct builder {
+    step_t *st;
+    const run_inputs *in;
+    const strategy_t *s;
+    sim_err *err;
+    int rc;                  /* SIM_OK until the first failure */
+    sim_time_ps work_ps;     /* durations of every task so far: bounds the makespan */
+    /* Per stage, rebuilt for each. */
+    sched_item *items;       /* the stage's schedule */
+    int64_t n_items;
+    eng_task *param_ag;      /* [chunk]: gather of its bucket n-1 (first layers), or NO_TASK */
+    bool *first_f_done;      /* [chunk]: its first forward is placed */
+    int64_t *last_b_item;    /* [chunk]: schedule index of its last backward */
+} builder;
+
 static pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
 {
     return &st->summary[(stage * st->v + chunk) * 2 + kind];
@@ -63,30 +111,77 @@ static int stream_of(int64_t stage, stream_kind k)
     return (int)(stage * STREAM_KINDS + k);
 }
 
-/* Adds a task and records what it is. */
-static eng_task add(step_t *st, int64_t stage, stream_kind k, sim_time_ps d, const char *name,
-                    int32_t mb, int32_t chunk)
+/* Records the first failure; later ones keep it. */
+static void fail(builder *b, int rc)
 {
+    if (b->rc == SIM_OK)
+        b->rc = rc;
+}
+
+/* Adds a task and records what it is.  NO_TASK once the build has failed. */
+static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
+                    int32_t chunk)
+{
+    step_t *st = b->st;
+    if (b->rc != SIM_OK)
+        return NO_TASK;
+    if (__builtin_add_overflow(b->work_ps, d, &b->work_ps) || b->work_ps > (sim_time_ps)(LIMIT_DURATION_S * PS_PER_S)) {
+        fail(b, sim_err_set(b->err, SIM_EINVAL,
+                            "the step's kernels and transfers add up to more than %.3g s: the inputs are beyond "
+                            "what parsim can simulate (simulated time is 64-bit picoseconds)",
+                            LIMIT_DURATION_S));
+        return NO_TASK;
+    }
     if (st->n_info == st->cap_info) {
         size_t cap = st->cap_info ? 2 * st->cap_info : 1024;
         step_task_info *p = realloc(st->info, cap * sizeof *p);
-        if (!p)
-            return -1;
+        if (!p) {
+            fail(b, SIM_ENOMEM);
+            return NO_TASK;
+        }
         st->info = p;
         st->cap_info = cap;
     }
     eng_task t = eng_add_task(st->eng, stream_of(stage, k), d, (int32_t)st->n_info);
-    if (t < 0)
-        return -1;
+    if (t < 0) {
+        fail(b, SIM_ENOMEM); /* out of memory or past the engine's task limit */
+        return NO_TASK;
+    }
     st->info[st->n_info++] = (step_task_info){stage, k, name, mb, chunk};
     return t;
 }
 
-static int dep(step_t *st, eng_task a, eng_task b)
+/* A duration in seconds computed here, as simulated time; outside
+ * [0, LIMIT_DURATION_S] it fails the build naming what it is. */
+static sim_time_ps duration_ps(builder *b, double seconds, const char *what, int64_t stage)
 {
-    if (a < 0 || b < 0)
-        return SIM_OK;
-    return eng_add_dep(st->eng, a, b);
+    if (seconds >= 0.0 && seconds <= LIMIT_DURATION_S)
+        return time_from_s(seconds);
+    if (b->rc == SIM_OK)
+        fail(b, sim_err_set(b->err, SIM_EINVAL,
+                            "%s of stage %lld would take %.3g s, outside [0, %.3g s]: the inputs are beyond what "
+                            "parsim can simulate (simulated time is 64-bit picoseconds)",
+                            what, (long long)stage, seconds, LIMIT_DURATION_S));
+    return 0;
+}
+
+/* `after` waits for `before`; no edge when either is NO_TASK. */
+static void dep(builder *b, eng_task before, eng_task after)
+{
+    if (b->rc != SIM_OK || before == NO_TASK || after == NO_TASK)
+        return;
+    int rc = eng_add_dep(b->st->eng, before, after);
+    if (rc != SIM_OK)
+        fail(b, rc);
+}
+
+static void count(builder *b, eng_task t, int counter, int64_t at_start, int64_t at_end)
+{
+    if (b->rc != SIM_OK || t == NO_TASK)
+        return;
+    int rc = eng_add_counter_delta(b->st->eng, t, counter, at_start, at_end);
+    if (rc != SIM_OK)
+        fail(b, rc);
 }
 
 /* ---- measuring the timeline ------------------------------------------- */
@@ -161,25 +256,21 @@ static double chunk_gather_s(const wl_chunk *ch)
     return t;
 }
 
-/* Instantiates one pass's op template; returns SIM_OK or SIM_ENOMEM. */
-static int add_pass(step_t *st, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk,
-                    pass_ref *ref)
+/* Instantiates one pass's op template. */
+static void add_pass(builder *b, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk, pass_ref *ref)
 {
-    eng_task base = -1;
-    for (int32_t i = 0; i < p->n_ops; i++) {
+    eng_task base = NO_TASK;
+    for (int32_t i = 0; i < p->n_ops && b->rc == SIM_OK; i++) {
         const wl_op *op = &p->ops[i];
-        eng_task t = add(st, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb, chunk);
-        if (t < 0)
-            return SIM_ENOMEM;
+        eng_task t = add(b, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb, chunk);
         if (i == 0)
             base = t;
         for (int j = 0; j < 2; j++)
-            if (op->dep_back[j] && dep(st, t - op->dep_back[j], t) != SIM_OK)
-                return SIM_ENOMEM;
+            if (op->dep_back[j])
+                dep(b, t - op->dep_back[j], t);
     }
     ref->first = base;
-    ref->last = base < 0 ? -1 : base + p->n_ops - 1;
-    return SIM_OK;
+    ref->last = base == NO_TASK ? NO_TASK : base + p->n_ops - 1;
 }
 
 /* Simulates one pass template alone and fills its summary. */
@@ -195,7 +286,7 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
     int rc = (!e || !ids || !comp || !comm || !all || !tmp) ? SIM_ENOMEM : SIM_OK;
     for (int32_t i = 0; i < p->n_ops && rc == SIM_OK; i++) {
         eng_task t = eng_add_task(e, p->ops[i].stream, p->ops[i].duration_ps, i);
-        for (int j = 0; j < 2 && t >= 0; j++)
+        for (int j = 0; j < 2 && t >= 0 && rc == SIM_OK; j++)
             if (p->ops[i].dep_back[j])
                 rc = eng_add_dep(e, t - p->ops[i].dep_back[j], t);
         if (t < 0)
@@ -230,197 +321,240 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
     return rc;
 }
 
-static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+/* Parameters must be gathered before a chunk's first forward.  With
+ * overlap_param_gather the gathers are issued bucket by bucket in forward
+ * order and the first forward waits for each bucket just before the layers
+ * that use it (Megatron's forward pre-hook), so they overlap the forward of
+ * earlier layers and chunks; without it, the gather follows the optimizer
+ * step (add_tail).  param_ag[c]: the gather of chunk c's bucket n-1 (its
+ * first layers); the gather of bucket k is the task param_ag[c] + (n-1-k). */
+static void add_param_gathers(builder *b, int64_t r, bool ag_first)
 {
-    const int64_t pp = s->pp, v = s->v, M = s->num_microbatches;
-    const int64_t n_items = sched_len(M, v);
+    const wl_stage *ws = &b->st->wl->stages[r];
+    for (int64_t c = 0; c < b->st->v; c++) {
+        const wl_chunk *ch = &ws->chunks[c];
+        b->param_ag[c] = NO_TASK;
+        for (int32_t k = ag_first ? ch->n_buckets - 1 : -1; k >= 0; k--) {
+            eng_task t = add(b, r, STREAM_DP, duration_ps(b, ch->buckets[k].gather_s, "a DP parameter all-gather", r),
+                             "dp_ag", -1, (int32_t)c);
+            if (k == ch->n_buckets - 1)
+                b->param_ag[c] = t;
+        }
+        b->first_f_done[c] = false;
+        b->last_b_item[c] = -1;
+    }
+    for (int64_t i = 0; i < b->n_items; i++)
+        if (b->items[i].kind == SCHED_B)
+            b->last_b_item[b->items[i].chunk] = i;
+}
+
+/* The forward's side: its activations and in-flight count from its start
+ * and, for a chunk's first forward with overlap_param_gather, the waits for
+ * the parameter gathers. */
+static void link_forward(builder *b, int64_t r, const sched_item *it, const wl_chunk *ch, const pass_ref *ref,
+                         bool ag_first)
+{
+    step_t *st = b->st;
+    count(b, ref->first, (int)(r * CTR_PER_STAGE + CTR_ACT), ch->act_bytes, 0);
+    count(b, ref->first, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 1, 0);
+    if (!ag_first || b->first_f_done[it->chunk])
+        return;
+    b->first_f_done[it->chunk] = true;
+    bool whole = st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
+    for (int32_t k = ch->n_buckets - 1; k >= 0 && b->param_ag[it->chunk] != NO_TASK; k--) {
+        eng_task ag = b->param_ag[it->chunk] + (ch->n_buckets - 1 - k);
+        /* A whole-pass task (one bucket) waits at its start. */
+        dep(b, ag, whole || ref->first == NO_TASK ? ref->first : ref->first + ch->buckets[k].fwd_op);
+    }
+}
+
+/* The backward's side: it frees its forward's activations (and its own
+ * transients) and follows its own forward. */
+static void link_backward(builder *b, int64_t r, const sched_item *it, const wl_chunk *ch, const pass_ref *ref)
+{
+    step_t *st = b->st;
+    count(b, ref->first, (int)(r * CTR_PER_STAGE + CTR_ACT), ch->bwd_transient_bytes,
+          -ch->act_bytes - ch->bwd_transient_bytes);
+    count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 0, -1);
+    const pass_ref *f = &st->passes[pass_index(st, r, SCHED_F, it->microbatch, it->chunk)];
+    dep(b, f->last, ref->first);
+}
+
+/* With overlap_grad_reduce a bucket's reduction starts as soon as the last
+ * microbatch's backward has passed its layers.  Returns the last reduction
+ * added (NO_TASK if none). */
+static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_item *it, const wl_chunk *ch,
+                                      const pass_ref *ref)
+{
+    step_t *st = b->st;
+    const bool distopt = b->in->ddp.use_distributed_optimizer;
+    bool whole = st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
+    eng_task last_rs = NO_TASK;
+    for (int32_t k = 0; k < ch->n_buckets; k++) {
+        const wl_bucket *bk = &ch->buckets[k];
+        last_rs = add(b, r, STREAM_DP, duration_ps(b, bk->reduce_s, "a DP gradient reduction", r),
+                      distopt ? "dp_rs" : "dp_ar", -1, it->chunk);
+        dep(b, whole || ref->first == NO_TASK ? ref->last : ref->first + bk->ready_op, last_rs);
+    }
+    return last_rs;
+}
+
+/* The stage's passes in schedule order: each as one task of its span or as
+ * its ops, its counters, its pipeline send, and the waits for its send
+ * where p2p blocks.  Returns the last DP reduction added (NO_TASK if
+ * none). */
+static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
+{
+    step_t *st = b->st;
+    const run_inputs *in = b->in;
+    const int64_t pp = st->pp, v = st->v;
+    const wl_stage *ws = &st->wl->stages[r];
+    /* Megatron's p2p is synchronous (the rank waits for its send before
+     * the next pass) in the non-interleaved schedule and in the
+     * interleaved one without overlap_p2p_comm; with it, sends are
+     * asynchronous and only the receiver waits. */
+    const bool blocking_p2p = v == 1 || !b->s->par.overlap_p2p_comm;
+    eng_task last_rs = NO_TASK, pending_send = NO_TASK;
+    for (int64_t i = 0; i < b->n_items && b->rc == SIM_OK; i++) {
+        const sched_item *it = &b->items[i];
+        const wl_chunk *ch = &ws->chunks[it->chunk];
+        size_t pi = pass_index(st, r, it->kind, it->microbatch, it->chunk);
+        pass_ref *ref = &st->passes[pi];
+        st->order[r * b->n_items + i] = (int32_t)pi;
+        const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
+        const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
+        /* The last backward of a chunk releases gradient buckets from
+         * inside it when reduction overlaps: keep its ops. */
+        bool bucket_pass = it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == b->last_b_item[it->chunk] &&
+                           ch->n_buckets > 1;
+        /* So does the first forward of a chunk that waits for the
+         * parameter gathers of several buckets. */
+        bool gather_pass = it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1;
+        if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass) {
+            eng_task t = add(b, r, STREAM_COMPUTE, sum->span_ps, it->kind == SCHED_F ? "F" : "B", it->microbatch,
+                             it->chunk);
+            ref->first = ref->last = t;
+            st->collapsed[pi] = true;
+        } else {
+            add_pass(b, r, p, it->microbatch, it->chunk, ref);
+        }
+        if (blocking_p2p)
+            dep(b, pending_send, ref->first);
+        pending_send = NO_TASK;
+        if (it->kind == SCHED_F)
+            link_forward(b, r, it, ch, ref, ag_first);
+        else
+            link_backward(b, r, it, ch, ref);
+        /* Pipeline send of the output (forward) or input gradient
+         * (backward) to the neighbouring virtual stage. */
+        int64_t vstage = it->chunk * pp + r;
+        bool sends = it->kind == SCHED_F ? vstage < pp * v - 1 : vstage > 0;
+        ref->send = NO_TASK;
+        if (sends && pp > 1) {
+            ref->send = add(b, r, STREAM_PP, duration_ps(b, ws->p2p_s, "the pipeline send", r),
+                            it->kind == SCHED_F ? "send_fwd" : "send_bwd", it->microbatch, it->chunk);
+            dep(b, ref->last, ref->send);
+            pending_send = ref->send;
+        }
+        if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == b->last_b_item[it->chunk])
+            last_rs = add_bucket_reductions(b, r, it, ch, ref);
+    }
+    return last_rs;
+}
+
+/* After the stage's last pass: the DP reductions that wait for the end of
+ * the pipeline (without overlap_grad_reduce), the tied-embedding
+ * all-reduce, the optimizer step after the last reduction, and the
+ * parameter all-gathers that follow it (distributed optimizer without
+ * overlap_param_gather). */
+static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
+{
+    step_t *st = b->st;
+    const run_inputs *in = b->in;
     const bool distopt = in->ddp.use_distributed_optimizer;
-    sched_item *items = malloc((size_t)n_items * sizeof *items);
-    eng_task *param_ag = malloc((size_t)v * sizeof *param_ag);
-    bool *first_f_of_chunk = malloc((size_t)v * sizeof *first_f_of_chunk);
-    int64_t *last_b_item = malloc((size_t)v * sizeof *last_b_item);
-    if (!items || !param_ag || !first_f_of_chunk || !last_b_item) {
-        free(items);
-        free(param_ag);
-        free(first_f_of_chunk);
-        free(last_b_item);
-        return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
+    const wl_stage *ws = &st->wl->stages[r];
+    const sched_item *end = &b->items[b->n_items - 1];
+    const pass_ref *last = &st->passes[pass_index(st, r, end->kind, end->microbatch, end->chunk)];
+    if (!in->ddp.overlap_grad_reduce)
+        for (int64_t c = 0; c < st->v; c++)
+            for (int32_t k = 0; k < ws->chunks[c].n_buckets; k++) {
+                last_rs = add(b, r, STREAM_DP,
+                              duration_ps(b, ws->chunks[c].buckets[k].reduce_s, "a DP gradient reduction", r),
+                              distopt ? "dp_rs" : "dp_ar", -1, (int32_t)c);
+                dep(b, last->last, last_rs);
+            }
+    if (ws->embedding_grad_s > 0) {
+        last_rs = add(b, r, STREAM_DP, duration_ps(b, ws->embedding_grad_s, "the tied-embedding all-reduce", r),
+                      "embedding_ar", -1, -1);
+        dep(b, last->last, last_rs);
     }
-    int rc = SIM_OK;
-
-    for (int64_t r = 0; r < pp && rc == SIM_OK; r++) {
-        const wl_stage *ws = &st->wl->stages[r];
-        rc = sched_build(pp, v, M, s->group_size_n, r, items, err);
-        if (rc != SIM_OK)
-            break;
-        int ctr_act = (int)(r * CTR_PER_STAGE + CTR_ACT), ctr_fl = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
-
-        /* Parameters must be gathered before a chunk's first forward.  With
-         * overlap_param_gather the gathers are issued bucket by bucket in
-         * forward order and the first forward waits for each bucket just
-         * before the layers that use it (Megatron's forward pre-hook), so
-         * they overlap the forward of earlier layers and chunks; without
-         * it, the gather follows the optimizer step.  param_ag[c]: the
-         * gather of chunk c's bucket n-1 (its first layers); the gather of
-         * bucket k is the task param_ag[c] + (n-1-k). */
-        bool ag_first = distopt && in->ddp.overlap_param_gather;
-        for (int64_t c = 0; c < v && rc == SIM_OK; c++) {
-            const wl_chunk *ch = &ws->chunks[c];
-            param_ag[c] = -1;
-            for (int32_t k = ag_first ? ch->n_buckets - 1 : -1; k >= 0; k--) {
-                eng_task t = add(st, r, STREAM_DP, time_from_s(ch->buckets[k].gather_s), "dp_ag", -1, (int32_t)c);
-                if (t < 0)
-                    rc = SIM_ENOMEM;
-                else if (k == ch->n_buckets - 1)
-                    param_ag[c] = t;
-            }
-            first_f_of_chunk[c] = false;
-            last_b_item[c] = -1;
+    eng_task opt = add(b, r, STREAM_COMPUTE, duration_ps(b, ws->optimizer_s, "the optimizer step", r), "optimizer",
+                       -1, -1);
+    dep(b, last->last, opt);
+    dep(b, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
+    if (distopt && !ag_first)
+        for (int64_t c = 0; c < st->v; c++) {
+            eng_task ag = add(b, r, STREAM_DP,
+                              duration_ps(b, chunk_gather_s(&ws->chunks[c]), "a chunk's DP parameter all-gather", r),
+                              "dp_ag", -1, (int32_t)c);
+            dep(b, opt, ag);
         }
-        if (rc != SIM_OK)
-            break;
-        for (int64_t i = 0; i < n_items; i++)
-            if (items[i].kind == SCHED_B)
-                last_b_item[items[i].chunk] = i;
+}
 
-        /* Megatron's p2p is synchronous (the rank waits for its send before
-         * the next pass) in the non-interleaved schedule and in the
-         * interleaved one without overlap_p2p_comm; with it, sends are
-         * asynchronous and only the receiver waits. */
-        const bool blocking_p2p = v == 1 || !s->par.overlap_p2p_comm;
-        eng_task last_rs = -1;
-        eng_task pending_send = -1;
-        for (int64_t i = 0; i < n_items && rc == SIM_OK; i++) {
-            const sched_item *it = &items[i];
-            const wl_chunk *ch = &ws->chunks[it->chunk];
-            pass_ref *ref = &st->passes[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
-            st->order[r * n_items + i] = (int32_t)pass_index(st, r, it->kind, it->microbatch, it->chunk);
-            const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
-            const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
-            /* The last backward of a chunk releases gradient buckets from
-             * inside it when reduction overlaps: keep its ops. */
-            bool bucket_pass = it->kind == SCHED_B && in->ddp.overlap_grad_reduce &&
-                               i == last_b_item[it->chunk] && ch->n_buckets > 1;
-            /* So does the first forward of a chunk that waits for the
-             * parameter gathers of several buckets. */
-            bool gather_pass = it->kind == SCHED_F && ag_first && !first_f_of_chunk[it->chunk] &&
-                               ch->n_buckets > 1;
-            if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass) {
-                eng_task t = add(st, r, STREAM_COMPUTE, sum->span_ps, it->kind == SCHED_F ? "F" : "B",
-                                 it->microbatch, it->chunk);
-                if (t < 0) {
-                    rc = SIM_ENOMEM;
-                    break;
-                }
-                ref->first = ref->last = t;
-                st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)] = true;
-            } else if ((rc = add_pass(st, r, p, it->microbatch, it->chunk, ref)) != SIM_OK) {
-                break;
-            }
-            if (blocking_p2p && pending_send >= 0)
-                dep(st, pending_send, ref->first);
-            pending_send = -1;
-            if (it->kind == SCHED_F) {
-                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->act_bytes, 0);
-                eng_add_counter_delta(st->eng, ref->first, ctr_fl, 1, 0);
-                if (ag_first && !first_f_of_chunk[it->chunk]) {
-                    first_f_of_chunk[it->chunk] = true;
-                    bool whole = st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
-                    for (int32_t k = ch->n_buckets - 1; k >= 0; k--) {
-                        eng_task ag = param_ag[it->chunk] + (ch->n_buckets - 1 - k);
-                        /* A whole-pass task (one bucket) waits at its start. */
-                        dep(st, ag, whole ? ref->first : ref->first + ch->buckets[k].fwd_op);
-                    }
-                }
-            } else {
-                eng_add_counter_delta(st->eng, ref->first, ctr_act, ch->bwd_transient_bytes,
-                                      -ch->act_bytes - ch->bwd_transient_bytes);
-                eng_add_counter_delta(st->eng, ref->last, ctr_fl, 0, -1);
-                /* The backward of a microbatch follows its own forward. */
-                pass_ref *f = &st->passes[pass_index(st, r, SCHED_F, it->microbatch, it->chunk)];
-                dep(st, f->last, ref->first);
-            }
-            /* Pipeline send of the output (forward) or input gradient
-             * (backward) to the neighbouring virtual stage. */
-            int64_t vstage = it->chunk * pp + r;
-            bool sends = it->kind == SCHED_F ? vstage < pp * v - 1 : vstage > 0;
-            ref->send = -1;
-            if (sends && pp > 1) {
-                ref->send = add(st, r, STREAM_PP, time_from_s(ws->p2p_s), it->kind == SCHED_F ? "send_fwd" : "send_bwd",
-                                it->microbatch, it->chunk);
-                if (ref->send < 0) {
-                    rc = SIM_ENOMEM;
-                    break;
-                }
-                dep(st, ref->last, ref->send);
-                pending_send = ref->send;
-            }
-            /* With overlap_grad_reduce a bucket's reduction starts as soon as
-             * the last microbatch's backward has passed its layers;
-             * otherwise all wait for the end of the pipeline. */
-            if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == last_b_item[it->chunk])
-                for (int32_t k = 0; k < ch->n_buckets; k++) {
-                    const wl_bucket *bk = &ch->buckets[k];
-                    last_rs = add(st, r, STREAM_DP, time_from_s(bk->reduce_s), distopt ? "dp_rs" : "dp_ar", -1,
-                                  it->chunk);
-                    bool whole = st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
-                    dep(st, whole ? ref->last : ref->first + bk->ready_op, last_rs);
-                }
-        }
-        if (rc != SIM_OK)
-            break;
-        const pass_ref *last = &st->passes[pass_index(st, r, items[n_items - 1].kind,
-                                                      items[n_items - 1].microbatch, items[n_items - 1].chunk)];
-        if (!in->ddp.overlap_grad_reduce)
-            for (int64_t c = 0; c < v; c++)
-                for (int32_t k = 0; k < ws->chunks[c].n_buckets; k++) {
-                    last_rs = add(st, r, STREAM_DP, time_from_s(ws->chunks[c].buckets[k].reduce_s),
-                                  distopt ? "dp_rs" : "dp_ar", -1, (int32_t)c);
-                    dep(st, last->last, last_rs);
-                }
-        if (ws->embedding_grad_s > 0) {
-            last_rs = add(st, r, STREAM_DP, time_from_s(ws->embedding_grad_s), "embedding_ar", -1, -1);
-            dep(st, last->last, last_rs);
-        }
-        eng_task opt = add(st, r, STREAM_COMPUTE, time_from_s(ws->optimizer_s), "optimizer", -1, -1);
-        if (opt < 0) {
-            rc = SIM_ENOMEM;
-            break;
-        }
-        dep(st, last->last, opt);
-        dep(st, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
-        if (distopt && !ag_first)
-            for (int64_t c = 0; c < v; c++) {
-                eng_task ag = add(st, r, STREAM_DP, time_from_s(chunk_gather_s(&ws->chunks[c])), "dp_ag", -1,
-                                  (int32_t)c);
-                dep(st, opt, ag);
-            }
-    }
-
-    /* Cross-stage edges: a forward waits for the previous virtual stage's
-     * send, a backward for the next one's. */
-    for (int64_t r = 0; r < pp && rc == SIM_OK; r++)
+/* Cross-stage edges: a forward waits for the previous virtual stage's
+ * send, a backward for the next one's. */
+static void link_stages(builder *b)
+{
+    step_t *st = b->st;
+    const int64_t pp = st->pp, v = st->v, M = st->M;
+    for (int64_t r = 0; r < pp && b->rc == SIM_OK; r++)
         for (int64_t mb = 0; mb < M; mb++)
             for (int64_t c = 0; c < v; c++) {
                 int64_t vs = c * pp + r;
                 if (vs > 0) {
                     int64_t pr = (vs - 1) % pp, pc = (vs - 1) / pp;
-                    rc |= dep(st, st->passes[pass_index(st, pr, SCHED_F, mb, pc)].send,
-                              st->passes[pass_index(st, r, SCHED_F, mb, c)].first);
+                    dep(b, st->passes[pass_index(st, pr, SCHED_F, mb, pc)].send,
+                        st->passes[pass_index(st, r, SCHED_F, mb, c)].first);
                 }
                 if (vs < pp * v - 1) {
                     int64_t nr = (vs + 1) % pp, nc = (vs + 1) / pp;
-                    rc |= dep(st, st->passes[pass_index(st, nr, SCHED_B, mb, nc)].send,
-                              st->passes[pass_index(st, r, SCHED_B, mb, c)].first);
+                    dep(b, st->passes[pass_index(st, nr, SCHED_B, mb, nc)].send,
+                        st->passes[pass_index(st, r, SCHED_B, mb, c)].first);
                 }
             }
-    free(items);
-    free(param_ag);
-    free(first_f_of_chunk);
-    free(last_b_item);
-    if (rc == SIM_ENOMEM)
+}
+
+static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    const int64_t v = s->v;
+    builder b = {.st = st, .in = in, .s = s, .err = err, .rc = SIM_OK};
+    b.n_items = sched_len(s->num_microbatches, v);
+    b.items = malloc((size_t)b.n_items * sizeof *b.items);
+    b.param_ag = malloc((size_t)v * sizeof *b.param_ag);
+    b.first_f_done = malloc((size_t)v * sizeof *b.first_f_done);
+    b.last_b_item = malloc((size_t)v * sizeof *b.last_b_item);
+    if (!b.items || !b.param_ag || !b.first_f_done || !b.last_b_item)
+        fail(&b, SIM_ENOMEM);
+    const bool ag_first = in->ddp.use_distributed_optimizer && in->ddp.overlap_param_gather;
+    for (int64_t r = 0; r < s->pp && b.rc == SIM_OK; r++) {
+        int rc = sched_build(s->pp, v, s->num_microbatches, s->group_size_n, r, b.items, err);
+        if (rc != SIM_OK) {
+            fail(&b, rc);
+            break;
+        }
+        add_param_gathers(&b, r, ag_first);
+        eng_task last_rs = add_scheduled_passes(&b, r, ag_first);
+        if (b.rc == SIM_OK)
+            add_tail(&b, r, last_rs, ag_first);
+    }
+    link_stages(&b);
+    free(b.items);
+    free(b.param_ag);
+    free(b.first_f_done);
+    free(b.last_b_item);
+    if (b.rc == SIM_ENOMEM)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
-    return rc;
+    return b.rc;
 }
 
 static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
@@ -600,7 +734,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                 for (int64_t q = 0; q < r * s->v + c && !same; q++) {
                     const wl_chunk *o = &st->wl->stages[q / s->v].chunks[q % s->v];
                     const wl_pass *op = kind == 0 ? &o->fwd : &o->bwd;
-                    if (op->n_ops == p->n_ops && !memcmp(op->ops, p->ops, (size_t)p->n_ops * sizeof *p->ops))
+                    if (wl_pass_equal(op, p))
                         same = summary_of(st, q / s->v, q % s->v, kind);
                 }
                 if (same)

@@ -1,3 +1,33 @@
+/* workload: the op templates of one step (contract in workload.h).
+ *
+ * A pass is built as an op list (wl_opbuf) by small emitters, one per
+ * piece of Megatron's layer: column/row-parallel linears with their TP
+ * collectives, attention (fused, unfused, the CP ring beside its steps),
+ * MLP and MoE (router, permutes, EP all-to-all, grouped GEMMs), embedding
+ * and output layer.  Each emitter costs its kernels with compute and its
+ * collectives with net and appends them; an op names its dependencies by
+ * absolute index when pushed and is stored with the distance back, so a
+ * template can be copied and instantiated anywhere.
+ *
+ * Layers of one type (dense/MoE x full/sliding-window attention) have the
+ * same ops: each is built once into a layer cache, fused there, and
+ * appended per layer; chunks that hold the same run of layer types and no
+ * embedding, output or bucketing are copied from a twin.  Fusing merges an
+ * op into the one before it where nothing else can tell (same stream,
+ * single dependency, nothing waits on the first), keeping the ops that
+ * release a DP bucket or wait for a parameter all-gather as ends.
+ *
+ * DP buckets follow Megatron's DDP: gradients fill buckets in backward
+ * order (ddp.bucket_size, else max(40M, 1M x DP) parameters, only on the
+ * first chunk of the first stage when overlapped); each records the
+ * backward op after which it is final and the forward op where its
+ * parameters are first used.
+ *
+ * Failures are sticky in the op buffer (oom, first op of an out-of-range
+ * duration); a chunk is checked once when built: every computed duration
+ * (op, whole pass, bucket, p2p, optimizer, embedding all-reduce) must lie
+ * in [0, LIMIT_DURATION_S], else SIM_EINVAL names it.
+ */
 #include "workload.h"
 
 #include <math.h>
@@ -5,6 +35,7 @@
 #include <string.h>
 
 #include "compute.h"
+#include "limits.h"
 #include "memory.h"
 #include "net.h"
 
@@ -16,28 +47,24 @@ const char *stream_kind_name(stream_kind k)
 
 /* ---- op list under construction ---------------------------------------- */
 
-typedef struct opbuf {
-    wl_op *ops;
-    int32_t n, cap;
-    double flops;
-    int oom;
-    int too_long;      /* an op's duration was not finite or past MAX_OP_S */
-} opbuf;
-
-/* No single kernel or transfer of a training step takes anywhere near
- * this long; a duration past it means inputs far outside what parsim can
- * simulate (simulated time would overflow its 64-bit picoseconds). */
-#define MAX_OP_S 1e6
-
-#define NONE (-1)
-
-/* Appends an op that depends on the ops at absolute indices d0 and d1
- * (NONE for no dependency).  Returns the new op's index. */
-static int32_t push(opbuf *b, const char *name, stream_kind st, double seconds, int32_t d0, int32_t d1)
+/* Failures are sticky (as in every builder here): after the first, pushes
+ * still return an index but store nothing, and the caller checks the
+ * flags once when the pass is done. */
+static void too_long(wl_opbuf *b, const char *name, double seconds)
 {
+    if (!b->too_long_name) {
+        b->too_long_name = name;
+        b->too_long_s = seconds;
+    }
+}
+
+int32_t wl_push(wl_opbuf *b, const char *name, stream_kind st, double seconds, int32_t d0, int32_t d1)
+{
+    if (b->oom)
+        return b->n - 1;
     if (b->n == b->cap) {
         int32_t cap = b->cap ? 2 * b->cap : 64;
-        wl_op *ops = realloc(b->ops, (size_t)cap * sizeof *ops);
+        wl_op *ops = b->cap <= INT32_MAX / 2 ? realloc(b->ops, (size_t)cap * sizeof *ops) : NULL;
         if (!ops) {
             b->oom = 1;
             return b->n - 1;
@@ -46,26 +73,24 @@ static int32_t push(opbuf *b, const char *name, stream_kind st, double seconds, 
         b->cap = cap;
     }
     wl_op *op = &b->ops[b->n];
-    memset(op, 0, sizeof *op); /* padding too: passes are compared with memcmp */
+    memset(op, 0, sizeof *op);
     op->name = name;
     op->stream = (uint8_t)st;
-    if (!(seconds <= MAX_OP_S)) { /* also catches NaN */
-        b->too_long = 1;
+    if (!(seconds >= 0.0 && seconds <= LIMIT_DURATION_S)) { /* also catches NaN */
+        too_long(b, name, seconds);
         seconds = 0.0;
     }
-    op->duration_ps = time_from_s(seconds > 0 ? seconds : 0.0);
+    op->duration_ps = time_from_s(seconds);
     int32_t d[2] = {d0, d1};
-    for (int j = 0; j < 2; j++) {
-        int32_t back = d[j] == NONE ? 0 : b->n - d[j];
-        op->dep_back[j] = (uint8_t)(back > 0 && back < 256 ? back : 0);
-    }
+    for (int j = 0; j < 2; j++)
+        op->dep_back[j] = d[j] < 0 || d[j] >= b->n ? 0 : b->n - d[j];
     return b->n++;
 }
 
 /* Appends an op that follows the last one. */
-static int32_t then(opbuf *b, const char *name, stream_kind st, double seconds)
+static int32_t then(wl_opbuf *b, const char *name, stream_kind st, double seconds)
 {
-    return push(b, name, st, seconds, b->n - 1, NONE);
+    return wl_push(b, name, st, seconds, b->n - 1, WL_NONE);
 }
 
 /* ---- the costing context --------------------------------------------- */
@@ -93,7 +118,7 @@ typedef struct ctx {
     struct layer_cache *cache; /* op lists of one layer, built once per type */
 } ctx;
 
-static double gemm(const ctx *x, opbuf *b, double m, double n, double k)
+static double gemm(const ctx *x, wl_opbuf *b, double m, double n, double k)
 {
     b->flops += 2.0 * m * n * k;
     return compute_gemm_s(x->c, m, n, k, x->dt);
@@ -104,7 +129,7 @@ static double gemm(const ctx *x, opbuf *b, double m, double n, double k)
  * Engine's fp8 region; the backward runs dgrad and wgrad of both.  The
  * rank-r all-reduce of a row-parallel adapter is a few KiB and left out.
  * 0 when the layer is not a target. */
-static double lora_s(const ctx *x, opbuf *b, unsigned target, double m, double n, double k, bool bwd)
+static double lora_s(const ctx *x, wl_opbuf *b, unsigned target, double m, double n, double k, bool bwd)
 {
     if (!(x->lora_targets & target))
         return 0.0;
@@ -118,7 +143,7 @@ static double lora_s(const ctx *x, opbuf *b, unsigned target, double m, double n
 }
 
 /* `groups` same-shape GEMMs in one grouped launch (local experts). */
-static double ggemm(const ctx *x, opbuf *b, double groups, double m, double n, double k)
+static double ggemm(const ctx *x, wl_opbuf *b, double groups, double m, double n, double k)
 {
     b->flops += 2.0 * groups * m * n * k;
     return compute_grouped_gemm_s(x->c, groups, m, n, k, x->dt);
@@ -132,7 +157,7 @@ static double mem(const ctx *x, double bytes)
 /* Quantizing `elements` of a GEMM operand for a low-precision recipe
  * (Transformer Engine casts activations before fprop and gradients before
  * dgrad/wgrad); no op for bf16. */
-static void cast(const ctx *x, opbuf *b, double elements)
+static void cast(const ctx *x, wl_opbuf *b, double elements)
 {
     double per = compute_cast_bytes_per_element(x->s->par.precision);
     if (per > 0 && !x->ideal && !x->no_cast)
@@ -168,7 +193,7 @@ static double contended(const ctx *x, const group_span *g, double comp, double c
 }
 
 /* TP entry into a column-parallel region: SP all-gather of the sequence. */
-static void tp_enter(const ctx *x, opbuf *b, const char *name)
+static void tp_enter(const ctx *x, wl_opbuf *b, const char *name)
 {
     if (x->sp && has(x, GROUP_TP))
         then(b, name, STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0));
@@ -188,19 +213,19 @@ static const char *tp_exit_name(const ctx *x)
 
 /* Two ops side by side after the current last op, then a zero-length join
  * so the next op waits for both. */
-static void side_by_side(opbuf *b, const char *n1, stream_kind s1, double t1, const char *n2, stream_kind s2,
+static void side_by_side(wl_opbuf *b, const char *n1, stream_kind s1, double t1, const char *n2, stream_kind s2,
                          double t2)
 {
     int32_t prev = b->n - 1;
-    int32_t a = push(b, n1, s1, t1, prev, NONE);
-    int32_t c = push(b, n2, s2, t2, prev, NONE);
-    push(b, "join", STREAM_COMPUTE, 0.0, a, c);
+    int32_t a = wl_push(b, n1, s1, t1, prev, WL_NONE);
+    int32_t c = wl_push(b, n2, s2, t2, prev, WL_NONE);
+    wl_push(b, "join", STREAM_COMPUTE, 0.0, a, c);
 }
 
 /* Column-parallel linear, forward: the SP all-gather of the input, then the
  * GEMM; with tp_comm_overlap the gather is chunked and pipelined with the
  * GEMM (Transformer Engine userbuffers), so the two run side by side. */
-static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k, unsigned lora)
+static void column_fwd(const ctx *x, wl_opbuf *b, const char *name, double m, double n, double k, unsigned lora)
 {
     double g = gemm(x, b, m, n, k) + lora_s(x, b, lora, m, n, k, false);
     cast(x, b, (x->sp ? m / x->t : m) * k); /* the input is cast before the gather */
@@ -216,7 +241,7 @@ static void column_fwd(const ctx *x, opbuf *b, const char *name, double m, doubl
 
 /* Row-parallel linear, forward: the GEMM, then the reduce-scatter (SP) or
  * all-reduce of its output; overlapped chunk by chunk with tp_comm_overlap. */
-static void row_fwd(const ctx *x, opbuf *b, const char *name, double m, double n, double k, unsigned lora)
+static void row_fwd(const ctx *x, wl_opbuf *b, const char *name, double m, double n, double k, unsigned lora)
 {
     double g = gemm(x, b, m, n, k) + lora_s(x, b, lora, m, n, k, false);
     cast(x, b, m * k);
@@ -235,7 +260,7 @@ static void row_fwd(const ctx *x, opbuf *b, const char *name, double m, double n
 
 /* The weight-gradient GEMM of a linear layer, or with frozen base weights
  * (LoRA) the backward of its adapter in its place (0 if it has none). */
-static double wgrad_s(const ctx *x, opbuf *b, unsigned lora, double m, double n_out, double k_in)
+static double wgrad_s(const ctx *x, wl_opbuf *b, unsigned lora, double m, double n_out, double k_in)
 {
     if (x->frozen)
         return lora_s(x, b, lora, m, n_out, k_in, true);
@@ -244,7 +269,7 @@ static double wgrad_s(const ctx *x, opbuf *b, unsigned lora, double m, double n_
 
 /* Row-parallel linear, backward: the output gradient is all-gathered (SP)
  * before the dgrad and wgrad GEMMs. */
-static void row_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
+static void row_bwd(const ctx *x, wl_opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
                     double k_in, unsigned lora)
 {
     tp_enter(x, b, "tp_ag");
@@ -258,7 +283,7 @@ static void row_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad
  * of the input (needed by the wgrad) is issued before and runs beside the
  * dgrad GEMM; the dgrad's reduce-scatter (SP) or all-reduce is issued before
  * and runs beside the wgrad GEMM.  The next op waits for the collective. */
-static void column_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
+static void column_bwd(const ctx *x, wl_opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
                        double k_in, unsigned lora)
 {
     double dg = gemm(x, b, m, k_in, n_out);
@@ -272,11 +297,11 @@ static void column_bwd(const ctx *x, opbuf *b, const char *dgrad, const char *wg
     int32_t prev = b->n - 1;
     const group_span *tp = &x->s->groups[GROUP_TP];
     double ag_s = x->sp ? coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0) : 0.0;
-    int32_t ag = x->sp ? push(b, "tp_ag", STREAM_TP, ag_s, prev, NONE) : NONE;
-    int32_t d = push(b, dgrad, STREAM_COMPUTE, contended(x, tp, dg, ag_s), prev, NONE);
-    int32_t rs = push(b, tp_exit_name(x), STREAM_TP, tp_exit_s(x), d, NONE);
-    int32_t w = push(b, wgrad, STREAM_COMPUTE, contended(x, tp, wg, tp_exit_s(x)), d, ag);
-    push(b, "join", STREAM_COMPUTE, 0.0, w, rs);
+    int32_t ag = x->sp ? wl_push(b, "tp_ag", STREAM_TP, ag_s, prev, WL_NONE) : WL_NONE;
+    int32_t d = wl_push(b, dgrad, STREAM_COMPUTE, contended(x, tp, dg, ag_s), prev, WL_NONE);
+    int32_t rs = wl_push(b, tp_exit_name(x), STREAM_TP, tp_exit_s(x), d, WL_NONE);
+    int32_t w = wl_push(b, wgrad, STREAM_COMPUTE, contended(x, tp, wg, tp_exit_s(x)), d, ag);
+    wl_push(b, "join", STREAM_COMPUTE, 0.0, w, rs);
 }
 
 /* ---- attention ------------------------------------------------------- */
@@ -291,7 +316,7 @@ static double attn_bytes(const ctx *x)
  * scores (read 2 B, write probabilities 2 B, mask 1 B, dropout output 2 B
  * per score; the backward reads and writes as many).  Causal masking does
  * not skip work here. */
-static void unfused_attention(const ctx *x, opbuf *b, bool bwd)
+static void unfused_attention(const ctx *x, wl_opbuf *b, bool bwd)
 {
     const model_spec *m = x->m;
     double heads = (double)m->num_attention_heads / x->t * (double)x->in->train.micro_batch_size;
@@ -310,7 +335,7 @@ static void unfused_attention(const ctx *x, opbuf *b, bool bwd)
 }
 
 /* Core attention with context parallelism, forward or backward. */
-static void core_attention(const ctx *x, opbuf *b, bool bwd)
+static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
 {
     const strategy_t *s = x->s;
     /* Flash backward: dQ, dK, dV (2x the forward's GEMMs) plus recomputing
@@ -377,13 +402,13 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
         group_span ring_span;
         net_group_span(x->c, ring, s->tp * a2a_size, &ring_span);
         step_s = contended(x, &ring_span, step_s, send_s);
-        int32_t start = b->n - 1, prev_attn = NONE, prev_send = NONE;
+        int32_t start = b->n - 1, prev_attn = WL_NONE, prev_send = WL_NONE;
         for (int64_t i = 0; i < ring; i++) {
-            int32_t send = NONE;
+            int32_t send = WL_NONE;
             if (i + 1 < ring)
-                send = push(b, "cp_p2p", STREAM_CP, send_s, prev_send == NONE ? start : prev_send, NONE);
-            int32_t attn = push(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, step_s,
-                                prev_attn == NONE ? start : prev_attn, prev_send);
+                send = wl_push(b, "cp_p2p", STREAM_CP, send_s, prev_send == WL_NONE ? start : prev_send, WL_NONE);
+            int32_t attn = wl_push(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, step_s,
+                                prev_attn == WL_NONE ? start : prev_attn, prev_send);
             prev_attn = attn;
             prev_send = send;
         }
@@ -396,13 +421,13 @@ static void core_attention(const ctx *x, opbuf *b, bool bwd)
 
 /* Rotary embedding of q and k (read and write, bf16); the same in the
  * backward.  Other position types cost nothing per layer. */
-static void rope(const ctx *x, opbuf *b)
+static void rope(const ctx *x, wl_opbuf *b)
 {
     if (strcmp(x->m->position_embedding_type, "rope") == 0)
         then(b, "rope", STREAM_COMPUTE, mem(x, 4.0 * x->T * (x->q + x->kv_k) / x->t));
 }
 
-static void attention_fwd(const ctx *x, opbuf *b)
+static void attention_fwd(const ctx *x, wl_opbuf *b)
 {
     double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
     then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
@@ -413,7 +438,7 @@ static void attention_fwd(const ctx *x, opbuf *b)
     then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
 }
 
-static void attention_bwd(const ctx *x, opbuf *b, bool recompute_attn)
+static void attention_bwd(const ctx *x, wl_opbuf *b, bool recompute_attn)
 {
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     row_bwd(x, b, "proj_dgrad", "proj_wgrad", x->T, x->h, x->core_out / x->t, LORA_PROJ);
@@ -427,7 +452,7 @@ static void attention_bwd(const ctx *x, opbuf *b, bool recompute_attn)
 
 /* ---- MLP ------------------------------------------------------------- */
 
-static void dense_mlp_fwd(const ctx *x, opbuf *b, double F, const char *pfx_fc1,
+static void dense_mlp_fwd(const ctx *x, wl_opbuf *b, double F, const char *pfx_fc1,
                           const char *pfx_act, const char *pfx_fc2)
 {
     double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
@@ -436,7 +461,7 @@ static void dense_mlp_fwd(const ctx *x, opbuf *b, double F, const char *pfx_fc1,
     row_fwd(x, b, pfx_fc2, x->T, x->h, F / x->t, LORA_FC2);
 }
 
-static void dense_mlp_bwd(const ctx *x, opbuf *b, double F)
+static void dense_mlp_bwd(const ctx *x, wl_opbuf *b, double F)
 {
     double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
     row_bwd(x, b, "fc2_dgrad", "fc2_wgrad", x->T, x->h, F / x->t, LORA_FC2);
@@ -447,7 +472,7 @@ static void dense_mlp_bwd(const ctx *x, opbuf *b, double F)
 /* Routed experts with the all-to-all dispatcher: tokens of this rank times
  * top-k leave through the EP all-to-all, are gathered over ETP, run
  * through this rank's experts (grouped GEMMs) and come back. */
-static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
+static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 {
     const model_spec *m = x->m;
     const strategy_t *s = x->s;
@@ -531,7 +556,7 @@ static void moe_fwd(const ctx *x, opbuf *b, bool bwd)
 #undef EP_EXCHANGE
 }
 
-static void mlp_fwd(const ctx *x, opbuf *b, bool moe)
+static void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
 {
     then(b, "ln2", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
     if (!moe) {
@@ -545,7 +570,7 @@ static void mlp_fwd(const ctx *x, opbuf *b, bool moe)
     then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
 }
 
-static void mlp_bwd(const ctx *x, opbuf *b, bool moe, bool recompute_mlp)
+static void mlp_bwd(const ctx *x, wl_opbuf *b, bool moe, bool recompute_mlp)
 {
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     if (!moe) {
@@ -564,7 +589,7 @@ static void mlp_bwd(const ctx *x, opbuf *b, bool moe, bool recompute_mlp)
 
 /* ---- embedding and output layer ---------------------------------------- */
 
-static void embedding_fwd(const ctx *x, opbuf *b)
+static void embedding_fwd(const ctx *x, wl_opbuf *b)
 {
     then(b, "embedding", STREAM_COMPUTE, mem(x, 2.0 * x->T * x->h));
     if (has(x, GROUP_TP))
@@ -574,7 +599,7 @@ static void embedding_fwd(const ctx *x, opbuf *b)
 
 /* The embedding's backward only scatters the weight gradient: nothing to
  * do when the weights are frozen (LoRA). */
-static void embedding_bwd(const ctx *x, opbuf *b)
+static void embedding_bwd(const ctx *x, wl_opbuf *b)
 {
     if (x->frozen)
         return;
@@ -597,7 +622,7 @@ static ctx bf16_ctx(const ctx *x)
     return y;
 }
 
-static void output_fwd(const ctx *x0, opbuf *b)
+static void output_fwd(const ctx *x0, wl_opbuf *b)
 {
     ctx y = bf16_ctx(x0);
     const ctx *x = &y;
@@ -611,7 +636,7 @@ static void output_fwd(const ctx *x0, opbuf *b)
         then(b, "tp_ar_ce", STREAM_TP, 3.0 * coll(x, GROUP_TP, COLL_ALL_REDUCE, x->T * 4.0));
 }
 
-static void output_bwd(const ctx *x0, opbuf *b)
+static void output_bwd(const ctx *x0, wl_opbuf *b)
 {
     ctx y = bf16_ctx(x0);
     const ctx *x = &y;
@@ -627,7 +652,7 @@ static void output_bwd(const ctx *x0, opbuf *b)
  * has the same ops: they are built once per workload and copied. */
 enum { LAYER_KINDS = 4 };
 typedef struct layer_cache {
-    opbuf pass[LAYER_KINDS][2]; /* [layer_kind][0 forward, 1 backward] */
+    wl_opbuf pass[LAYER_KINDS][2]; /* [layer_kind][0 forward, 1 backward] */
     bool built[LAYER_KINDS][2];
 } layer_cache;
 
@@ -640,13 +665,14 @@ static int layer_kind(const ctx *x, int64_t layer)
 }
 
 /* Appends a cached op list; its first op follows the op before it. */
-static void append(opbuf *dst, const opbuf *src)
+static void append(wl_opbuf *dst, const wl_opbuf *src)
 {
     if (src->oom) {
         dst->oom = 1;
         return;
     }
-    dst->too_long |= src->too_long;
+    if (src->too_long_name)
+        too_long(dst, src->too_long_name, src->too_long_s);
     for (int32_t i = 0; i < src->n; i++) {
         int32_t at = then(dst, src->ops[i].name, (stream_kind)src->ops[i].stream, 0.0);
         if (dst->oom)
@@ -659,13 +685,13 @@ static void append(opbuf *dst, const opbuf *src)
     dst->flops += src->flops;
 }
 
-static void layer_fwd(const ctx *x, opbuf *b, bool moe)
+static void layer_fwd(const ctx *x, wl_opbuf *b, bool moe)
 {
     attention_fwd(x, b);
     mlp_fwd(x, b, moe);
 }
 
-static void layer_bwd(const ctx *x, opbuf *b, bool moe)
+static void layer_bwd(const ctx *x, wl_opbuf *b, bool moe)
 {
     const parallel_spec *p = &x->s->par;
     bool full = p->recompute_granularity == RECOMPUTE_FULL;
@@ -719,15 +745,9 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
     x->attn_keys = s_full;
 }
 
-/* Fuses chains in a pass: an op that depends only on the op before it, on
- * the same stream, where nothing else depends on that op, runs exactly when
- * it would as part of it (streams are in order and a pass's ops are issued
- * together), so the two become one task.  This leaves the timeline as it is
- * and the engine a third fewer tasks.  map[i] receives the new index of old
- * op i (may be NULL).  Pinned ops (one that releases a gradient bucket, or
- * the op before one that waits for a parameter all-gather) must end a task,
- * so nothing is fused onto them. */
-static void fuse_chains(opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pins)
+/* Contract in workload.h.  refs[] counts (saturating) the ops that wait on
+ * each op; a chain link needs exactly one. */
+int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pins)
 {
     int32_t n = b->n;
     uint8_t *refs = calloc((size_t)n + 1, 1);
@@ -735,9 +755,7 @@ static void fuse_chains(opbuf *b, int32_t *map, const int32_t *pins, int32_t n_p
     if (!refs || !idx) {
         free(refs);
         free(idx);
-        for (int32_t i = 0; map && i < n; i++)
-            map[i] = i; /* leave the pass unfused */
-        return;
+        return SIM_ENOMEM;
     }
     for (int32_t i = 0; i < n; i++)
         for (int j = 0; j < 2; j++)
@@ -759,7 +777,7 @@ static void fuse_chains(opbuf *b, int32_t *map, const int32_t *pins, int32_t n_p
         }
         for (int j = 0; j < 2; j++)
             if (op.dep_back[j])
-                op.dep_back[j] = (uint8_t)(out - idx[i - op.dep_back[j]]);
+                op.dep_back[j] = out - idx[i - op.dep_back[j]];
         b->ops[out] = op;
         idx[i] = out++;
     }
@@ -768,12 +786,13 @@ static void fuse_chains(opbuf *b, int32_t *map, const int32_t *pins, int32_t n_p
         memcpy(map, idx, (size_t)n * sizeof *idx);
     free(refs);
     free(idx);
+    return SIM_OK;
 }
 
-static const opbuf *cached_layer(const ctx *x0, int kind, int bwd)
+static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
 {
     layer_cache *lc = x0->cache;
-    opbuf *p = &lc->pass[kind][bwd];
+    wl_opbuf *p = &lc->pass[kind][bwd];
     if (!lc->built[kind][bwd]) {
         bool moe = kind & 1;
         ctx y = *x0;
@@ -788,8 +807,8 @@ static const opbuf *cached_layer(const ctx *x0, int kind, int bwd)
             layer_fwd(&y, p, moe);
         /* Fused once here; the layer's last op stays last, so bucket
          * boundaries (at layer ends) are kept. */
-        if (!x0->in->sim.keep_ops && !p->oom)
-            fuse_chains(p, NULL, NULL, 0);
+        if (!x0->in->sim.keep_ops && !p->oom && wl_fuse_chains(p, NULL, NULL, 0) != SIM_OK)
+            p->oom = 1;
         lc->built[kind][bwd] = true;
     }
     return p;
@@ -827,10 +846,95 @@ static void bucket_cost(const ctx *x, double dense, double expert, wl_bucket *bk
     }
 }
 
-static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out)
+/* A duration this module computed that is not finite or outside
+ * [0, LIMIT_DURATION_S]: SIM_EINVAL naming what (and the key that drives
+ * it, or NULL), before it becomes simulated time. */
+static int duration_err(sim_err *err, const char *key, double seconds, const char *what)
+{
+    return sim_err_set_at(err, SIM_EINVAL, NULL, 0, key,
+                          "%s would take %.3g s, outside [0, %.3g s]: the inputs are beyond what parsim can "
+                          "simulate (simulated time is 64-bit picoseconds)",
+                          what, seconds, LIMIT_DURATION_S);
+}
+
+static bool duration_ok(double seconds)
+{
+    return seconds >= 0.0 && seconds <= LIMIT_DURATION_S; /* false for NaN */
+}
+
+/* A finished pass template: out of memory, an op outside the duration
+ * range, or ops that add up past it (the pass alone could then overflow
+ * simulated time). */
+static int pass_check(const wl_opbuf *p, const char *kind, int64_t stage, int64_t chunk, sim_err *err)
+{
+    char what[160];
+    if (p->oom)
+        return SIM_ENOMEM;
+    if (p->too_long_name) {
+        snprintf(what, sizeof what, "kernel or transfer '%s' of the %s pass of stage %lld chunk %lld",
+                 p->too_long_name, kind, (long long)stage, (long long)chunk);
+        return duration_err(err, NULL, p->too_long_s, what);
+    }
+    double total = 0;
+    for (int32_t i = 0; i < p->n; i++)
+        total += time_as_s(p->ops[i].duration_ps);
+    if (!duration_ok(total)) {
+        snprintf(what, sizeof what, "the %s pass of stage %lld chunk %lld (its kernels and transfers together)",
+                 kind, (long long)stage, (long long)chunk);
+        return duration_err(err, NULL, total, what);
+    }
+    return SIM_OK;
+}
+
+/* The DP times of a chunk's buckets; ddp.bucket_size, where set, is the key
+ * that sizes them. */
+static int buckets_check(const ctx *x, const wl_bucket *bk, int32_t n, int64_t stage, int64_t chunk, sim_err *err)
+{
+    const char *key = x->in->ddp.bucket_size > 0 ? "ddp.bucket_size" : NULL;
+    for (int32_t k = 0; k < n; k++) {
+        bool reduce_ok = duration_ok(bk[k].reduce_s);
+        if (reduce_ok && duration_ok(bk[k].gather_s))
+            continue;
+        char what[160];
+        snprintf(what, sizeof what, "the DP gradient %s of bucket %d of stage %lld chunk %lld",
+                 !reduce_ok ? "reduction" : "parameter all-gather", (int)k, (long long)stage, (long long)chunk);
+        return duration_err(err, key, !reduce_ok ? bk[k].reduce_s : bk[k].gather_s, what);
+    }
+    return SIM_OK;
+}
+
+/* Fuses the chunk's two passes, keeping the ops the buckets point at as
+ * ends of ops (and moving the bucket indices to the fused ops). */
+static int fuse_chunk(wl_opbuf *f, wl_opbuf *b, wl_bucket *buckets, int32_t n_buckets)
+{
+    int32_t n_map = f->n > b->n ? f->n : b->n;
+    int32_t *map = malloc(((size_t)n_map + 1) * sizeof *map);
+    int32_t *pins = malloc(((size_t)n_buckets + 1) * sizeof *pins);
+    int rc = map && pins ? SIM_OK : SIM_ENOMEM;
+    if (rc == SIM_OK) {
+        for (int32_t k = 0; k < n_buckets; k++)
+            pins[k] = buckets[k].fwd_op - 1;
+        rc = wl_fuse_chains(f, map, pins, n_buckets);
+    }
+    if (rc == SIM_OK) {
+        for (int32_t k = 0; k < n_buckets; k++)
+            buckets[k].fwd_op = map[buckets[k].fwd_op];
+        for (int32_t k = 0; k < n_buckets; k++)
+            pins[k] = buckets[k].ready_op;
+        rc = wl_fuse_chains(b, map, pins, n_buckets);
+    }
+    if (rc == SIM_OK)
+        for (int32_t k = 0; k < n_buckets; k++)
+            buckets[k].ready_op = map[buckets[k].ready_op];
+    free(map);
+    free(pins);
+    return rc;
+}
+
+static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out, sim_err *err)
 {
     const strategy_t *s = x->s;
-    opbuf f = {0}, b = {0};
+    wl_opbuf f = {0}, b = {0};
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     bool first_virtual = stage == 0 && chunk == 0;
@@ -838,10 +942,13 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     /* The ideal pipeline runs identical work everywhere: layers only, all
      * of the first layer's type. */
     bool ideal = x->ideal;
-    /* Buckets fill in backward order; at most one per layer. */
+    /* Buckets fill in backward order; at most one per layer.
+     * layer_start[i]: forward op where layer first + i begins. */
     wl_bucket *buckets = calloc((size_t)count + 1, sizeof *buckets);
-    if (!buckets)
-        return SIM_ENOMEM;
+    int32_t *layer_start = malloc(((size_t)count + 1) * sizeof *layer_start);
+    int rc = buckets && layer_start ? SIM_OK : SIM_ENOMEM;
+    if (rc != SIM_OK)
+        goto done;
     int32_t n_buckets = 0;
     double limit = bucket_params(x, stage, chunk);
     double chunk_dense, chunk_expert, acc_dense = 0, acc_expert = 0, seen_dense = 0, seen_expert = 0;
@@ -851,12 +958,6 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     if (x->c->compute.pass_overhead_s > 0 && !ideal) {
         then(&f, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
         then(&b, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
-    }
-    /* layer_start[i]: forward op where layer first + i begins. */
-    int32_t *layer_start = malloc(((size_t)count + 1) * sizeof *layer_start);
-    if (!layer_start) {
-        free(buckets);
-        return SIM_ENOMEM;
     }
     if (first_virtual && !ideal)
         embedding_fwd(x, &f);
@@ -890,43 +991,19 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     buckets[n_buckets].ready_op = b.n - 1;
     buckets[n_buckets].fwd_op = 0;
     bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, &buckets[n_buckets++]);
-    free(layer_start);
 
-    if (f.oom || b.oom || f.too_long || b.too_long) {
-        free(f.ops);
-        free(b.ops);
-        free(buckets);
-        return f.oom || b.oom ? SIM_ENOMEM : SIM_ESIM;
-    }
-    if (!x->in->sim.keep_ops) {
-        int32_t n_map = f.n > b.n ? f.n : b.n;
-        int32_t *map = malloc(((size_t)n_map + 1) * sizeof *map);
-        int32_t *pins = malloc(((size_t)n_buckets + 1) * sizeof *pins);
-        if (!map || !pins) {
-            free(map);
-            free(pins);
-            free(f.ops);
-            free(b.ops);
-            free(buckets);
-            return SIM_ENOMEM;
-        }
-        for (int32_t k = 0; k < n_buckets; k++)
-            pins[k] = buckets[k].fwd_op - 1;
-        fuse_chains(&f, map, pins, n_buckets);
-        for (int32_t k = 0; k < n_buckets; k++)
-            buckets[k].fwd_op = map[buckets[k].fwd_op];
-        for (int32_t k = 0; k < n_buckets; k++)
-            pins[k] = buckets[k].ready_op;
-        fuse_chains(&b, map, pins, n_buckets);
-        for (int32_t k = 0; k < n_buckets; k++)
-            buckets[k].ready_op = map[buckets[k].ready_op];
-        free(map);
-        free(pins);
-    }
+    if ((rc = pass_check(&f, "forward", stage, chunk, err)) != SIM_OK ||
+        (rc = pass_check(&b, "backward", stage, chunk, err)) != SIM_OK ||
+        (rc = buckets_check(x, buckets, n_buckets, stage, chunk, err)) != SIM_OK)
+        goto done;
+    if (!x->in->sim.keep_ops && (rc = fuse_chunk(&f, &b, buckets, n_buckets)) != SIM_OK)
+        goto done;
     out->fwd = (wl_pass){f.ops, f.n, f.flops};
     out->bwd = (wl_pass){b.ops, b.n, b.flops};
     out->buckets = buckets;
     out->n_buckets = n_buckets;
+    f.ops = b.ops = NULL;
+    buckets = NULL;
     if (ideal) {
         out->act_bytes = (int64_t)memory_chunk_activation_bytes(x->in, s, 0, 0);
         out->bwd_transient_bytes = 0;
@@ -934,7 +1011,12 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         out->act_bytes = (int64_t)memory_chunk_activation_bytes(x->in, s, stage, chunk);
         out->bwd_transient_bytes = (int64_t)memory_chunk_backward_transient_bytes(x->in, s, stage, chunk);
     }
-    return SIM_OK;
+done:
+    free(layer_start);
+    free(f.ops);
+    free(b.ops);
+    free(buckets);
+    return rc;
 }
 
 /* Chunks that hold the same run of layer types, with no embedding or
@@ -1002,19 +1084,47 @@ static double optimizer_s(const ctx *x, int64_t stage)
     return mem(x, sm.shard_params * (4.0 + 12.0 + 12.0 + 2.0));
 }
 
+/* The per-stage times beside the chunks: pipeline p2p, tied-embedding
+ * all-reduce, optimizer step. */
+static int stage_check(const wl_stage *st, int64_t stage, sim_err *err)
+{
+    const struct {
+        double s;
+        const char *what;
+    } d[] = {
+        {st->p2p_s, "the pipeline send of one microbatch's activations"},
+        {st->embedding_grad_s, "the tied-embedding gradient all-reduce"},
+        {st->optimizer_s, "the optimizer step"},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
+        if (!duration_ok(d[i].s)) {
+            char what[160];
+            snprintf(what, sizeof what, "%s of stage %lld", d[i].what, (long long)stage);
+            return duration_err(err, NULL, d[i].s, what);
+        }
+    return SIM_OK;
+}
+
+static void cache_free(layer_cache *cache)
+{
+    for (int i = 0; i < 2 * LAYER_KINDS; i++)
+        free(cache->pass[i / 2][i % 2].ops);
+}
+
 int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     *out = NULL;
     layer_cache cache;
     memset(&cache, 0, sizeof cache);
+    int rc = SIM_ENOMEM;
     workload_t *w = calloc(1, sizeof *w);
     if (!w)
-        return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
+        goto fail;
     w->pp = s->pp;
     w->v = s->v;
     w->stages = calloc((size_t)s->pp, sizeof *w->stages);
     if (!w->stages)
-        goto oom;
+        goto fail;
     ctx x;
     ctx_init(&x, in, s);
     x.cache = &cache;
@@ -1026,24 +1136,17 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
     for (int64_t r = 0; r < s->pp; r++) {
         wl_stage *st = &w->stages[r];
         st->chunks = calloc((size_t)s->v, sizeof *st->chunks);
-        if (!st->chunks)
-            goto oom;
+        if (!st->chunks) {
+            rc = SIM_ENOMEM;
+            goto fail;
+        }
         st->p2p_s = s->pp > 1 ? p2p_s : 0.0;
         for (int64_t c = 0; c < s->v; c++) {
             int64_t rr = x.ideal ? 0 : r, cc = x.ideal ? 0 : c;
             const wl_chunk *twin = twin_chunk(&x, w, rr, cc, r, c);
-            int brc = twin ? copy_chunk(twin, &st->chunks[c]) : build_chunk(&x, rr, cc, &st->chunks[c]);
-            if (brc == SIM_ESIM) {
-                for (int i = 0; i < 2 * LAYER_KINDS; i++)
-                    free(cache.pass[i / 2][i % 2].ops);
-                workload_destroy(w);
-                return sim_err_set(err, SIM_ESIM,
-                                   "a single kernel or transfer would take over %.0e s: the inputs are beyond "
-                                   "what parsim can simulate (simulated time is 64-bit picoseconds)",
-                                   MAX_OP_S);
-            }
-            if (brc != SIM_OK)
-                goto oom;
+            rc = twin ? copy_chunk(twin, &st->chunks[c]) : build_chunk(&x, rr, cc, &st->chunks[c], err);
+            if (rc != SIM_OK)
+                goto fail;
         }
         st->optimizer_s = optimizer_s(&x, r);
         if (in->model.share_embeddings_and_output_weights && s->pp > 1 && (r == 0 || r == s->pp - 1) && !x.ideal &&
@@ -1054,16 +1157,31 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
             double grad_bytes = in->ddp.grad_reduce_in_fp32 ? 4.0 : 2.0;
             st->embedding_grad_s = net_collective_s(x.c, &pair, COLL_ALL_REDUCE, params * grad_bytes);
         }
+        if ((rc = stage_check(st, r, err)) != SIM_OK)
+            goto fail;
     }
-    for (int i = 0; i < 2 * LAYER_KINDS; i++)
-        free(cache.pass[i / 2][i % 2].ops);
+    cache_free(&cache);
     *out = w;
     return SIM_OK;
-oom:
-    for (int i = 0; i < 2 * LAYER_KINDS; i++)
-        free(cache.pass[i / 2][i % 2].ops);
+fail:
+    cache_free(&cache);
     workload_destroy(w);
-    return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
+    if (rc == SIM_ENOMEM)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
+    return rc;
+}
+
+bool wl_pass_equal(const wl_pass *a, const wl_pass *b)
+{
+    if (a->n_ops != b->n_ops)
+        return false;
+    for (int32_t i = 0; i < a->n_ops; i++) {
+        const wl_op *p = &a->ops[i], *q = &b->ops[i];
+        if (p->name != q->name || p->duration_ps != q->duration_ps || p->stream != q->stream ||
+            p->dep_back[0] != q->dep_back[0] || p->dep_back[1] != q->dep_back[1])
+            return false;
+    }
+    return true;
 }
 
 void workload_destroy(workload_t *w)

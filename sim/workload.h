@@ -4,7 +4,8 @@
  * backward pass: ordered ops (GEMMs, attention, memory-bound kernels, TP /
  * CP / EP collectives), each on a stream of its stage with its duration
  * from compute and net.  Op i depends on the ops dep_back[] places before
- * it in the same pass (0 = no dependency), so overlapped communication
+ * it in the same pass (0 = no dependency; any distance is kept, so a
+ * dependency may reach across layers), so overlapped communication
  * (e.g. CP ring steps beside attention) is expressed in the template.  It
  * also holds per stage the pipeline p2p time per microbatch and the DP
  * gradient reduce-scatter / parameter all-gather per chunk and the
@@ -15,9 +16,11 @@
 #ifndef PARSIM_WORKLOAD_H
 #define PARSIM_WORKLOAD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
+#include "err.h"
 #include "strategy.h"
 #include "units.h"
 
@@ -32,7 +35,7 @@ typedef struct wl_op {
     const char *name;        /* static string: "qkv", "attn", "tp_ag", ... */
     sim_time_ps duration_ps;
     uint8_t stream;          /* stream_kind */
-    uint8_t dep_back[2];     /* depends on op i-dep_back[j]; 0 = none */
+    int32_t dep_back[2];     /* depends on op i-dep_back[j]; 0 = none */
 } wl_op;
 
 typedef struct wl_pass {
@@ -74,7 +77,45 @@ typedef struct workload {
     wl_stage *stages;            /* pp stages */
 } workload_t;
 
+/* Builds every template.  SIM_EINVAL when a duration it computes (a
+ * kernel, a collective, a DP bucket, the optimizer step, a whole pass) is
+ * not finite or outside [0, LIMIT_DURATION_S]: err names what and, where
+ * one drives it, the key; SIM_ENOMEM when out of memory. */
 int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
 void workload_destroy(workload_t *w);
+
+/* Same ops, field by field (names compared as the static strings they
+ * are); flops are not compared. */
+bool wl_pass_equal(const wl_pass *a, const wl_pass *b);
+
+/* An op list under construction (one pass template).  Failures are
+ * sticky: after one, pushes store nothing and the caller checks oom and
+ * too_long_name once at the end. */
+typedef struct wl_opbuf {
+    wl_op *ops;
+    int32_t n, cap;
+    double flops;
+    int oom;
+    const char *too_long_name; /* first op whose duration was outside
+                                  [0, LIMIT_DURATION_S] or not finite */
+    double too_long_s;         /* and that duration */
+} wl_opbuf;
+
+#define WL_NONE (-1)
+
+/* Appends an op of `seconds` on stream st that depends on the ops at
+ * absolute indices d0 and d1 (WL_NONE for none; any earlier index is
+ * kept).  Returns the new op's index. */
+int32_t wl_push(wl_opbuf *b, const char *name, stream_kind st, double seconds, int32_t d0, int32_t d1);
+
+/* Fuses chains in a pass: an op that depends only on the op before it, on
+ * the same stream, where nothing else depends on that op, runs exactly when
+ * it would as part of it (streams are in order and a pass's ops are issued
+ * together), so the two become one op.  This leaves the timeline as it is
+ * and the engine a third fewer tasks.  map[i] receives the new index of old
+ * op i (may be NULL).  Pinned ops (one that releases a gradient bucket, or
+ * the op before one that waits for a parameter all-gather) must end an op,
+ * so nothing is fused onto them.  SIM_OK, or SIM_ENOMEM with b untouched. */
+int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pins);
 
 #endif
