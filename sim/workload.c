@@ -886,19 +886,22 @@ static int pass_check(const wl_opbuf *p, const char *kind, int64_t stage, int64_
     return SIM_OK;
 }
 
-/* The DP times of a chunk's buckets; ddp.bucket_size, where set, is the key
- * that sizes them. */
-static int buckets_check(const ctx *x, const wl_bucket *bk, int32_t n, int64_t stage, int64_t chunk, sim_err *err)
+/* The DP times of a chunk's buckets.  Their size comes from
+ * ddp.bucket_size (or Megatron's default), their speed from the DP group's
+ * fabric: the message names both. */
+static int buckets_check(const wl_bucket *bk, int32_t n, int64_t stage, int64_t chunk, sim_err *err)
 {
-    const char *key = x->in->ddp.bucket_size > 0 ? "ddp.bucket_size" : NULL;
     for (int32_t k = 0; k < n; k++) {
         bool reduce_ok = duration_ok(bk[k].reduce_s);
         if (reduce_ok && duration_ok(bk[k].gather_s))
             continue;
-        char what[160];
-        snprintf(what, sizeof what, "the DP gradient %s of bucket %d of stage %lld chunk %lld",
-                 !reduce_ok ? "reduction" : "parameter all-gather", (int)k, (long long)stage, (long long)chunk);
-        return duration_err(err, key, !reduce_ok ? bk[k].reduce_s : bk[k].gather_s, what);
+        char what[256];
+        snprintf(what, sizeof what,
+                 "the DP %s of bucket %d of stage %lld chunk %lld (sized by ddp.bucket_size, over the DP group's "
+                 "cluster.nvlink / cluster.scaleout bandwidths)",
+                 !reduce_ok ? "gradient reduction" : "parameter all-gather", (int)k, (long long)stage,
+                 (long long)chunk);
+        return duration_err(err, NULL, !reduce_ok ? bk[k].reduce_s : bk[k].gather_s, what);
     }
     return SIM_OK;
 }
@@ -994,7 +997,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
 
     if ((rc = pass_check(&f, "forward", stage, chunk, err)) != SIM_OK ||
         (rc = pass_check(&b, "backward", stage, chunk, err)) != SIM_OK ||
-        (rc = buckets_check(x, buckets, n_buckets, stage, chunk, err)) != SIM_OK)
+        (rc = buckets_check(buckets, n_buckets, stage, chunk, err)) != SIM_OK)
         goto done;
     if (!x->in->sim.keep_ops && (rc = fuse_chunk(&f, &b, buckets, n_buckets)) != SIM_OK)
         goto done;
