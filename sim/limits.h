@@ -10,6 +10,9 @@
  *   on a 64-core node; the product of the axes is checked before expansion.
  * - LIMIT_NET_ROWS: nccl-tests prints ~30 sizes; 4096 covers any factor a
  *   person reads.
+ * - LIMIT_ACT_BYTES: activation bytes one pipeline stage could hold with
+ *   every forward of the step in flight; keeps the engine's int64 memory
+ *   counters from overflowing (a GPU holds ~10^11).
  * - LIMIT_CSV_ROWS / LIMIT_LOG_LINES: published-measurement tables and
  *   nccl-tests logs are thousands of rows; a million is far beyond.
  */
@@ -21,6 +24,7 @@
 #define LIMIT_NET_ROWS 4096LL          /* sizes printed by parsim net */
 #define LIMIT_CSV_ROWS 1000000LL       /* rows read from one CSV file */
 #define LIMIT_LOG_LINES 1000000LL      /* lines read from one nccl-tests log */
+#define LIMIT_ACT_BYTES 0x1p62         /* activations one stage holds with every forward in flight */
 #define LIMIT_DURATION_S 1.8e7         /* one simulated kernel, transfer or step (2^64 ps ~ 1.8e7 s) */
 
 /* Config keys (the key table in config.c gives each numeric key one of

@@ -557,6 +557,26 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     return b.rc;
 }
 
+/* The engine counts activation bytes per stage in int64: the most a stage
+ * could hold, every forward of the step at once, must stay below
+ * LIMIT_ACT_BYTES. */
+static int check_activations(const step_t *st, sim_err *err)
+{
+    for (int64_t r = 0; r < st->pp; r++) {
+        double held = 0;
+        for (int64_t c = 0; c < st->v; c++) {
+            const wl_chunk *ch = &st->wl->stages[r].chunks[c];
+            held += ((double)ch->act_bytes + (double)ch->bwd_transient_bytes) * (double)st->M;
+        }
+        if (held > LIMIT_ACT_BYTES)
+            return sim_err_set(err, SIM_EINVAL,
+                               "the activations of stage %lld's %lld microbatches (%.3g bytes) are beyond what "
+                               "parsim counts (%.3g bytes)",
+                               (long long)r, (long long)st->M, held, LIMIT_ACT_BYTES);
+    }
+    return SIM_OK;
+}
+
 static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     step_result *res = &st->res;
@@ -705,6 +725,8 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                            (long long)s->num_microbatches, (long long)s->v, MAX_PASSES);
     }
     int rc = workload_build(&st->wl, in, s, err);
+    if (rc == SIM_OK)
+        rc = check_activations(st, err);
     if (rc != SIM_OK) {
         step_destroy(st);
         return rc;

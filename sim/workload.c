@@ -1001,19 +1001,23 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         goto done;
     if (!x->in->sim.keep_ops && (rc = fuse_chunk(&f, &b, buckets, n_buckets)) != SIM_OK)
         goto done;
+    double act = memory_chunk_activation_bytes(x->in, s, ideal ? 0 : stage, ideal ? 0 : chunk);
+    double transient = ideal ? 0.0 : memory_chunk_backward_transient_bytes(x->in, s, stage, chunk);
+    if (!(act >= 0 && act <= LIMIT_ACT_BYTES && transient >= 0 && transient <= LIMIT_ACT_BYTES)) {
+        rc = sim_err_set(err, SIM_EINVAL,
+                         "the activations of one microbatch on stage %lld chunk %lld (%.3g bytes, %.3g more in "
+                         "the backward) are beyond what parsim counts (%.3g bytes)",
+                         (long long)stage, (long long)chunk, act, transient, LIMIT_ACT_BYTES);
+        goto done;
+    }
     out->fwd = (wl_pass){f.ops, f.n, f.flops};
     out->bwd = (wl_pass){b.ops, b.n, b.flops};
     out->buckets = buckets;
     out->n_buckets = n_buckets;
     f.ops = b.ops = NULL;
     buckets = NULL;
-    if (ideal) {
-        out->act_bytes = (int64_t)memory_chunk_activation_bytes(x->in, s, 0, 0);
-        out->bwd_transient_bytes = 0;
-    } else {
-        out->act_bytes = (int64_t)memory_chunk_activation_bytes(x->in, s, stage, chunk);
-        out->bwd_transient_bytes = (int64_t)memory_chunk_backward_transient_bytes(x->in, s, stage, chunk);
-    }
+    out->act_bytes = (int64_t)act;
+    out->bwd_transient_bytes = (int64_t)transient;
 done:
     free(layer_start);
     free(f.ops);

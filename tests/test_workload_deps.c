@@ -1,6 +1,6 @@
 /* Op templates keep every dependency, however far back, through fusing and
- * on the engine; durations past LIMIT_DURATION_S are bad input naming what
- * they are. */
+ * on the engine; durations past LIMIT_DURATION_S and activations past
+ * LIMIT_ACT_BYTES are bad input naming what they are. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,8 +116,11 @@ Test(workload_deps, op_duration_out_of_range_is_flagged)
 }
 
 #define BASE "run model.name=llama3-8b cluster.topology=dgx-h100 train.global_batch_size=64 "
+#define FAST                                                                                               \
+    "run model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=1 model.num_layers=1 "           \
+    "cluster.gpu.hbm_bw_gbytes_per_s=1e12 cluster.gpu.peak_bf16_tflops=1e12 model.seq_length=1000000 "
 
-Test(workload_deps, durations_past_the_limit_are_bad_input, .timeout = 60)
+Test(workload_deps, quantities_past_the_limits_are_bad_input, .timeout = 60)
 {
     static const struct {
         const char *args;
@@ -138,6 +141,12 @@ Test(workload_deps, durations_past_the_limit_are_bad_input, .timeout = 60)
          "the step's kernels and transfers add up to more than 1.8e+07 s"},
         /* One kernel alone past the limit: HBM of 1e-12 GB/s. */
         {BASE "cluster.num_gpus=8 cluster.gpu.hbm_bw_gbytes_per_s=1e-12", "kernel or transfer '"},
+        /* Activations past LIMIT_ACT_BYTES on a GPU fast enough to make
+         * them in time: one microbatch of 8e18 bytes, then 2000 of 4e15. */
+        {FAST "train.micro_batch_size=20000000 train.global_batch_size=20000000",
+         "the activations of one microbatch on stage 0 chunk 0 (8.33e+18 bytes"},
+        {FAST "train.micro_batch_size=10000 train.global_batch_size=20000000",
+         "the activations of stage 0's 2000 microbatches (8.33e+18 bytes) are beyond what parsim counts"},
     };
     result r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
