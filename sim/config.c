@@ -1858,7 +1858,7 @@ static int resolve(cfg_t *c, run_inputs *in, bool fabric_only, sim_err *err)
             } else {
                 cfg_value v;
                 if (parse_value(kd->def, &v) != 0)
-                    return sim_err_set(err, SIM_ENOMEM, "%s: cannot build default", kd->key);
+                    return sim_err_set(err, SIM_ENOMEM, "%s: out of memory building its default", kd->key);
                 rc = apply_key(c, kd, &v, in, err);
                 value_free(&v);
             }

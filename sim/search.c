@@ -599,8 +599,10 @@ static void prep_one(void *arg, size_t i)
     strategy_t s;
     sim_err err;
     sim_err_clear(&err);
-    if (search_cand_inputs(x->base, c, &in, &s, &err) != SIM_OK) {
-        c->status = SEARCH_ILLEGAL;
+    int rc = search_cand_inputs(x->base, c, &in, &s, &err);
+    if (rc != SIM_OK) {
+        c->status = rc == SIM_EINVAL ? SEARCH_ILLEGAL : SEARCH_FAILED;
+        c->err_code = rc;
         return;
     }
     c->dp = s.dp;
@@ -827,6 +829,18 @@ static int pick_worlds(const run_inputs *b, const search_opts *o, search_result 
     return SIM_OK;
 }
 
+/* A candidate that failed for want of memory fails the search: its layout
+ * was not judged, so no ranking without it is right. */
+static bool out_of_memory(const search_cand *c, const size_t *idx, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const search_cand *x = &c[idx ? idx[i] : i];
+        if (x->status == SEARCH_FAILED && x->err_code == SIM_ENOMEM)
+            return true;
+    }
+    return false;
+}
+
 int search_run(const run_inputs *base, const search_opts *o, search_result *out, sim_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -849,6 +863,10 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
 
     prep_ctx px = {.base = base, .c = all, .cap = cap};
     parallel_for(o->jobs, prep_one, &px, NULL, n_all);
+    if (out_of_memory(all, NULL, n_all)) {
+        free(all);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory preparing layouts");
+    }
 
     /* Tally; remember the first rejection and the smallest memory bound
      * (for the messages when nothing is legal or fits). */
@@ -931,6 +949,14 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
         if (nb == 0)
             break;
         parallel_for(o->jobs, sim_one, &sx, batch, nb);
+        if (out_of_memory(all, batch, nb)) {
+            free(order);
+            free(batch);
+            free(best.v);
+            free(front);
+            free(all);
+            return sim_err_set(err, SIM_ENOMEM, "out of memory simulating layouts");
+        }
         if (o->on_progress)
             o->on_progress(o->progress_ctx, (int64_t)next, (int64_t)n_ready);
         for (size_t j = 0; j < nb; j++) {
@@ -1008,9 +1034,14 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
             b->edp = s.edp;
             b->num_microbatches = s.num_microbatches;
             b->peak_lb_bytes = search_peak_lower_bound(&in, &s);
-            if (time_bound(&in, &s, &b->time_lb_s, &b->compute_s, &e2) == SIM_OK &&
-                simulate(base, b, cap) == SIM_OK)
-                out->have_baseline = true;
+            int brc = time_bound(&in, &s, &b->time_lb_s, &b->compute_s, &e2);
+            if (brc == SIM_OK)
+                brc = simulate(base, b, cap);
+            if (brc == SIM_ENOMEM) {
+                search_result_free(out);
+                return sim_err_set(err, SIM_ENOMEM, "out of memory simulating the rules-of-thumb layout");
+            }
+            out->have_baseline = brc == SIM_OK;
         }
     }
     out->wall_s = now_s() - t0;

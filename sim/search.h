@@ -204,7 +204,11 @@ int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs 
  * none of these is legal. */
 bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par);
 
-/* Lower bound of the peak bytes of any GPU (see the header comment). */
+/* Lower bound of the peak bytes of any GPU (see the header comment).
+ * Benign out-of-memory degradation: it allocates only for more than 64
+ * chunks, and without memory returns 0, a bound that prunes nothing; the
+ * layout is then simulated and judged by its simulated peak, so the ranking
+ * is the same and only the pruned / simulated counts differ. */
 double search_peak_lower_bound(const run_inputs *in, const strategy_t *s);
 
 /* Ranking key of a simulated candidate (smaller is better). */
