@@ -232,10 +232,10 @@ int cmd_search(int argc, char **argv)
     search_ctx sc = {&in, &o, &res};
     if (cli_print_whole(report_writer, &sc, &err) != SIM_OK)
         rc = cli_fail(&err);
-    else
-        search_print_timing(stderr, &o, &res); /* a failure is the one line on stderr */
     if (rc == EXIT_SUCCESS && out_path && cli_write_file(out_path, csv_writer, &sc, &err) != SIM_OK)
         rc = cli_fail(&err);
+    if (rc == EXIT_SUCCESS)
+        search_print_timing(stderr, &o, &res); /* a failure is the one line on stderr */
     if (rc == EXIT_SUCCESS && res.n_feasible == 0) {
         fputs("parsim: no layout fits in memory\n", stderr);
         rc = EXIT_FAILURE;

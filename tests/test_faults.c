@@ -2,8 +2,9 @@
  * (cmd_run / cmd_search, in this process) on small configs, with the n-th
  * allocation failing, for every n up to the number of allocations the
  * command makes.  Each must end with status 1 and one "out of memory" line,
- * no report on stdout, and every block it allocated freed again: never
- * success, never a crash, never a leak.
+ * no partial output (what it wrote before failing is whole), and every
+ * block it allocated freed again: never success, never a crash, never a
+ * leak.
  *
  * This binary is linked with -Wl,--wrap for malloc, calloc, realloc, free,
  * strdup, strndup and open_memstream (CMakeLists.txt), which redirects the
@@ -51,7 +52,7 @@ char *__wrap_strndup(const char *s, size_t n);
 FILE *__wrap_open_memstream(char **buf, size_t *len);
 
 /* Live blocks allocated while armed: an open-addressing set of pointers. */
-enum { LIVE_CAP = 1 << 20 };
+enum { LIVE_CAP = 1 << 16 };
 
 static struct {
     pthread_mutex_t lock;
@@ -322,9 +323,11 @@ static char *scratch_file(const char *name, size_t *len)
     return buf;
 }
 
-/* What is wrong with a run that had allocation n fail ("" if nothing). */
-static void judge(const outcome *o, long n, const char *keep, const char *kept, size_t kept_len, char *why,
-                  size_t cap)
+/* What is wrong with a run that had allocation n fail ("" if nothing).
+ * Outputs finished before the failure (stdout, the file `keep`) may stay,
+ * whole: as the clean run wrote them. */
+static void judge(const outcome *o, const outcome *clean, long n, const char *keep, const char *kept,
+                  size_t kept_len, char *why, size_t cap)
 {
     size_t len = strlen(o->err);
     char extra[256];
@@ -336,14 +339,13 @@ static void judge(const outcome *o, long n, const char *keep, const char *kept, 
     else if (strncmp(o->err, "parsim: ", 8) || !strstr(o->err, "out of memory") || !len ||
              strchr(o->err, '\n') != o->err + len - 1)
         snprintf(why, cap, "expected one 'out of memory' line, got: %.300s", o->err);
-    else if (o->out[0])
-        snprintf(why, cap, "something on stdout: %.200s", o->out);
+    else if (o->out[0] && strcmp(o->out, clean->out))
+        snprintf(why, cap, "part of a report on stdout: %.200s", o->out);
     else if (o->live)
         snprintf(why, cap, "%ld blocks leaked", o->live);
     else if (scratch_extra(extra, sizeof extra, keep))
         snprintf(why, cap, "left %s behind", extra);
     else if (keep) {
-        /* An output file finished before the failure may stay, whole. */
         size_t l;
         char *got = scratch_file(keep, &l);
         if (got && (l != kept_len || memcmp(got, kept, l)))
@@ -371,7 +373,7 @@ static void every_failure(int (*cmd)(int, char **), const char *const *args, con
     for (long n = 1; n <= clean.calls && bad < 8; n++) {
         run_cmd(cmd, args, n, &o);
         char why[512];
-        judge(&o, n, keep, kept, kept_len, why, sizeof why);
+        judge(&o, &clean, n, keep, kept, kept_len, why, sizeof why);
         if (why[0]) {
             bad++;
             cr_log_error("allocation %ld of %ld failed: %s", n, clean.calls, why);
@@ -429,5 +431,28 @@ Test(faults, search_fails_cleanly_at_every_allocation, .timeout = 120)
                                        NULL};
     scratch_make();
     every_failure(cmd_search, args, NULL);
+    scratch_remove();
+}
+
+/* The CSV of every simulated layout and the Pareto front. */
+Test(faults, search_out_pareto_fails_cleanly_at_every_allocation, .timeout = 120)
+{
+    char csv[128];
+    scratch_make();
+    snprintf(csv, sizeof csv, "%s/search.csv", scratch);
+    const char *const args[] = {SMALL,
+                                "model.tensor_model_parallel_size=2",
+                                "model.pipeline_model_parallel_size=2",
+                                "model.context_parallel_size=1",
+                                "model.expert_model_parallel_size=1",
+                                "train.micro_batch_size=1",
+                                "model.recompute_granularity=none",
+                                "--pareto",
+                                "--out",
+                                csv,
+                                "--jobs",
+                                "1",
+                                NULL};
+    every_failure(cmd_search, args, "search.csv");
     scratch_remove();
 }
