@@ -417,18 +417,16 @@ Test(faults, run_with_trace_fails_cleanly_at_every_allocation, .timeout = 120)
     scratch_remove();
 }
 
+/* Search with all but VP, SP and the distributed optimizer pinned: eight
+ * layouts. */
+#define PINNED                                                                                       \
+    "model.tensor_model_parallel_size=2", "model.pipeline_model_parallel_size=2",                    \
+        "model.context_parallel_size=1", "model.expert_model_parallel_size=1", "train.micro_batch_size=1", \
+        "model.recompute_granularity=none", "--jobs", "1"
+
 Test(faults, search_fails_cleanly_at_every_allocation, .timeout = 120)
 {
-    static const char *const args[] = {SMALL,
-                                       "model.tensor_model_parallel_size=2",
-                                       "model.pipeline_model_parallel_size=2",
-                                       "model.context_parallel_size=1",
-                                       "model.expert_model_parallel_size=1",
-                                       "train.micro_batch_size=1",
-                                       "model.recompute_granularity=none",
-                                       "--jobs",
-                                       "1",
-                                       NULL};
+    static const char *const args[] = {SMALL, PINNED, NULL};
     scratch_make();
     every_failure(cmd_search, args, NULL);
     scratch_remove();
@@ -440,19 +438,7 @@ Test(faults, search_out_pareto_fails_cleanly_at_every_allocation, .timeout = 120
     char csv[128];
     scratch_make();
     snprintf(csv, sizeof csv, "%s/search.csv", scratch);
-    const char *const args[] = {SMALL,
-                                "model.tensor_model_parallel_size=2",
-                                "model.pipeline_model_parallel_size=2",
-                                "model.context_parallel_size=1",
-                                "model.expert_model_parallel_size=1",
-                                "train.micro_batch_size=1",
-                                "model.recompute_granularity=none",
-                                "--pareto",
-                                "--out",
-                                csv,
-                                "--jobs",
-                                "1",
-                                NULL};
+    const char *const args[] = {SMALL, PINNED, "--pareto", "--out", csv, NULL};
     every_failure(cmd_search, args, "search.csv");
     scratch_remove();
 }
