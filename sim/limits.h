@@ -10,6 +10,8 @@
  *   on a 64-core node; the product of the axes is checked before expansion.
  * - LIMIT_NET_ROWS: nccl-tests prints ~30 sizes; 4096 covers any factor a
  *   person reads.
+ * - LIMIT_PASSES: forward/backward passes of one step (PP x microbatches x
+ *   chunks x 2), each a task of ~100 bytes: 10^7 take about a gigabyte.
  * - LIMIT_ACT_BYTES: activation bytes one pipeline stage could hold with
  *   every forward of the step in flight; keeps the engine's int64 memory
  *   counters from overflowing (a GPU holds ~10^11).
@@ -24,6 +26,7 @@
 #define LIMIT_NET_ROWS 4096LL          /* sizes printed by parsim net */
 #define LIMIT_CSV_ROWS 1000000LL       /* rows read from one CSV file */
 #define LIMIT_LOG_LINES 1000000LL      /* lines read from one nccl-tests log */
+#define LIMIT_PASSES 1e7               /* forward/backward passes of one simulated step */
 #define LIMIT_ACT_BYTES 0x1p62         /* activations one stage holds with every forward in flight */
 #define LIMIT_DURATION_S 1.8e7         /* one simulated kernel, transfer or step (2^64 ps ~ 1.8e7 s) */
 

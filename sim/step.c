@@ -42,10 +42,6 @@
  * flight. */
 enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
 
-/* Largest number of passes (PP x microbatches x chunks x 2) one step may
- * have; a step of 10^7 passes takes about a gigabyte. */
-#define MAX_PASSES 1e7
-
 #define NO_TASK (-1)
 
 /* One forward or backward pass of one microbatch on one chunk, as placed in
@@ -716,13 +712,15 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     st->M = s->num_microbatches;
     /* Every pass of the step is a task: bound their number so that memory
      * stays in reason (about 100 bytes each). */
-    if ((double)s->pp * 2.0 * (double)s->num_microbatches * (double)s->v > MAX_PASSES) {
+    double passes = (double)s->pp * 2.0 * (double)s->num_microbatches * (double)s->v;
+    if (passes > LIMIT_PASSES) {
         step_destroy(st);
-        return sim_err_set(err, SIM_ESIM,
-                           "%.3g forward/backward passes (PP %lld x microbatches %lld x chunks %lld x 2) are "
-                           "more than parsim simulates (%.0e)",
-                           (double)s->pp * 2.0 * (double)s->num_microbatches * (double)s->v, (long long)s->pp,
-                           (long long)s->num_microbatches, (long long)s->v, MAX_PASSES);
+        return sim_err_set_at(err, SIM_EINVAL, NULL, 0, "train.global_batch_size",
+                              "%.3g forward/backward passes (PP %lld x microbatches %lld x chunks %lld x 2) are "
+                              "more than parsim simulates (%.0e); microbatches are train.global_batch_size / "
+                              "(train.micro_batch_size x DP)",
+                              passes, (long long)s->pp, (long long)s->num_microbatches, (long long)s->v,
+                              LIMIT_PASSES);
     }
     int rc = workload_build(&st->wl, in, s, err);
     if (rc == SIM_OK)
@@ -769,6 +767,12 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                                                               : (size_t)s->num_microbatches + (size_t)p->n_ops;
             }
     size_t hint = ops + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8);
+    if (hint > (size_t)INT32_MAX) { /* engine task ids are int32 */
+        step_destroy(st);
+        return sim_err_set(err, SIM_EINVAL,
+                           "the step would have about %zu tasks, more than parsim's engine holds (%d)%s", hint,
+                           INT32_MAX, in->sim.keep_ops ? ": a trace has a task per kernel, try fewer microbatches" : "");
+    }
     st->eng = eng_create((int)(s->pp * STREAM_KINDS), (int)(s->pp * CTR_PER_STAGE), hint, hint * 2);
     if (!st->eng) {
         step_destroy(st);

@@ -222,7 +222,7 @@ Test(cli, layout_warns_when_tp_leaves_nvlink)
 /* Inputs far beyond what can be simulated end with a reason, not with a
  * crash, an overflowed clock or memory exhaustion: beyond a key's range
  * status 2 naming the range, a duration past LIMIT_DURATION_S status 2
- * naming what would take that long. */
+ * naming what would take that long, a step past LIMIT_PASSES status 2. */
 Test(cli, extreme_inputs_fail_cleanly, .timeout = 60)
 {
     static const struct {
@@ -233,6 +233,7 @@ Test(cli, extreme_inputs_fail_cleanly, .timeout = 60)
         { BASE "model.seq_length=100000000", 2, "model.seq_length: must be in [1, 16777216]" },
         { BASE "train.global_batch_size=800000000", 2, "train.global_batch_size: must be in [1, 1048576]" },
         { BASE "cluster.gpu.peak_bf16_tflops=0.000001", 2, "would take" }, /* kernels of years */
+        { BASE "train.global_batch_size=1048576", 2, "forward/backward passes" }, /* 10^6 microbatches */
     };
     result r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_run.h"
 #include "engine.h"
@@ -156,4 +157,24 @@ Test(workload_deps, quantities_past_the_limits_are_bad_input, .timeout = 60)
                       strchr(r.out, '\n') == r.out + strlen(r.out) - 1,
                   "`%s`: expected one line with '%s', got: %s", cases[i].args, cases[i].msg, r.out);
     }
+}
+
+/* A trace of 4e6 microbatches would have a task per kernel: more than the
+ * engine's int32 task ids; refused before anything is allocated for it,
+ * and no trace file appears. */
+Test(workload_deps, task_limit_is_bad_input, .timeout = 60)
+{
+    char dir[] = "/tmp/parsim-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char args[512], path[64];
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    snprintf(args, sizeof args, "run model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=1 "
+                                "train.global_batch_size=4000000 --trace %s", path);
+    result r;
+    run(&r, args);
+    cr_expect_eq(r.status, 2, "exited %d: %s", r.status, r.out);
+    cr_expect(strstr(r.out, "more than parsim's engine holds (2147483647): a trace has a task per kernel") != NULL,
+              "%s", r.out);
+    cr_expect_eq(access(path, F_OK), -1, "a trace was written");
+    cr_assert_eq(rmdir(dir), 0);
 }
