@@ -50,6 +50,11 @@ typedef struct step_result {
 
 typedef struct step step_t;
 
+/* SIM_OK and *out, or NULL and: SIM_EINVAL for inputs beyond what parsim
+ * simulates (more than LIMIT_PASSES passes, a duration outside
+ * [0, LIMIT_DURATION_S], activations past LIMIT_ACT_BYTES, more tasks than
+ * the engine holds), SIM_ENOMEM, or SIM_ESIM from the engine; err says
+ * which. */
 int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
 const step_result *step_result_get(const step_t *st);
 void step_destroy(step_t *st);
