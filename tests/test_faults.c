@@ -406,6 +406,29 @@ Test(faults, run_fails_cleanly_at_every_allocation, .timeout = 120)
     scratch_remove();
 }
 
+/* The other emitters and the DP tail: MoE with sliding-window layers, EP,
+ * CP, selective recompute, reductions after the pipeline; JSON report. */
+Test(faults, run_moe_fails_cleanly_at_every_allocation, .timeout = 120)
+{
+    static const char *const args[] = {"model.name=gpt-oss-120b",
+                                       "model.num_layers=4",
+                                       "cluster.topology=dgx-h100",
+                                       "cluster.num_gpus=8",
+                                       "train.global_batch_size=8",
+                                       "model.seq_length=2048",
+                                       "model.expert_model_parallel_size=4",
+                                       "model.context_parallel_size=2",
+                                       "model.recompute_granularity=selective",
+                                       "ddp.overlap_grad_reduce=false",
+                                       "ddp.use_distributed_optimizer=true",
+                                       "--format",
+                                       "json",
+                                       NULL};
+    scratch_make();
+    every_failure(cmd_run, args, NULL);
+    scratch_remove();
+}
+
 /* The trace path: every kernel a task, and the trace file written. */
 Test(faults, run_with_trace_fails_cleanly_at_every_allocation, .timeout = 120)
 {
