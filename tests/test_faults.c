@@ -4,7 +4,8 @@
  * command makes.  Each must end with status 1 and one "out of memory" line,
  * no partial output (what it wrote before failing is whole), and every
  * block it allocated freed again: never success, never a crash, never a
- * leak.
+ * leak.  The engine alone gets the same treatment with hints so short that
+ * every one of its arrays grows.
  *
  * This binary is linked with -Wl,--wrap for malloc, calloc, realloc, free,
  * strdup, strndup and open_memstream (CMakeLists.txt), which redirects the
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "engine.h"
 
 /* ---- the allocation hook ---------------------------------------------- */
 
@@ -464,4 +466,53 @@ Test(faults, search_out_pareto_fails_cleanly_at_every_allocation, .timeout = 120
     const char *const args[] = {SMALL, PINNED, "--pareto", "--out", csv, NULL};
     every_failure(cmd_search, args, "search.csv");
     scratch_remove();
+}
+
+/* The engine alone, from hints of one task and one edge, so that every
+ * array grows: a chain of tasks over two streams with a counter.  Returns
+ * the first failure, or SIM_OK with the makespan checked. */
+static int engine_chain(sim_err *err)
+{
+    engine_t *e = eng_create(2, 1, 1, 1);
+    if (!e)
+        return SIM_ENOMEM;
+    int rc = SIM_OK;
+    eng_task prev = -1;
+    for (int32_t i = 0; i < 100 && rc == SIM_OK; i++) {
+        eng_task t = eng_add_task(e, i % 2, 10, i);
+        if (t < 0)
+            rc = SIM_ENOMEM;
+        if (rc == SIM_OK && prev >= 0)
+            rc = eng_add_dep(e, prev, t);
+        if (rc == SIM_OK)
+            rc = eng_add_counter_delta(e, t, 0, 1, -1);
+        prev = t;
+    }
+    if (rc == SIM_OK)
+        rc = eng_run(e, err);
+    if (rc == SIM_OK && (eng_makespan(e) != 1000 || eng_counter_peak(e, 0) != 1))
+        rc = SIM_ESIM;
+    eng_destroy(e);
+    return rc;
+}
+
+Test(faults, engine_fails_cleanly_at_every_allocation)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    hook_arm(0);
+    int rc = engine_chain(&err);
+    hook_disarm();
+    long total = hook.calls;
+    cr_assert_eq(rc, SIM_OK, "clean run: %d %s", rc, err.msg);
+    cr_assert_gt(total, 5, "only %ld allocations", total);
+    for (long n = 1; n <= total; n++) {
+        sim_err_clear(&err);
+        hook_arm(n);
+        rc = engine_chain(&err);
+        hook_disarm();
+        cr_assert(hook.failed, "n=%ld: never made", n);
+        cr_assert_eq(rc, SIM_ENOMEM, "n=%ld of %ld: %d %s", n, total, rc, err.msg);
+        cr_assert_eq(hook.n_live, 0, "n=%ld of %ld: %ld blocks leaked", n, total, hook.n_live);
+    }
 }
