@@ -29,6 +29,7 @@
  */
 #include "step.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,13 +122,12 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
     step_t *st = b->st;
     if (b->rc != SIM_OK)
         return NO_TASK;
-    if (__builtin_add_overflow(b->work_ps, d, &b->work_ps) || b->work_ps > (sim_time_ps)(LIMIT_DURATION_S * PS_PER_S)) {
-        fail(b, sim_err_set(b->err, SIM_EINVAL,
-                            "the step's kernels and transfers add up to more than %.3g s: the inputs are beyond "
-                            "what parsim can simulate (simulated time is 64-bit picoseconds)",
-                            LIMIT_DURATION_S));
+    double work_s = time_as_s(b->work_ps) + time_as_s(d);
+    if (!wl_duration_ok(work_s)) {
+        fail(b, wl_duration_err(b->err, work_s, "the step's kernels and transfers together"));
         return NO_TASK;
     }
+    b->work_ps += d; /* at most LIMIT_DURATION_S: no wrap */
     if (st->n_info == st->cap_info) {
         size_t cap = st->cap_info ? 2 * st->cap_info : 1024;
         step_task_info *p = realloc(st->info, cap * sizeof *p);
@@ -151,13 +151,13 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
  * [0, LIMIT_DURATION_S] it fails the build naming what it is. */
 static sim_time_ps duration_ps(builder *b, double seconds, const char *what, int64_t stage)
 {
-    if (seconds >= 0.0 && seconds <= LIMIT_DURATION_S)
+    if (wl_duration_ok(seconds))
         return time_from_s(seconds);
-    if (b->rc == SIM_OK)
-        fail(b, sim_err_set(b->err, SIM_EINVAL,
-                            "%s of stage %lld would take %.3g s, outside [0, %.3g s]: the inputs are beyond what "
-                            "parsim can simulate (simulated time is 64-bit picoseconds)",
-                            what, (long long)stage, seconds, LIMIT_DURATION_S));
+    if (b->rc == SIM_OK) {
+        char buf[160];
+        snprintf(buf, sizeof buf, "%s of stage %lld", what, (long long)stage);
+        fail(b, wl_duration_err(b->err, seconds, buf));
+    }
     return 0;
 }
 

@@ -846,18 +846,15 @@ static void bucket_cost(const ctx *x, double dense, double expert, wl_bucket *bk
     }
 }
 
-/* A duration this module computed that is not finite or outside
- * [0, LIMIT_DURATION_S]: SIM_EINVAL naming what (and the key that drives
- * it, or NULL), before it becomes simulated time. */
-static int duration_err(sim_err *err, const char *key, double seconds, const char *what)
+int wl_duration_err(sim_err *err, double seconds, const char *what)
 {
-    return sim_err_set_at(err, SIM_EINVAL, NULL, 0, key,
-                          "%s would take %.3g s, outside [0, %.3g s]: the inputs are beyond what parsim can "
-                          "simulate (simulated time is 64-bit picoseconds)",
-                          what, seconds, LIMIT_DURATION_S);
+    return sim_err_set(err, SIM_EINVAL,
+                       "%s would take %.3g s, outside [0, %.3g s]: the inputs are beyond what parsim can simulate "
+                       "(simulated time is 64-bit picoseconds)",
+                       what, seconds, LIMIT_DURATION_S);
 }
 
-static bool duration_ok(double seconds)
+bool wl_duration_ok(double seconds)
 {
     return seconds >= 0.0 && seconds <= LIMIT_DURATION_S; /* false for NaN */
 }
@@ -873,15 +870,15 @@ static int pass_check(const wl_opbuf *p, const char *kind, int64_t stage, int64_
     if (p->too_long_name) {
         snprintf(what, sizeof what, "kernel or transfer '%s' of the %s pass of stage %lld chunk %lld",
                  p->too_long_name, kind, (long long)stage, (long long)chunk);
-        return duration_err(err, NULL, p->too_long_s, what);
+        return wl_duration_err(err, p->too_long_s, what);
     }
     double total = 0;
     for (int32_t i = 0; i < p->n; i++)
         total += time_as_s(p->ops[i].duration_ps);
-    if (!duration_ok(total)) {
+    if (!wl_duration_ok(total)) {
         snprintf(what, sizeof what, "the %s pass of stage %lld chunk %lld (its kernels and transfers together)",
                  kind, (long long)stage, (long long)chunk);
-        return duration_err(err, NULL, total, what);
+        return wl_duration_err(err, total, what);
     }
     return SIM_OK;
 }
@@ -892,8 +889,8 @@ static int pass_check(const wl_opbuf *p, const char *kind, int64_t stage, int64_
 static int buckets_check(const wl_bucket *bk, int32_t n, int64_t stage, int64_t chunk, sim_err *err)
 {
     for (int32_t k = 0; k < n; k++) {
-        bool reduce_ok = duration_ok(bk[k].reduce_s);
-        if (reduce_ok && duration_ok(bk[k].gather_s))
+        bool reduce_ok = wl_duration_ok(bk[k].reduce_s);
+        if (reduce_ok && wl_duration_ok(bk[k].gather_s))
             continue;
         char what[256];
         snprintf(what, sizeof what,
@@ -901,7 +898,7 @@ static int buckets_check(const wl_bucket *bk, int32_t n, int64_t stage, int64_t 
                  "cluster.nvlink / cluster.scaleout bandwidths)",
                  !reduce_ok ? "gradient reduction" : "parameter all-gather", (int)k, (long long)stage,
                  (long long)chunk);
-        return duration_err(err, NULL, !reduce_ok ? bk[k].reduce_s : bk[k].gather_s, what);
+        return wl_duration_err(err, !reduce_ok ? bk[k].reduce_s : bk[k].gather_s, what);
     }
     return SIM_OK;
 }
@@ -1104,10 +1101,10 @@ static int stage_check(const wl_stage *st, int64_t stage, sim_err *err)
         {st->optimizer_s, "the optimizer step"},
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (!duration_ok(d[i].s)) {
+        if (!wl_duration_ok(d[i].s)) {
             char what[160];
             snprintf(what, sizeof what, "%s of stage %lld", d[i].what, (long long)stage);
-            return duration_err(err, NULL, d[i].s, what);
+            return wl_duration_err(err, d[i].s, what);
         }
     return SIM_OK;
 }
