@@ -119,7 +119,7 @@ Test(workload_deps, op_duration_out_of_range_is_flagged)
 #define BASE "run model.name=llama3-8b cluster.topology=dgx-h100 train.global_batch_size=64 "
 #define FAST                                                                                               \
     "run model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=1 model.num_layers=1 "           \
-    "cluster.gpu.hbm_bw_gbytes_per_s=1e12 cluster.gpu.peak_bf16_tflops=1e12 model.seq_length=1000000 "
+    "cluster.gpu.hbm_bw_gbytes_per_s=1e6 cluster.gpu.peak_bf16_tflops=1e6 model.seq_length=2000000 model.hidden_size=262144 "
 
 Test(workload_deps, quantities_past_the_limits_are_bad_input, .timeout = 60)
 {
@@ -143,11 +143,11 @@ Test(workload_deps, quantities_past_the_limits_are_bad_input, .timeout = 60)
         /* One kernel alone past the limit: HBM of 1e-12 GB/s. */
         {BASE "cluster.num_gpus=8 cluster.gpu.hbm_bw_gbytes_per_s=1e-12", "kernel or transfer '"},
         /* Activations past LIMIT_ACT_BYTES on a GPU fast enough to make
-         * them in time: one microbatch of 8e18 bytes, then 2000 of 4e15. */
-        {FAST "train.micro_batch_size=20000000 train.global_batch_size=20000000",
-         "the activations of one microbatch on stage 0 chunk 0 (8.33e+18 bytes"},
-        {FAST "train.micro_batch_size=10000 train.global_batch_size=20000000",
-         "the activations of stage 0's 2000 microbatches (8.33e+18 bytes) are beyond what parsim counts"},
+         * them in time: one microbatch of 8e18 bytes, then 2048 of 4e15. */
+        {FAST "train.micro_batch_size=1048576 train.global_batch_size=1048576",
+         "the activations of one microbatch on stage 0 chunk 0 ("},
+        {FAST "train.micro_batch_size=512 train.global_batch_size=1048576",
+         "the activations of stage 0's 2048 microbatches ("},
     };
     result r;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -169,7 +169,7 @@ Test(workload_deps, task_limit_is_bad_input, .timeout = 60)
     char args[512], path[64];
     snprintf(path, sizeof path, "%s/t.json", dir);
     snprintf(args, sizeof args, "run model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=1 "
-                                "train.global_batch_size=4000000 --trace %s", path);
+                                "model.num_layers=1024 train.global_batch_size=1048576 --trace %s", path);
     result r;
     run(&r, args);
     cr_expect_eq(r.status, 2, "exited %d: %s", r.status, r.out);
