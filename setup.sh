@@ -6,7 +6,7 @@
 #                              installs Open MPI only for this variant
 set -eu
 cd "$(dirname "$0")"
-pkgs="build-essential cmake pkg-config libgsl-dev libconfig-dev libcriterion-dev gnuplot-nox"
+pkgs="build-essential cmake pkg-config libgsl-dev libconfig-dev libyajl-dev libcriterion-dev gnuplot-nox"
 if [ "${1:-}" = "mpi" ]; then pkgs="$pkgs openmpi-bin libopenmpi-dev"; fi
 missing=""
 for p in $pkgs; do
