@@ -68,7 +68,7 @@ int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err)
     return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, cfg, err);
 }
 
-int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err)
+int cli_write_file(const char *path, cli_writer writer, void *ctx, sim_err *err)
 {
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
@@ -81,32 +81,30 @@ int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void 
         free(tmp);
         return SIM_EIO;
     }
-    writer(f, ctx);
+    int rc = writer(f, ctx, err);
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+    bad |= fclose(f) != 0;
+    if (rc == SIM_OK && (bad || rename(tmp, path) != 0))
+        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+    if (rc != SIM_OK)
         remove(tmp);
-        free(tmp);
-        return SIM_EIO;
-    }
     free(tmp);
-    return SIM_OK;
+    return rc;
 }
 
-int cli_print_whole(void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err)
+int cli_print_whole(cli_writer writer, void *ctx, sim_err *err)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
     if (!mem)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    writer(mem, ctx);
+    int rc = writer(mem, ctx, err);
     int bad = ferror(mem);
     fclose(mem);
-    int rc = SIM_OK;
-    if (bad)
+    if (rc == SIM_OK && bad)
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory building the report");
-    else if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0)
+    else if (rc == SIM_OK && (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0))
         rc = sim_err_set(err, SIM_EIO, "cannot write the report");
     free(buf);
     return rc;

@@ -38,14 +38,19 @@ int cli_config_arg(cfg_t *cfg, const char *arg, bool *have_file, sim_err *err);
 /* cfg_resolve + strategy_resolve. */
 int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err);
 
+/* What an output is written by: SIM_OK when it wrote the whole output,
+ * otherwise a SIM_E* code with err filled (the output is then dropped). */
+typedef int (*cli_writer)(FILE *out, void *ctx, sim_err *err);
+
 /* Writes path through writer into a temporary file beside it and renames
- * it into place, so the file appears whole or not at all. */
-int cli_write_file(const char *path, void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err);
+ * it into place, so the file appears whole or not at all: a failure of
+ * writer or of the file leaves the old file as it was. */
+int cli_write_file(const char *path, cli_writer writer, void *ctx, sim_err *err);
 
 /* Writes a report through writer to standard output in one piece (built
  * in memory first), so a failure never leaves half a report.  SIM_OK,
- * SIM_ENOMEM or SIM_EIO (err says which). */
-int cli_print_whole(void (*writer)(FILE *out, void *ctx), void *ctx, sim_err *err);
+ * writer's failure, SIM_ENOMEM or SIM_EIO (err says which). */
+int cli_print_whole(cli_writer writer, void *ctx, sim_err *err);
 
 /* Commands. argv[0] is the first argument after the command name. */
 int cmd_run(int argc, char **argv);

@@ -13,9 +13,11 @@ typedef struct params_out {
     const calib_result *res;
 } params_out;
 
-static void params_writer(FILE *out, void *ctx)
+static int params_writer(FILE *out, void *ctx, sim_err *err)
 {
+    (void)err;
     calibrate_write_params(out, ((const params_out *)ctx)->res);
+    return SIM_OK;
 }
 
 /* Reads a whole file (the nccl-tests log). */

@@ -19,8 +19,9 @@ typedef struct report_ctx {
     const step_result *res;
 } report_ctx;
 
-static void report_writer(FILE *out, void *ctx)
+static int report_writer(FILE *out, void *ctx, sim_err *err)
 {
+    (void)err;
     const report_ctx *r = ctx;
     if (r->fmt == FMT_JSON)
         report_json(out, r->in, r->s, r->res);
@@ -29,11 +30,14 @@ static void report_writer(FILE *out, void *ctx)
         report_csv_row(out, r->in, r->s, r->res);
     } else
         report_text(out, r->in, r->s, r->res);
+    return SIM_OK;
 }
 
-static void trace_writer(FILE *out, void *ctx)
+static int trace_writer(FILE *out, void *ctx, sim_err *err)
 {
+    (void)err;
     trace_write(out, ctx);
+    return SIM_OK;
 }
 
 

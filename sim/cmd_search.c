@@ -37,16 +37,20 @@ typedef struct search_ctx {
     const search_result *r;
 } search_ctx;
 
-static void report_writer(FILE *out, void *ctx)
+static int report_writer(FILE *out, void *ctx, sim_err *err)
 {
+    (void)err;
     const search_ctx *c = ctx;
     search_print(out, c->in, c->o, c->r);
+    return SIM_OK;
 }
 
-static void csv_writer(FILE *out, void *ctx)
+static int csv_writer(FILE *out, void *ctx, sim_err *err)
 {
+    (void)err;
     const search_ctx *c = ctx;
     search_write_csv(out, c->in, c->o, c->r);
+    return SIM_OK;
 }
 
 static void on_progress(void *ctx, int64_t done, int64_t total)

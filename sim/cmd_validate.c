@@ -16,10 +16,12 @@ typedef struct vout {
     const vpred *preds;
 } vout;
 
-static void out_writer(FILE *out, void *ctx)
+static int out_writer(FILE *out, void *ctx, sim_err *err)
 {
+    (void)err;
     const vout *o = ctx;
     validate_write_csv(out, o->t, o->cases, o->preds);
+    return SIM_OK;
 }
 
 int cmd_validate(int argc, char **argv)
