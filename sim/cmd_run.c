@@ -21,11 +21,10 @@ typedef struct report_ctx {
 
 static int report_writer(FILE *out, void *ctx, sim_err *err)
 {
-    (void)err;
     const report_ctx *r = ctx;
     if (r->fmt == FMT_JSON)
-        report_json(out, r->in, r->s, r->res);
-    else if (r->fmt == FMT_CSV) {
+        return report_json(out, r->in, r->s, r->res, err);
+    if (r->fmt == FMT_CSV) {
         report_csv_header(out);
         report_csv_row(out, r->in, r->s, r->res);
     } else
@@ -35,9 +34,7 @@ static int report_writer(FILE *out, void *ctx, sim_err *err)
 
 static int trace_writer(FILE *out, void *ctx, sim_err *err)
 {
-    (void)err;
-    trace_write(out, ctx);
-    return SIM_OK;
+    return trace_write(out, ctx, err);
 }
 
 

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 
+#include "jsonout.h"
 #include "workload.h"
 #include "units.h"
 
@@ -27,23 +28,6 @@ static const char *recompute_name(recompute_kind k)
 }
 
 #define GIB_F(x) ((x) / GIB)
-
-/* Writes s as a JSON string (quotes, backslashes and control characters
- * escaped), so any preset or topology name yields valid JSON. */
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(out, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(out, "\\u%04x", ch);
-        else
-            fputc(ch, out);
-    }
-    fputc('"', out);
-}
 
 void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r)
 {
@@ -107,44 +91,89 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     fprintf(out, "\n  simulated %" PRIu64 " tasks, %" PRIu64 " events\n", r->tasks, r->events);
 }
 
-void report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r)
+/* Bytes are whole numbers, written without an exponent. */
+static void kv_bytes(jsonout *j, const char *key, double v)
 {
-    fprintf(out, "{\n  \"parallel\": {\"world_size\": %" PRId64 ", \"tp\": %" PRId64 ", \"pp\": %" PRId64
-                 ", \"vp\": %" PRId64 ", \"cp\": %" PRId64 ", \"ep\": %" PRId64 ", \"etp\": %" PRId64
-                 ", \"dp\": %" PRId64 ", \"edp\": %" PRId64 ", \"num_microbatches\": %" PRId64
-                 ", \"min_gpus\": %" PRId64 ", \"min_gpus_common_rule\": %" PRId64
-                 ", \"sequence_parallel\": %s},\n",
-            s->world, s->tp, s->pp, s->v, s->cp, s->ep, s->etp, s->dp, s->edp, s->num_microbatches, s->min_gpus,
-            s->min_gpus_common, s->par.sequence_parallel ? "true" : "false");
-    fputs("  \"model\": ", out);
-    json_str(out, in->model.name);
-    fputs(", \"topology\": ", out);
-    json_str(out, in->cluster.name);
-    fprintf(out, ", \"mixed_precision\": \"%s\",\n", precision_name(s->par.precision));
-    fprintf(out, "  \"step_time_s\": %.9g,\n  \"pipeline_s\": %.9g,\n  \"bubble_fraction\": %.9g,\n", r->step_time_s,
-            r->pipeline_s, r->bubble_fraction);
-    fprintf(out, "  \"tokens_per_s_per_gpu\": %.9g,\n  \"model_flops_per_step\": %.9g,\n", r->tokens_per_s_per_gpu,
-            r->model_flops);
-    fprintf(out, "  \"model_tflops_per_gpu\": %.9g,\n  \"mfu\": %.9g,\n", r->model_tflops_per_gpu, r->mfu);
-    fprintf(out, "  \"memory\": {\"peak_bytes\": %.0f, \"hbm_capacity_bytes\": %.0f, \"stages\": [", r->peak_bytes,
-            in->cluster.gpu.hbm_capacity_bytes);
+    jsonout_kv_fixed(j, key, v, 0);
+}
+
+int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r, sim_err *err)
+{
+    jsonout *j = jsonout_begin(out, true, err);
+    if (!j)
+        return SIM_ENOMEM;
+    jsonout_map_open(j);
+    jsonout_str(j, "parallel");
+    jsonout_map_open(j);
+    const struct { const char *key; int64_t v; } par[] = {
+        { "world_size", s->world }, { "tp", s->tp }, { "pp", s->pp }, { "vp", s->v },
+        { "cp", s->cp }, { "ep", s->ep }, { "etp", s->etp }, { "dp", s->dp }, { "edp", s->edp },
+        { "num_microbatches", s->num_microbatches }, { "min_gpus", s->min_gpus },
+        { "min_gpus_common_rule", s->min_gpus_common },
+    };
+    for (size_t i = 0; i < sizeof par / sizeof par[0]; i++)
+        jsonout_kv_int(j, par[i].key, par[i].v);
+    jsonout_str(j, "sequence_parallel");
+    jsonout_bool(j, s->par.sequence_parallel);
+    jsonout_map_close(j);
+    jsonout_kv_str(j, "model", in->model.name);
+    jsonout_kv_str(j, "topology", in->cluster.name);
+    jsonout_kv_str(j, "mixed_precision", precision_name(s->par.precision));
+    const struct { const char *key; double v; } reals[] = {
+        { "step_time_s", r->step_time_s }, { "pipeline_s", r->pipeline_s },
+        { "bubble_fraction", r->bubble_fraction }, { "tokens_per_s_per_gpu", r->tokens_per_s_per_gpu },
+        { "model_flops_per_step", r->model_flops }, { "model_tflops_per_gpu", r->model_tflops_per_gpu },
+        { "mfu", r->mfu },
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        jsonout_kv_real(j, reals[i].key, reals[i].v);
+    jsonout_str(j, "memory");
+    jsonout_map_open(j);
+    kv_bytes(j, "peak_bytes", r->peak_bytes);
+    kv_bytes(j, "hbm_capacity_bytes", in->cluster.gpu.hbm_capacity_bytes);
+    jsonout_str(j, "stages");
+    jsonout_array_open(j);
     for (int64_t i = 0; i < r->n_stages; i++) {
         const stage_result *sr = &r->stages[i];
-        fprintf(out, "%s\n    {\"stage\": %" PRId64 ", \"weights_bytes\": %.0f, \"gradients_bytes\": %.0f, "
-                     "\"optimizer_bytes\": %.0f, \"activations_peak_bytes\": %.0f, "
-                     "\"inflight_microbatches_max\": %" PRId64 ", \"peak_bytes\": %.0f, \"busy_s\": %.9g, "
-                     "\"bubble_s\": %.9g}",
-                i ? "," : "", sr->stage, sr->weights_bytes, sr->gradients_bytes, sr->optimizer_bytes,
-                sr->activations_peak_bytes, sr->inflight_microbatches_max, sr->peak_bytes, sr->busy_s, sr->bubble_s);
+        jsonout_map_open(j);
+        jsonout_kv_int(j, "stage", sr->stage);
+        const struct { const char *key; double v; } bytes[] = {
+            { "weights_bytes", sr->weights_bytes }, { "gradients_bytes", sr->gradients_bytes },
+            { "optimizer_bytes", sr->optimizer_bytes }, { "activations_peak_bytes", sr->activations_peak_bytes },
+        };
+        for (size_t b = 0; b < sizeof bytes / sizeof bytes[0]; b++)
+            kv_bytes(j, bytes[b].key, bytes[b].v);
+        jsonout_kv_int(j, "inflight_microbatches_max", sr->inflight_microbatches_max);
+        kv_bytes(j, "peak_bytes", sr->peak_bytes);
+        jsonout_kv_real(j, "busy_s", sr->busy_s);
+        jsonout_kv_real(j, "bubble_s", sr->bubble_s);
+        jsonout_map_close(j);
     }
-    fputs("]},\n  \"comm\": {", out);
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++)
-        fprintf(out, "\"%s_s\": %.9g, ", stream_kind_name((stream_kind)k), r->comm_s[k]);
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++)
-        fprintf(out, "\"%s_exposed_s\": %.9g, ", stream_kind_name((stream_kind)k), r->exposed_s[k]);
-    fprintf(out, "\"exposed_s\": %.9g},\n", r->exposed_total_s);
-    fprintf(out, "  \"sim\": {\"tasks\": %" PRIu64 ", \"events\": %" PRIu64 ", \"seed\": %" PRId64 "}\n}\n", r->tasks,
-            r->events, in->sim.seed);
+    jsonout_array_close(j);
+    jsonout_map_close(j);
+    jsonout_str(j, "comm");
+    jsonout_map_open(j);
+    char key[64];
+    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+        snprintf(key, sizeof key, "%s_s", stream_kind_name((stream_kind)k));
+        jsonout_kv_real(j, key, r->comm_s[k]);
+    }
+    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+        snprintf(key, sizeof key, "%s_exposed_s", stream_kind_name((stream_kind)k));
+        jsonout_kv_real(j, key, r->exposed_s[k]);
+    }
+    jsonout_kv_real(j, "exposed_s", r->exposed_total_s);
+    jsonout_map_close(j);
+    jsonout_str(j, "sim");
+    jsonout_map_open(j);
+    jsonout_str(j, "tasks");
+    jsonout_uint(j, r->tasks);
+    jsonout_str(j, "events");
+    jsonout_uint(j, r->events);
+    jsonout_kv_int(j, "seed", in->sim.seed);
+    jsonout_map_close(j);
+    jsonout_map_close(j);
+    return jsonout_end(j, err);
 }
 
 void report_csv_header(FILE *out)

@@ -1,8 +1,11 @@
 /* report: the outputs people and programs read.
  * text (for people), json (DESIGN §3 contract fields and more) and csv
  * (one header + one row; the sweep format).  All write to a FILE the caller
- * owns; they never fail half-way on their own (the caller writes to a
- * temporary file and renames it when the whole output is written).
+ * owns (the caller writes to a temporary file or memory and publishes the
+ * output when it is whole).
+ *
+ * JSON is written through jsonout: a value that is not a finite number (a
+ * ratio over a zero time) is null there, never "inf" or "nan".
  */
 #ifndef PARSIM_REPORT_H
 #define PARSIM_REPORT_H
@@ -10,11 +13,14 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "err.h"
 #include "step.h"
 #include "strategy.h"
 
 void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r);
-void report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r);
+/* SIM_OK, or the JSON writer's failure (err says which; the output is then
+ * cut and must not be used). */
+int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r, sim_err *err);
 void report_csv_header(FILE *out);
 void report_csv_row(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r);
 

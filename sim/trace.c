@@ -2,37 +2,66 @@
 
 #include <inttypes.h>
 
-static void meta(FILE *out, bool *first, const char *what, int64_t pid, int tid, const char *name)
+#include "jsonout.h"
+
+/* Opens an event's map with the fields every event has.  One event per
+ * line: a newline before each keeps the file readable with line tools
+ * (grep, diff) at no cost to JSON readers. */
+static void event_open(jsonout *j, const char *ph, const char *name, int64_t pid, int tid)
 {
-    fprintf(out, "%s\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-            *first ? "" : ",", what, pid, tid, name);
-    *first = false;
+    jsonout_space(j, "\n");
+    jsonout_map_open(j);
+    jsonout_kv_str(j, "ph", ph);
+    jsonout_kv_str(j, "name", name);
+    jsonout_kv_int(j, "pid", pid);
+    jsonout_kv_int(j, "tid", tid);
 }
 
-static void event(FILE *out, bool *first, const char *name, int64_t pid, int tid, sim_time_ps start,
-                  sim_time_ps end, int32_t mb, int32_t chunk)
+static void meta(jsonout *j, const char *what, int64_t pid, int tid, const char *name)
 {
-    fprintf(out, "%s\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%d,\"ts\":%.6f,\"dur\":%.6f",
-            *first ? "" : ",", name, pid, tid, time_as_us(start), time_as_us(end - start));
-    if (mb >= 0 || chunk >= 0)
-        fprintf(out, ",\"args\":{\"microbatch\":%d,\"chunk\":%d}", (int)mb, (int)chunk);
-    fputc('}', out);
-    *first = false;
+    event_open(j, "M", what, pid, tid);
+    jsonout_str(j, "args");
+    jsonout_map_open(j);
+    jsonout_kv_str(j, "name", name);
+    jsonout_map_close(j);
+    jsonout_map_close(j);
 }
 
-void trace_write(FILE *out, const step_t *st)
+static void event(jsonout *j, const char *name, int64_t pid, int tid, sim_time_ps start, sim_time_ps end,
+                  int32_t mb, int32_t chunk)
 {
+    event_open(j, "X", name, pid, tid);
+    /* Microseconds with 6 decimals: the simulated picoseconds exactly. */
+    jsonout_kv_scaled(j, "ts", start, 6);
+    jsonout_kv_scaled(j, "dur", end - start, 6);
+    if (mb >= 0 || chunk >= 0) {
+        jsonout_str(j, "args");
+        jsonout_map_open(j);
+        jsonout_kv_int(j, "microbatch", mb);
+        jsonout_kv_int(j, "chunk", chunk);
+        jsonout_map_close(j);
+    }
+    jsonout_map_close(j);
+}
+
+int trace_write(FILE *out, const step_t *st, sim_err *err)
+{
+    jsonout *j = jsonout_begin(out, false, err);
+    if (!j)
+        return SIM_ENOMEM;
     const engine_t *e = step_engine(st);
     int64_t pp, v, M;
     step_shape(st, &pp, &v, &M);
-    bool first = true;
-    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", out);
+    jsonout_map_open(j);
+    jsonout_kv_str(j, "displayTimeUnit", "ns");
+    jsonout_str(j, "traceEvents");
+    jsonout_array_open(j);
     for (int64_t r = 0; r < pp; r++) {
         char name[32];
         snprintf(name, sizeof name, "stage %" PRId64, r);
-        meta(out, &first, "process_name", r, 0, name);
+        meta(j, "process_name", r, 0, name);
         for (int k = 0; k < STREAM_KINDS; k++)
-            meta(out, &first, "thread_name", r, k, stream_kind_name((stream_kind)k));
+            meta(j, "thread_name", r, k, stream_kind_name((stream_kind)k));
     }
     /* Forward and backward passes, the spans the schedule figures show. */
     for (int64_t r = 0; r < pp; r++)
@@ -41,8 +70,7 @@ void trace_write(FILE *out, const step_t *st)
                 for (int64_t c = 0; c < v; c++) {
                     sim_time_ps a, b;
                     if (step_pass_span(st, r, kind, mb, c, &a, &b))
-                        event(out, &first, kind == 0 ? "F" : "B", r, STREAM_COMPUTE, a, b, (int32_t)mb,
-                              (int32_t)c);
+                        event(j, kind == 0 ? "F" : "B", r, STREAM_COMPUTE, a, b, (int32_t)mb, (int32_t)c);
                 }
     /* Every kernel and transfer, nested under its pass on its stream. */
     size_t n = eng_num_tasks(e);
@@ -54,7 +82,11 @@ void trace_write(FILE *out, const step_t *st)
          * above as their span), are left out. */
         if (b == a || ((info.name[0] == 'F' || info.name[0] == 'B') && info.name[1] == '\0'))
             continue;
-        event(out, &first, info.name, info.stage, (int)info.stream, a, b, info.microbatch, info.chunk);
+        event(j, info.name, info.stage, (int)info.stream, a, b, info.microbatch, info.chunk);
     }
-    fputs("\n]}\n", out);
+    jsonout_space(j, "\n");
+    jsonout_array_close(j);
+    jsonout_map_close(j);
+    jsonout_space(j, "\n");
+    return jsonout_end(j, err);
 }

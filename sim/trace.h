@@ -5,15 +5,19 @@
  * args.microbatch and args.chunk, their kernels nested inside them when
  * the step was run with in->sim.keep_ops (parsim run --trace does so);
  * otherwise identical passes were simulated as one task each and only
- * their spans appear.
+ * their spans appear.  Written through jsonout (valid JSON whatever the
+ * names and times; one event per line).
  */
 #ifndef PARSIM_TRACE_H
 #define PARSIM_TRACE_H
 
 #include <stdio.h>
 
+#include "err.h"
 #include "step.h"
 
-void trace_write(FILE *out, const step_t *st);
+/* SIM_OK, or the JSON writer's failure (err says which; the output is then
+ * cut and must not be used). */
+int trace_write(FILE *out, const step_t *st, sim_err *err);
 
 #endif

@@ -161,7 +161,7 @@ Test(traffic, trace_shows_cp_ring_overlapping_attention)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    trace_write(f, x.st);
+    cr_assert_eq(trace_write(f, x.st, NULL), SIM_OK);
     fclose(f);
     cr_assert(strstr(buf, "\"name\":\"cp_p2p\"") != NULL);
     free(buf);
