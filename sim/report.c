@@ -1,6 +1,7 @@
 #include "report.h"
 
 #include <inttypes.h>
+#include <math.h>
 
 #include "jsonout.h"
 #include "workload.h"
@@ -28,6 +29,23 @@ static const char *recompute_name(recompute_kind k)
 }
 
 #define GIB_F(x) ((x) / GIB)
+
+/* The one rule for a number in text and CSV: printf's fmt when v is
+ * finite; otherwise `missing` ("n/a" in text, "" in CSV: an empty cell),
+ * right-aligned in width (0: as it is).  A ratio over a zero time (the MFU
+ * of a step that takes no time) is not a number, and no reader should
+ * have to parse "inf" or "nan". */
+static void put_num(FILE *out, int width, const char *fmt, double v, const char *missing)
+{
+    char buf[352]; /* %.0f of DBL_MAX is 309 digits */
+    if (isfinite(v))
+        snprintf(buf, sizeof buf, fmt, v);
+    else
+        snprintf(buf, sizeof buf, "%s", missing);
+    fprintf(out, "%*s", width, buf);
+}
+
+#define TEXT_NA "n/a"
 
 void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r)
 {
@@ -65,26 +83,48 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     if (in->sim.ideal_pipeline)
         fputs("  mode        ideal pipeline (no communication, identical stages)\n", out);
     fputc('\n', out);
-    fprintf(out, "  step time            %10.4f s\n", r->step_time_s);
-    fprintf(out, "  tokens/s per GPU     %10.1f\n", r->tokens_per_s_per_gpu);
-    fprintf(out, "  model TFLOP/s per GPU%10.1f\n", r->model_tflops_per_gpu);
-    fprintf(out, "  MFU                  %10.1f %%  (of %.0f TFLOP/s bf16 dense)\n", 100.0 * r->mfu,
-            in->cluster.gpu.peak_bf16_flops_per_s / TFLOPS);
-    fprintf(out, "  pipeline bubble      %10.1f %%\n", 100.0 * r->bubble_fraction);
+    fputs("  step time            ", out);
+    put_num(out, 10, "%.4f", r->step_time_s, TEXT_NA);
+    fputs(" s\n  tokens/s per GPU     ", out);
+    put_num(out, 10, "%.1f", r->tokens_per_s_per_gpu, TEXT_NA);
+    fputs("\n  model TFLOP/s per GPU", out);
+    put_num(out, 10, "%.1f", r->model_tflops_per_gpu, TEXT_NA);
+    fputs("\n  MFU                  ", out);
+    put_num(out, 10, "%.1f", 100.0 * r->mfu, TEXT_NA);
+    fputs(" %  (of ", out);
+    put_num(out, 0, "%.0f", in->cluster.gpu.peak_bf16_flops_per_s / TFLOPS, TEXT_NA);
+    fputs(" TFLOP/s bf16 dense)\n  pipeline bubble      ", out);
+    put_num(out, 10, "%.1f", 100.0 * r->bubble_fraction, TEXT_NA);
+    fputs(" %\n", out);
     fputs("\n  communication (busiest stage)   total s   exposed s\n", out);
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++)
-        fprintf(out, "    %-30s %9.4f   %9.4f\n", stream_kind_name((stream_kind)k), r->comm_s[k], r->exposed_s[k]);
-    fprintf(out, "    %-30s %9s   %9.4f\n", "all (not hidden by compute)", "", r->exposed_total_s);
-    fputs("\n  memory per GPU (GiB)  weights  grads  optim  activ  peak   in-flight\n", out);
+    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+        fprintf(out, "    %-30s ", stream_kind_name((stream_kind)k));
+        put_num(out, 9, "%.4f", r->comm_s[k], TEXT_NA);
+        fputs("   ", out);
+        put_num(out, 9, "%.4f", r->exposed_s[k], TEXT_NA);
+        fputc('\n', out);
+    }
+    fprintf(out, "    %-30s %9s   ", "all (not hidden by compute)", "");
+    put_num(out, 9, "%.4f", r->exposed_total_s, TEXT_NA);
+    fputs("\n\n  memory per GPU (GiB)  weights  grads  optim  activ  peak   in-flight\n", out);
     for (int64_t i = 0; i < r->n_stages; i++) {
         const stage_result *sr = &r->stages[i];
-        fprintf(out, "    stage %-13" PRId64 "%8.2f %6.2f %6.2f %6.2f %6.2f   %5" PRId64 "\n", sr->stage,
-                GIB_F(sr->weights_bytes), GIB_F(sr->gradients_bytes), GIB_F(sr->optimizer_bytes),
-                GIB_F(sr->activations_peak_bytes), GIB_F(sr->peak_bytes), sr->inflight_microbatches_max);
+        fprintf(out, "    stage %-13" PRId64, sr->stage);
+        const double bytes[] = { sr->weights_bytes, sr->gradients_bytes, sr->optimizer_bytes,
+                                 sr->activations_peak_bytes, sr->peak_bytes };
+        for (int c = 0; c < 5; c++) {
+            if (c)
+                fputc(' ', out);
+            put_num(out, c ? 6 : 8, "%.2f", GIB_F(bytes[c]), TEXT_NA);
+        }
+        fprintf(out, "   %5" PRId64 "\n", sr->inflight_microbatches_max);
     }
     double cap = in->cluster.gpu.hbm_capacity_bytes;
-    fprintf(out, "    peak %.2f GiB of %.2f GiB HBM%s\n", GIB_F(r->peak_bytes), GIB_F(cap),
-            r->peak_bytes > cap ? "  -- DOES NOT FIT" : "");
+    fputs("    peak ", out);
+    put_num(out, 0, "%.2f", GIB_F(r->peak_bytes), TEXT_NA);
+    fputs(" GiB of ", out);
+    put_num(out, 0, "%.2f", GIB_F(cap), TEXT_NA);
+    fprintf(out, " GiB HBM%s\n", r->peak_bytes > cap ? "  -- DOES NOT FIT" : "");
     char warn[1024];
     if (strategy_layout_warnings(s, warn, sizeof warn) > 0)
         fprintf(out, "\n%s", warn);
@@ -186,15 +226,26 @@ void report_csv_header(FILE *out)
 
 void report_csv_row(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r)
 {
-    fprintf(out,
-            "%s,%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
-            ",%" PRId64 ",%d,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%s,%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.0f",
-            in->model.name, in->cluster.name, s->world, s->tp, s->pp, s->v, s->cp, s->ep, s->etp, s->dp, s->edp,
-            s->par.sequence_parallel ? 1 : 0, s->num_microbatches, in->train.global_batch_size,
-            in->train.micro_batch_size, in->model.seq_length, precision_name(s->par.precision),
-            recompute_name(s->par.recompute_granularity), r->step_time_s, r->bubble_fraction, r->tokens_per_s_per_gpu,
-            r->model_tflops_per_gpu, r->mfu, r->peak_bytes);
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++)
-        fprintf(out, ",%.9g", r->comm_s[k]);
-    fprintf(out, ",%.9g\n", r->exposed_total_s);
+    fprintf(out, "%s,%s", in->model.name, in->cluster.name);
+    const int64_t ints[] = { s->world, s->tp, s->pp, s->v, s->cp, s->ep, s->etp, s->dp, s->edp,
+                             s->par.sequence_parallel ? 1 : 0, s->num_microbatches, in->train.global_batch_size,
+                             in->train.micro_batch_size, in->model.seq_length };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        fprintf(out, ",%" PRId64, ints[i]);
+    fprintf(out, ",%s,%s", precision_name(s->par.precision), recompute_name(s->par.recompute_granularity));
+    const double reals[] = { r->step_time_s, r->bubble_fraction, r->tokens_per_s_per_gpu, r->model_tflops_per_gpu,
+                             r->mfu };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        fputc(',', out);
+        put_num(out, 0, "%.9g", reals[i], "");
+    }
+    fputc(',', out);
+    put_num(out, 0, "%.0f", r->peak_bytes, "");
+    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+        fputc(',', out);
+        put_num(out, 0, "%.9g", r->comm_s[k], "");
+    }
+    fputc(',', out);
+    put_num(out, 0, "%.9g", r->exposed_total_s, "");
+    fputc('\n', out);
 }

@@ -4,8 +4,9 @@
  * owns (the caller writes to a temporary file or memory and publishes the
  * output when it is whole).
  *
- * JSON is written through jsonout: a value that is not a finite number (a
- * ratio over a zero time) is null there, never "inf" or "nan".
+ * No output holds "inf" or "nan": a value that is not a finite number (a
+ * ratio over a zero time) is null in JSON (see jsonout.h), an empty cell in
+ * CSV and "n/a" in text.
  */
 #ifndef PARSIM_REPORT_H
 #define PARSIM_REPORT_H

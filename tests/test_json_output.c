@@ -1,7 +1,7 @@
-/* JSON outputs hold only what their readers can parse: the report and
- * the trace read back with yajl's parser, a value that is not finite
- * written as null (never inf or nan), misuse of the JSON writer reported,
- * and a failed writer leaving no output behind. */
+/* JSON, text and CSV outputs hold only what their readers can parse:
+ * the report and the trace read back with yajl's parser, a value that is
+ * not finite written as null / "" / "n/a" (never inf or nan), misuse of
+ * the JSON writer reported, and a failed writer leaving no output behind. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <ctype.h>
@@ -224,6 +224,30 @@ Test(json_output, cli_trace_parses_with_every_event_whole)
     free(text);
 }
 
+/* A capacity beyond double range (1e306 GB = inf bytes): either the
+ * config refuses it, naming the key, or every output carries no inf. */
+Test(json_output, cli_infinite_capacity_is_null_or_refused)
+{
+    static const char *const fmts[] = { "json", "text", "csv" };
+    for (size_t i = 0; i < 3; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "run " SMALL " cluster.gpu.hbm_gbytes=1e306 --format %s", fmts[i]);
+        result r;
+        run(&r, args);
+        if (r.status == 2) {
+            cr_expect(strstr(r.out, "cluster.gpu.hbm_gbytes") != NULL, "%s", r.out);
+            continue;
+        }
+        cr_assert_eq(r.status, 0, "%s: %s", fmts[i], r.out);
+        cr_expect(!has_nonfinite_word(r.out), "%s output has inf/nan:\n%s", fmts[i], r.out);
+        if (i == 0) {
+            yajl_val v = parse(r.out);
+            cr_expect(YAJL_IS_NULL(member(v, "memory", "hbm_capacity_bytes")));
+            yajl_tree_free(v);
+        }
+    }
+}
+
 /* --- values that are not finite, library level ----------------------------- */
 
 /* Simulates SMALL_KV into x; returns its result with not-finite values in
@@ -274,6 +298,40 @@ Test(json_output, nonfinite_values_are_null_in_json)
     cr_expect(YAJL_IS_NUMBER(member(st0, "gradients_bytes", NULL)));
     cr_expect(YAJL_IS_NUMBER(member(v, "comm", "dp_s")));
     yajl_tree_free(v);
+    free(text);
+    free(stages);
+    sim_free(&x);
+}
+
+Test(json_output, nonfinite_values_are_na_in_text_and_empty_in_csv)
+{
+    sim x;
+    stage_result *stages;
+    step_result r = spoiled(&x, &stages);
+
+    char *text = render(OUT_TEXT, &x.in, &x.s, &r);
+    cr_expect(!has_nonfinite_word(text), "%s", text);
+    cr_expect(strstr(text, "step time                   n/a s") != NULL, "%s", text);
+    cr_expect(strstr(text, "MFU                         n/a %") != NULL, "%s", text);
+    free(text);
+
+    text = render(OUT_CSV, &x.in, &x.s, &r);
+    cr_expect(!has_nonfinite_word(text), "%s", text);
+    csv_table t;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(csv_parse(text, strlen(text), "report.csv", &t, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(t.nrows, 1);
+    static const char *const empty[] = { "step_time_s", "bubble_fraction", "tokens_per_s_per_gpu",
+                                         "model_tflops_per_gpu", "mfu", "peak_bytes", "tp_s", "exposed_s" };
+    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        int c = csv_col(&t, empty[i]);
+        cr_assert_geq(c, 0, "no column %s", empty[i]);
+        cr_expect_str_eq(csv_cell(&t, 0, c), "", "%s", empty[i]);
+    }
+    cr_expect_str_neq(csv_cell(&t, 0, csv_col(&t, "dp_s")), "");
+    cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "model")), "llama3-8b");
+    csv_free(&t);
     free(text);
     free(stages);
     sim_free(&x);
