@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <math.h>
 
+#include "csv.h"
 #include "jsonout.h"
 #include "workload.h"
 #include "units.h"
@@ -226,13 +227,18 @@ void report_csv_header(FILE *out)
 
 void report_csv_row(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r)
 {
-    fprintf(out, "%s,%s", in->model.name, in->cluster.name);
+    csv_write_field(out, in->model.name);
+    fputc(',', out);
+    csv_write_field(out, in->cluster.name);
     const int64_t ints[] = { s->world, s->tp, s->pp, s->v, s->cp, s->ep, s->etp, s->dp, s->edp,
                              s->par.sequence_parallel ? 1 : 0, s->num_microbatches, in->train.global_batch_size,
                              in->train.micro_batch_size, in->model.seq_length };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         fprintf(out, ",%" PRId64, ints[i]);
-    fprintf(out, ",%s,%s", precision_name(s->par.precision), recompute_name(s->par.recompute_granularity));
+    fputc(',', out);
+    csv_write_field(out, precision_name(s->par.precision));
+    fputc(',', out);
+    csv_write_field(out, recompute_name(s->par.recompute_granularity));
     const double reals[] = { r->step_time_s, r->bubble_fraction, r->tokens_per_s_per_gpu, r->model_tflops_per_gpu,
                              r->mfu };
     for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {

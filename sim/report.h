@@ -6,7 +6,8 @@
  *
  * No output holds "inf" or "nan": a value that is not a finite number (a
  * ratio over a zero time) is null in JSON (see jsonout.h), an empty cell in
- * CSV and "n/a" in text.
+ * CSV and "n/a" in text.  Text fields of a CSV row are quoted by
+ * csv_write_field when they need it.
  */
 #ifndef PARSIM_REPORT_H
 #define PARSIM_REPORT_H

@@ -1,7 +1,9 @@
 /* JSON, text and CSV outputs hold only what their readers can parse:
  * the report and the trace read back with yajl's parser, a value that is
- * not finite written as null / "" / "n/a" (never inf or nan), misuse of
- * the JSON writer reported, and a failed writer leaving no output behind. */
+ * not finite written as null / "" / "n/a" (never inf or nan), names with
+ * quotes, commas, line breaks, control bytes and invalid UTF-8 escaped in
+ * JSON and quoted in CSV, misuse of the JSON writer reported, and a failed
+ * writer leaving no output behind. */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <ctype.h>
@@ -334,6 +336,44 @@ Test(json_output, nonfinite_values_are_na_in_text_and_empty_in_csv)
     csv_free(&t);
     free(text);
     free(stages);
+    sim_free(&x);
+}
+
+/* --- names --------------------------------------------------------------- */
+
+#define HOSTILE_NAME "a\"b,c\nd\001e\\f"
+
+Test(json_output, names_escaped_in_json_and_quoted_in_csv)
+{
+    sim x;
+    sim_run(&x, SMALL_KV);
+    snprintf(x.in.model.name, sizeof x.in.model.name, "%s", HOSTILE_NAME);
+    /* \xff never starts UTF-8; \xc0\xaf is an overlong '/'; \xed\xa0\x80
+     * a surrogate: each invalid byte becomes U+FFFD */
+    snprintf(x.in.cluster.name, sizeof x.in.cluster.name, "x\xffy\xc0\xafz\xed\xa0\x80");
+    const step_result *r = step_result_get(x.st);
+
+    char *text = render(OUT_JSON, &x.in, &x.s, r);
+    cr_expect(strstr(text, "\"a\\\"b,c\\nd\\u0001e\\\\f\"") != NULL, "%s", text);
+    yajl_val v = parse(text);
+    cr_expect_str_eq(YAJL_GET_STRING(member(v, "model", NULL)), HOSTILE_NAME);
+    cr_expect_str_eq(YAJL_GET_STRING(member(v, "topology", NULL)),
+                     "x\xEF\xBF\xBDy\xEF\xBF\xBD\xEF\xBF\xBDz\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+    yajl_tree_free(v);
+    free(text);
+
+    text = render(OUT_CSV, &x.in, &x.s, r);
+    cr_expect(strstr(text, "\n\"a\"\"b,c\nd\001e\\f\",") != NULL, "%s", text);
+    csv_table t;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(csv_parse(text, strlen(text), "report.csv", &t, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(t.nrows, 1);
+    cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "model")), HOSTILE_NAME);
+    cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "topology")), x.in.cluster.name);
+    cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "world_size")), "4");
+    csv_free(&t);
+    free(text);
     sim_free(&x);
 }
 
