@@ -349,8 +349,9 @@ Test(json_output, names_escaped_in_json_and_quoted_in_csv)
     sim_run(&x, SMALL_KV);
     snprintf(x.in.model.name, sizeof x.in.model.name, "%s", HOSTILE_NAME);
     /* \xff never starts UTF-8; \xc0\xaf is an overlong '/'; \xed\xa0\x80
-     * a surrogate: each invalid byte becomes U+FFFD */
-    snprintf(x.in.cluster.name, sizeof x.in.cluster.name, "x\xffy\xc0\xafz\xed\xa0\x80");
+     * a surrogate: each invalid byte becomes U+FFFD; U+1F600 (4 bytes)
+     * and U+00E9 are valid and stay */
+    snprintf(x.in.cluster.name, sizeof x.in.cluster.name, "x\xffy\xc0\xafz\xed\xa0\x80\xf0\x9f\x98\x80\xc3\xa9");
     const step_result *r = step_result_get(x.st);
 
     char *text = render(OUT_JSON, &x.in, &x.s, r);
@@ -358,7 +359,8 @@ Test(json_output, names_escaped_in_json_and_quoted_in_csv)
     yajl_val v = parse(text);
     cr_expect_str_eq(YAJL_GET_STRING(member(v, "model", NULL)), HOSTILE_NAME);
     cr_expect_str_eq(YAJL_GET_STRING(member(v, "topology", NULL)),
-                     "x\xEF\xBF\xBDy\xEF\xBF\xBD\xEF\xBF\xBDz\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+                     "x\xEF\xBF\xBDy\xEF\xBF\xBD\xEF\xBF\xBDz\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+                     "\xF0\x9F\x98\x80\xC3\xA9");
     yajl_tree_free(v);
     free(text);
 
