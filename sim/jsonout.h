@@ -11,9 +11,10 @@
  * Choices made here, for every JSON output of parsim:
  * - A number that is not finite (inf, nan: a ratio over a zero time) is
  *   written as null: JSON has no such number, and null says "no value"
- *   to every reader.  Finite numbers keep the printf formats the outputs
- *   always had (%.9g for measures, %.*f for bytes and microseconds).
- * - A string is written as UTF-8: each byte that does not start a valid
+ *   to every reader.  Finite numbers keep the formats the outputs always
+ *   had: %.9g for measures, whole bytes without exponent, trace times as
+ *   microseconds with 6 decimals (the simulated picoseconds exactly).
+ * - A string is written as UTF-8: each byte that is not part of a valid
  *   UTF-8 sequence (RFC 3629: no overlong forms, no surrogates, at most
  *   U+10FFFF) becomes U+FFFD, so a name read from a file in another
  *   encoding still yields valid JSON.  Quotes, backslashes and control
@@ -21,8 +22,9 @@
  * - Errors: the first failure (out of memory; a call out of order: a key
  *   that is not a string, a close that does not match the open map or
  *   array, a map closed after a key, a second document) is kept, nothing
- *   more is written after it, and jsonout_end returns it, so a caller
- *   never mistakes a cut document for a whole one.  Write errors of the stream itself are the
+ *   more is written after it (not even what waits in the writer's
+ *   buffer), and jsonout_end returns it, so a caller never mistakes a cut
+ *   document for a whole one.  Write errors of the stream itself are the
  *   caller's (ferror), as for any other output.
  *
  * Ownership: jsonout_begin allocates; jsonout_end frees whatever happened.
