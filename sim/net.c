@@ -42,6 +42,8 @@
 
 #include <gsl/gsl_interp.h>
 
+#include "intmath.h"
+
 /* ------------------------------------------------------------- names */
 
 const char *coll_kind_name(coll_kind k)
@@ -528,62 +530,109 @@ double net_p2p_s(const cluster_spec *c, int64_t stride, double bytes)
 
 /* ------------------------------------------------------------- spans */
 
+/* Members sit at ranks 0, s, 2s, .. up to the extent E = (n-1)s; a tier
+ * cuts the ranks into blocks of m.  Runs of consecutive members in one
+ * block: how many (= distinct blocks touched, since ranks increase) and
+ * the sum of their squared lengths, in closed form.  With s >= m every
+ * member has a block of its own.  With s < m the blocks 0 .. K-1, K =
+ * floor(E/m), are whole and each holds floor(m/s) or one more members;
+ * block K holds the rest. */
+static void block_runs(int64_t n, int64_t s, int64_t E, int64_t m, int64_t *runs, double *sum_sq)
+{
+    if (s >= m) {
+        *runs = n;
+        *sum_sq = (double)n;
+        return;
+    }
+    int64_t K = E / m, q = m / s, before = K * m; /* K*m <= E: no overflow */
+    int64_t in_whole = imath_ceil_div(before, s); /* members below K*m */
+    int64_t longer = in_whole - K * q, last = n - in_whole;
+    *runs = K + 1;
+    *sum_sq = (double)K * (double)q * (double)q + (double)longer * (2.0 * (double)q + 1.0) +
+              (double)last * (double)last;
+}
+
+/* Steps between consecutive members that cross both a domain boundary
+ * (a multiple of dg) and a unit boundary (a multiple of w), for s < dg,
+ * s < w, where neither block size divides the other (else the answer is
+ * the number of crossings of the coarser).  Each of the J unit boundaries
+ * jw lies in one step, ending at member position s*ceil(jw/s); that step
+ * also crosses a domain boundary iff the position is < s past a multiple
+ * of dg.  The test depends on ceil(jw/s) mod dg/gcd(s,dg), which is
+ * periodic in j, so one period is counted and repeated. */
+static int64_t shared_crossings(int64_t s, int64_t dg, int64_t w, int64_t J)
+{
+    int64_t t0 = s / imath_gcd(s, w), shift = w / imath_gcd(s, w), mod = dg / imath_gcd(s, dg);
+    int64_t period;
+    if (__builtin_mul_overflow(t0, mod / imath_gcd(mod, shift), &period))
+        period = J;
+    int64_t len = J < period ? J : period, in_period = 0, in_rest = 0, rest = J % len;
+    for (int64_t j = 1; j <= len; j++) {
+        int64_t jw = j * w; /* <= J*w <= E */
+        int64_t pos = imath_ceil_div(jw, s) * s;
+        if (pos % dg < s) {
+            in_period++;
+            if (j <= rest)
+                in_rest++;
+        }
+    }
+    return J / len * in_period + in_rest;
+}
+
 void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out)
 {
     memset(out, 0, sizeof *out);
     out->size = size;
     out->stride = stride;
     out->concurrent = size > 0 && c->num_gpus >= size ? c->num_gpus / size : 1;
-    int64_t node = -1, dom = -1, su = -1, su0 = 0;
-    int64_t run_node = 0, run_dom = 0, run_su = 0;
-    double sq_dom = 0.0, sq_su = 0.0;
-    int64_t hops = 0, spine_hops = 0;
-    /* Members are increasing ranks, so each change of node, domain or unit
-     * between consecutive members is a new one. */
-    for (int64_t i = 0; i < size; i++) {
-        int64_t rank = i * stride;
-        int64_t nd = cluster_node_of(c, rank), dm = cluster_domain_of(c, rank);
-        int64_t u = cluster_su_of(c, rank);
-        if (i == 0)
-            su0 = u;
-        if (nd != node) {
-            out->nodes++;
-            node = nd;
-            run_node = 0;
-        }
-        if (++run_node > out->ranks_per_node)
-            out->ranks_per_node = run_node;
-        if (dm != dom) {
-            if (i > 0) {
-                hops++;
-                spine_hops += u != su;
-                sq_dom += (double)run_dom * (double)run_dom;
-            }
-            out->domains++;
-            dom = dm;
-            run_dom = 0;
-        }
-        run_dom++;
-        if (u != su) {
-            if (i > 0)
-                sq_su += (double)run_su * (double)run_su;
-            out->sus++;
-            su = u;
-            run_su = 0;
-        }
-        run_su++;
+    out->in_nvlink_domain = true;
+    if (size <= 0)
+        return;
+    const int64_t n = size, s = stride > 0 ? stride : 0;
+    const int64_t gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    const int64_t dg = c->nvlink_domain_gpus > 0 ? c->nvlink_domain_gpus : 1;
+    /* GPUs per scalable unit; one unit for the whole cluster when unset or
+     * past any rank. */
+    int64_t w = INT64_MAX;
+    if (c->scaleout.su_nodes > 0 && __builtin_mul_overflow(c->scaleout.su_nodes, gpn, &w))
+        w = INT64_MAX;
+    /* The last member's rank; a group reaching past int64 ranks is cut at
+     * the largest rank (no world is that large). */
+    int64_t E;
+    if (__builtin_mul_overflow(n - 1, s, &E))
+        E = INT64_MAX;
+    if (s == 0) { /* every member on rank 0 */
+        out->nodes = out->domains = out->sus = 1;
+        out->ranks_per_node = n;
+        return;
     }
-    sq_dom += (double)run_dom * (double)run_dom;
-    sq_su += (double)run_su * (double)run_su;
-    if (out->domains > 1) { /* the ring closes: last member back to the first */
-        hops++;
-        spine_hops += su != su0;
-    }
+    double sq_dom, sq_su, sq_node;
+    block_runs(n, s, E, gpn, &out->nodes, &sq_node);
+    block_runs(n, s, E, dg, &out->domains, &sq_dom);
+    block_runs(n, s, E, w, &out->sus, &sq_su);
+    /* Node 0 starts at a member and holds the most: ceil(gpn/s). */
+    int64_t first_node = imath_ceil_div(gpn, s);
+    out->ranks_per_node = first_node < n ? first_node : n;
     out->in_nvlink_domain = out->domains <= 1;
-    out->spine_hop_fraction = hops > 0 ? (double)spine_hops / (double)hops : 0.0;
+
+    if (out->domains > 1) {
+        /* Ring hops between domains: one per domain (the ring closes from
+         * the last member back to the first); those that also change the
+         * unit cross the spine, the closing one iff there are two units. */
+        int64_t hops = out->domains, dom_steps = out->domains - 1, su_steps = out->sus - 1;
+        int64_t spine;
+        if (s >= dg || w % dg == 0)
+            spine = su_steps; /* every unit change is a domain change */
+        else if (s >= w || dg % w == 0)
+            spine = dom_steps;
+        else
+            spine = su_steps > 0 ? shared_crossings(s, dg, w, su_steps) : 0;
+        spine += out->sus > 1;
+        out->spine_hop_fraction = (double)spine / (double)hops;
+    }
     /* Ordered pairs of members in different domains, and in different
      * units: n^2 minus the pairs inside each run. */
-    double n2 = (double)size * (double)size;
+    double n2 = (double)n * (double)n;
     double other_dom = n2 - sq_dom, other_su = n2 - sq_su;
     double f = other_dom > 0 ? other_su / other_dom : 0.0;
     out->spine_peer_fraction = f > 1.0 ? 1.0 : f;

@@ -93,7 +93,8 @@ bool net_proto_from_name(const char *name, net_proto *out);
 /* Where the group of `size` ranks, `stride` apart, that holds rank 0 sits:
  * nodes, NVLink domains, scalable units, members per node and the share of
  * its traffic that crosses the spine.  Groups of Megatron's rank order are
- * congruent, so this describes every group of the kind.  O(size). */
+ * congruent, so this describes every group of the kind.  Closed forms:
+ * the cost does not grow with size or stride. */
 void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out);
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "intmath.h"
 #include "net.h"
 
 /* Sizes come from config as int64; products of four of them can overflow.
@@ -29,16 +30,6 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out)
         return false;
     *out = a * b;
     return true;
-}
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
 }
 
 #define BAD(key, ...) cfg_err_key(cfg, err, SIM_EINVAL, key, __VA_ARGS__)
@@ -91,7 +82,7 @@ static int check_world(strategy_t *s, const struct cfg *cfg, sim_err *err)
     int64_t dense_mp = 0, expert_mp = 0, tpcp = 0, epetp = 0, lcm = 0, min_gpus = 0;
     bool ok = mul_ok(s->tp, s->cp, &tpcp) && mul_ok(tpcp, s->pp, &dense_mp) &&
               mul_ok(s->ep, s->etp, &epetp) && mul_ok(epetp, s->pp, &expert_mp) &&
-              mul_ok(tpcp / gcd64(tpcp, epetp), epetp, &lcm) && mul_ok(s->pp, lcm, &min_gpus);
+              mul_ok(tpcp / imath_gcd(tpcp, epetp), epetp, &lcm) && mul_ok(s->pp, lcm, &min_gpus);
     if (!ok)
         return BAD(K_WORLD, "the parallel sizes multiply past any world size "
                             "(tp %" PRId64 ", cp %" PRId64 ", pp %" PRId64 ", ep %" PRId64
