@@ -258,8 +258,8 @@ void heur_baseline(const run_inputs *base, int64_t world, heur_plan *out)
     p->par.etp = moe ? 1 : 0;
     if (moe) {
         int64_t ep = 1;
-        for (int64_t e = 1; e <= m->num_moe_experts; e++)
-            if (m->num_moe_experts % e == 0 && e <= nvl && world % e == 0)
+        for (int64_t e = 1; e <= m->num_moe_experts && e <= nvl && e <= world; e++)
+            if (m->num_moe_experts % e == 0 && world % e == 0)
                 ep = e;
         p->par.ep = ep;
         note(p, "EP %lld, ETP 1: %lld experts, expert parallelism inside the NVLink domain",

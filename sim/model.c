@@ -100,12 +100,24 @@ double model_attention_context(const model_spec *m, bool window_layer)
     return s / 2.0;
 }
 
-int64_t model_padded_vocab(const model_spec *m, int64_t tp)
+bool model_padded_vocab_checked(const model_spec *m, int64_t tp, int64_t *out)
 {
     /* megatron/core/tokenizers/utils/build_tokenizer.py::vocab_size_with_padding */
     int64_t div = m->make_vocab_size_divisible_by > 0 ? m->make_vocab_size_divisible_by : 1;
-    int64_t mult = div * (tp > 0 ? tp : 1);
-    return (m->vocab_size + mult - 1) / mult * mult;
+    int64_t mult, padded;
+    if (__builtin_mul_overflow(div, tp > 0 ? tp : 1, &mult) || m->vocab_size < 0)
+        return false;
+    int64_t units = m->vocab_size / mult + (m->vocab_size % mult != 0);
+    if (__builtin_mul_overflow(units, mult, &padded))
+        return false;
+    *out = padded;
+    return true;
+}
+
+int64_t model_padded_vocab(const model_spec *m, int64_t tp)
+{
+    int64_t v;
+    return model_padded_vocab_checked(m, tp, &v) ? v : INT64_MAX;
 }
 
 /* 1 for RMSNorm (weight only), 2 for LayerNorm (weight and bias). */

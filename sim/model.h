@@ -77,7 +77,10 @@ int64_t model_num_window_layers(const model_spec *m);
 double model_attention_context(const model_spec *m, bool window_layer);
 
 /* Vocabulary padded as Megatron does for tensor-parallel size tp:
- * ceil(V / (div*tp)) * div*tp. */
+ * ceil(V / (div*tp)) * div*tp.  The checked form returns false when that
+ * passes int64 (strategy_resolve rejects such a model); the plain one, for
+ * callers that have checked, returns INT64_MAX then. */
+bool model_padded_vocab_checked(const model_spec *m, int64_t tp, int64_t *out);
 int64_t model_padded_vocab(const model_spec *m, int64_t tp);
 
 /* Parameters of one attention block, dense MLP, MoE MLP (all experts, with

@@ -26,9 +26,10 @@
  * Every caller treats an overflowing product as "larger than the world". */
 static bool mul_ok(int64_t a, int64_t b, int64_t *out)
 {
-    if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a))
+    int64_t p;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &p))
         return false;
-    *out = a * b;
+    *out = p;
     return true;
 }
 
@@ -67,6 +68,8 @@ static int check_sizes(const model_spec *m, const cluster_spec *c, const paralle
         { "model.seq_length", m->seq_length, 1 },
         { "model.num_query_groups", m->num_query_groups, 0 },
         { "model.num_moe_experts", m->num_moe_experts, 0 },
+        { "model.num_layers_in_first_pipeline_stage", p->num_layers_in_first_pipeline_stage, 0 },
+        { "model.num_layers_in_last_pipeline_stage", p->num_layers_in_last_pipeline_stage, 0 },
     };
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
         if (sizes[k].v < sizes[k].min)
@@ -197,14 +200,17 @@ static int split_by_layout(strategy_t *s, const model_spec *m, const cfg_t *cfg,
 static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, sim_err *err)
 {
     const parallel_spec *par = &s->par;
-    const int64_t L = m->num_layers, p = s->pp, v = s->v, nv = p * v;
+    const int64_t L = m->num_layers, p = s->pp, v = s->v;
     const int64_t first = par->num_layers_in_first_pipeline_stage, last = par->num_layers_in_last_pipeline_stage;
     const bool acc_emb = par->account_for_embedding_in_pipeline_split,
                acc_loss = par->account_for_loss_in_pipeline_split;
-    int64_t count[MODEL_MAX_LAYERS + 2];
-    if (nv > MODEL_MAX_LAYERS + 2)
-        return BAD(K_PP, "pipeline_model_parallel_size x virtual size (%" PRId64 ") exceeds %d", nv,
-                   MODEL_MAX_LAYERS + 2);
+    int64_t count[MODEL_MAX_LAYERS + 2], nv = 0;
+    if (!mul_ok(p, v, &nv) || nv > MODEL_MAX_LAYERS + 2)
+        return BAD(p > MODEL_MAX_LAYERS + 2 ? K_PP : K_VP,
+                   "pipeline_model_parallel_size x virtual size (%" PRId64 " x %" PRId64
+                   ") exceeds %d virtual stages", p, v, MODEL_MAX_LAYERS + 2);
+    if (L > MODEL_MAX_LAYERS)
+        return BAD("model.num_layers", "must be <= %d (got %" PRId64 ")", MODEL_MAX_LAYERS, L);
 
     if (par->pipeline_model_parallel_layout[0]) {
         if (first > 0 || last > 0 || acc_emb || acc_loss)
@@ -220,6 +226,9 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
             return BAD(key, "cannot be combined with account_for_embedding/loss_in_pipeline_split");
         if (p < 2)
             return BAD(key, "needs pipeline_model_parallel_size > 1 (got %" PRId64 ")", p);
+        if (first > L || last > L)
+            return BAD(key, "first (%" PRId64 ") and last (%" PRId64 ") stage layers exceed "
+                       "num_layers (%" PRId64 ")", first, last, L);
         if (first % v != 0 || last % v != 0)
             return BAD(key, "layers on the first/last pipeline stage (%" PRId64 "/%" PRId64
                        ") must be divisible by the virtual size (%" PRId64 ")", first, last, v);
@@ -272,6 +281,54 @@ void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, in
     *count = s->vstage_start[vs + 1] - s->vstage_start[vs];
 }
 
+/* Rule 3: CP splits each sequence into 2*cp chunks (load balancing for
+ * the causal mask). */
+int strategy_check_cp(const model_spec *m, int64_t cp, const struct cfg *cfg, sim_err *err)
+{
+    int64_t two_cp = 0;
+    if (cp < 1)
+        return BAD(K_CP, "must be >= 1 (got %" PRId64 ")", cp);
+    if (cp > 1 && (!mul_ok(2, cp, &two_cp) || m->seq_length % two_cp != 0))
+        return BAD(K_CP,
+                   "seq_length (%" PRId64 ") must be a multiple of 2 * context_parallel_size "
+                   "(2 x %" PRId64 ")", m->seq_length, cp);
+    return SIM_OK;
+}
+
+/* Rule 4: experts split over EP. */
+int strategy_check_ep(const model_spec *m, int64_t ep, const struct cfg *cfg, sim_err *err)
+{
+    if (ep < 1)
+        return BAD(K_EP, "must be >= 1 (got %" PRId64 ")", ep);
+    if (ep > 1 && m->num_moe_experts == 0)
+        return BAD(K_EP,
+                   "expert parallelism (%" PRId64 ") needs a MoE model (model.num_moe_experts "
+                   "is 0)", ep);
+    if (m->num_moe_experts > 0 && m->num_moe_experts % ep != 0)
+        return BAD(K_EP,
+                   "num_moe_experts (%" PRId64 ") must be a multiple of "
+                   "expert_model_parallel_size (%" PRId64 ")", m->num_moe_experts, ep);
+    return SIM_OK;
+}
+
+/* Rule 5: heads and query groups split over TP. */
+int strategy_check_tp(const model_spec *m, int64_t tp, const struct cfg *cfg, sim_err *err)
+{
+    const int64_t a = m->num_attention_heads;
+    const int64_t g = m->num_query_groups ? m->num_query_groups : a;
+    if (tp < 1)
+        return BAD(K_TP, "must be >= 1 (got %" PRId64 ")", tp);
+    if (a % tp != 0)
+        return BAD(K_TP,
+                   "num_attention_heads (%" PRId64 ") must be a multiple of "
+                   "tensor_model_parallel_size (%" PRId64 ")", a, tp);
+    if (g > 0 && g % tp != 0 && tp % g != 0)
+        return BAD(K_TP,
+                   "num_query_groups (%" PRId64 ") must be a multiple or a divisor of "
+                   "tensor_model_parallel_size (%" PRId64 ")", g, tp);
+    return SIM_OK;
+}
+
 int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c,
                      const parallel_spec *par, const train_spec *train, const ddp_spec *ddp,
                      const struct cfg *cfg, sim_err *err)
@@ -299,7 +356,6 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
     s->par.microbatch_group_size_per_vp_stage = s->group_size_n;
 
     const int64_t a = m->num_attention_heads;
-    const int64_t g = m->num_query_groups ? m->num_query_groups : a;
 
     /* 2. sequence parallelism shards along the TP group */
     if (par->sequence_parallel && s->tp <= 1)
@@ -307,32 +363,18 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                    "sequence parallelism requires tensor_model_parallel_size > 1 (got %" PRId64
                    ")", s->tp);
 
-    /* 3. CP splits each sequence into 2*cp chunks (load balancing for the
-     * causal mask) */
-    if (s->cp > 1 && m->seq_length % (2 * s->cp) != 0)
-        return BAD(K_CP,
-                   "seq_length (%" PRId64 ") must be a multiple of 2 * context_parallel_size "
-                   "(2*%" PRId64 " = %" PRId64 ")", m->seq_length, s->cp, 2 * s->cp);
+    /* 3-5. CP against the sequence, EP against the experts, TP against
+     * the heads */
+    if ((rc = strategy_check_cp(m, s->cp, cfg, err)) || (rc = strategy_check_ep(m, s->ep, cfg, err)) ||
+        (rc = strategy_check_tp(m, s->tp, cfg, err)))
+        return rc;
 
-    /* 4. experts */
-    if (s->ep > 1 && m->num_moe_experts == 0)
-        return BAD(K_EP,
-                   "expert parallelism (%" PRId64 ") needs a MoE model (model.num_moe_experts "
-                   "is 0)", s->ep);
-    if (m->num_moe_experts > 0 && m->num_moe_experts % s->ep != 0)
-        return BAD(K_EP,
-                   "num_moe_experts (%" PRId64 ") must be a multiple of "
-                   "expert_model_parallel_size (%" PRId64 ")", m->num_moe_experts, s->ep);
-
-    /* 5. heads split over TP */
-    if (a % s->tp != 0)
-        return BAD(K_TP,
-                   "num_attention_heads (%" PRId64 ") must be a multiple of "
-                   "tensor_model_parallel_size (%" PRId64 ")", a, s->tp);
-    if (g % s->tp != 0 && s->tp % g != 0)
-        return BAD(K_TP,
-                   "num_query_groups (%" PRId64 ") must be a multiple or a divisor of "
-                   "tensor_model_parallel_size (%" PRId64 ")", g, s->tp);
+    int64_t padded = 0;
+    if (!model_padded_vocab_checked(m, s->tp, &padded))
+        return BAD("model.make_vocab_size_divisible_by",
+                   "the vocabulary (%" PRId64 ") padded to a multiple of make_vocab_size_divisible_by"
+                   " x tensor_model_parallel_size (%" PRId64 " x %" PRId64 ") passes 2^63",
+                   m->vocab_size, m->make_vocab_size_divisible_by, s->tp);
 
     /* 6. layers split over stages and virtual stages */
     if (s->v > 1) {

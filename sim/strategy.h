@@ -164,6 +164,15 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                      const parallel_spec *par, const train_spec *train,
                      const ddp_spec *ddp, const struct cfg *cfg, sim_err *err);
 
+/* Single rules of strategy_resolve for one dimension against the model,
+ * for callers that fix a dimension before choosing the rest (search):
+ * CP against the sequence (seq_length % 2cp), EP against the experts, TP
+ * against the heads and query groups.  SIM_OK or SIM_EINVAL naming the
+ * dimension's key. */
+int strategy_check_cp(const model_spec *m, int64_t cp, const struct cfg *cfg, sim_err *err);
+int strategy_check_ep(const model_spec *m, int64_t ep, const struct cfg *cfg, sim_err *err);
+int strategy_check_tp(const model_spec *m, int64_t tp, const struct cfg *cfg, sim_err *err);
+
 /* Coordinates of a global rank. */
 typedef struct rank_coords {
     int64_t tp, cp, dp, pp;   /* dense generator */
