@@ -29,6 +29,7 @@
 #include "model.h"
 #include "schedule.h"
 #include "step.h"
+#include "units.h"
 
 static double now_s(void)
 {
@@ -169,6 +170,34 @@ double search_peak_lower_bound(const run_inputs *in, const strategy_t *s)
     return worst;
 }
 
+/* Sums in the bounds saturate one below UINT64_MAX (the "unreached"
+ * mark): a saturated lower bound is still a lower bound, and a step that
+ * long fails when simulated. */
+#define PS_SATURATED (UINT64_MAX - 1)
+
+static sim_time_ps ps_add(sim_time_ps a, sim_time_ps b)
+{
+    sim_time_ps r;
+    return __builtin_add_overflow(a, b, &r) || r > PS_SATURATED ? PS_SATURATED : r;
+}
+
+static sim_time_ps ps_mul(sim_time_ps a, sim_time_ps b)
+{
+    sim_time_ps r;
+    return __builtin_mul_overflow(a, b, &r) || r > PS_SATURATED ? PS_SATURATED : r;
+}
+
+/* A stage-level duration of the workload in simulated time, or SIM_EINVAL
+ * naming it. */
+static int stage_ps(double seconds, const char *what, int64_t stage, sim_time_ps *out, sim_err *err)
+{
+    if (time_from_s_checked(seconds, out))
+        return SIM_OK;
+    return sim_err_set(err, SIM_EINVAL,
+                       "the %s of pipeline stage %" PRId64 " would take %.3g s (limit %.3g s)", what,
+                       stage, seconds, LIMIT_DURATION_S);
+}
+
 /* Longest dependency path through a pass template from the start of op 0
  * to the end of its last op (ops not reachable from op 0 through
  * dependencies count nothing).  buf holds n_ops entries. */
@@ -185,7 +214,7 @@ static sim_time_ps pass_critical(const wl_pass *p, sim_time_ps *buf)
             if (d && i - d >= 0 && buf[i - d] != none && (start == none || buf[i - d] > start))
                 start = buf[i - d];
         }
-        buf[i] = start == none ? none : start + op->duration_ps;
+        buf[i] = start == none ? none : ps_add(start, op->duration_ps);
     }
     return buf[p->n_ops - 1] == none ? 0 : buf[p->n_ops - 1];
 }
@@ -195,7 +224,7 @@ static sim_time_ps stream_sum(const wl_pass *p, int stream)
     sim_time_ps t = 0;
     for (int32_t i = 0; i < p->n_ops; i++)
         if (p->ops[i].stream == stream)
-            t += p->ops[i].duration_ps;
+            t = ps_add(t, p->ops[i].duration_ps);
     return t;
 }
 
@@ -227,7 +256,7 @@ static sim_time_ps compute_span(const wl_pass *p, sim_time_ps *buf)
         for (int j = 0; j < 3; j++)
             if (preds[j] >= 0 && buf[preds[j]] != none && (start == none || buf[preds[j]] > start))
                 start = buf[preds[j]];
-        buf[i] = start == none ? none : start + op->duration_ps;
+        buf[i] = start == none ? none : ps_add(start, op->duration_ps);
         prev_on[op->stream] = i;
     }
     /* Without a path from the first compute op, the sum of the compute
@@ -266,38 +295,43 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
     bool drain_chunk0 = v - 1 - last_ch == 0;
 
     sim_time_ps fill = 0, drain = 0, best_lb = 0, most_compute = 0;
-    for (int64_t r = 0; r < p; r++) {
+    for (int64_t r = 0; r < p && rc == SIM_OK; r++) {
         const wl_stage *ws = &wl->stages[r];
-        sim_time_ps work = 0, span = 0;
+        sim_time_ps work = 0, span = 0, opt = 0, send = 0, next_send = 0;
+        if ((rc = stage_ps(ws->optimizer_s, "optimizer step", r, &opt, err)) ||
+            (p > 1 && (rc = stage_ps(ws->p2p_s, "pipeline send", r, &send, err))) ||
+            (r + 1 < p && (rc = stage_ps(wl->stages[r + 1].p2p_s, "pipeline send", r + 1, &next_send, err))))
+            break;
         for (int64_t c = 0; c < v; c++) {
-            work += stream_sum(&ws->chunks[c].fwd, STREAM_COMPUTE) +
-                    stream_sum(&ws->chunks[c].bwd, STREAM_COMPUTE);
-            span += compute_span(&ws->chunks[c].fwd, buf) + compute_span(&ws->chunks[c].bwd, buf);
+            work = ps_add(work, ps_add(stream_sum(&ws->chunks[c].fwd, STREAM_COMPUTE),
+                                       stream_sum(&ws->chunks[c].bwd, STREAM_COMPUTE)));
+            span = ps_add(span, ps_add(compute_span(&ws->chunks[c].fwd, buf),
+                                       compute_span(&ws->chunks[c].bwd, buf)));
         }
-        work *= (sim_time_ps)M;
-        span *= (sim_time_ps)M;
-        sim_time_ps opt = time_from_s(ws->optimizer_s);
-        if (work + opt > most_compute)
-            most_compute = work + opt;
+        work = ps_mul(work, (sim_time_ps)M);
+        span = ps_mul(span, (sim_time_ps)M);
+        if (ps_add(work, opt) > most_compute)
+            most_compute = ps_add(work, opt);
         /* fill/drain of stage r: the chunk-0 passes of stages 0..r-1 and
          * the sends between them.  The first op of a pass must be a compute
          * op for the fill to delay this stage's compute stream. */
         const wl_pass *f0 = &ws->chunks[0].fwd;
         sim_time_ps head = (f0->n_ops > 0 && f0->ops[0].stream == STREAM_COMPUTE) ? fill : 0;
         sim_time_ps tail = drain_chunk0 ? drain : 0;
-        sim_time_ps lb = head + span + (tail > opt ? tail : opt);
+        sim_time_ps lb = ps_add(ps_add(head, span), tail > opt ? tail : opt);
         if (lb > best_lb)
             best_lb = lb;
         if (p > 1) {
-            sim_time_ps send = time_from_s(ws->p2p_s);
-            fill += pass_critical(f0, buf) + send;
+            fill = ps_add(fill, ps_add(pass_critical(f0, buf), send));
             /* backward: stage r+1 sends to r, then r's chunk-0 backward */
             if (r + 1 < p)
-                drain += pass_critical(&ws->chunks[0].bwd, buf) + time_from_s(wl->stages[r + 1].p2p_s);
+                drain = ps_add(drain, ps_add(pass_critical(&ws->chunks[0].bwd, buf), next_send));
         }
     }
     free(buf);
     workload_destroy(wl);
+    if (rc != SIM_OK)
+        return rc;
     *lb_s = time_as_s(best_lb);
     *compute_s = time_as_s(most_compute);
     return SIM_OK;
@@ -494,8 +528,9 @@ static void emit_experts(enum_ctx *x, search_cand *c, const int_list *eps)
                 list_add(&etps, tp);
             }
             for (int xi = 0; xi < etps.n; xi++) {
-                int64_t etp = etps.v[xi] ? etps.v[xi] : tp;
-                if (etp * eps->v[ei] * c->par.pp > c->world)
+                int64_t etp = etps.v[xi] ? etps.v[xi] : tp, etp_ep, mp;
+                if (__builtin_mul_overflow(etp, eps->v[ei], &etp_ep) ||
+                    __builtin_mul_overflow(etp_ep, c->par.pp, &mp) || mp > c->world)
                     continue;
                 c->par.ep = eps->v[ei];
                 c->par.etp = etps.v[xi];
@@ -526,7 +561,7 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
         if (pinned(o, SEARCH_DIM_TP))
             list_add(&tps, b->par.tp);
         else
-            for (int64_t t = 1; t <= a && t <= 2 * nvl && t <= W; t++)
+            for (int64_t t = 1; t <= a && (t - 1) / 2 < nvl && t <= W; t++) /* t <= 2 nvl */
                 if (a % t == 0 && W % t == 0)
                     list_add(&tps, t);
         if (pinned(o, SEARCH_DIM_PP))
@@ -538,9 +573,12 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
         if (pinned(o, SEARCH_DIM_CP))
             list_add(&cps, b->par.cp);
         else
-            for (int64_t c = 1; c <= W; c *= 2)
+            for (int64_t c = 1;; c *= 2) {
                 if (c == 1 || (seq % (2 * c) == 0 && seq / c >= SEARCH_CP_MIN_TOKENS))
                     list_add(&cps, c);
+                if (c > W / 2 || c > seq / 4) /* the next one needs 2c <= W, 4c <= seq */
+                    break;
+            }
         if (!x.moe || pinned(o, SEARCH_DIM_EP))
             list_add(&eps, b->par.ep);
         else
@@ -561,7 +599,9 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
                             list_add(&vps, v);
                 for (int vi = 0; vi < vps.n; vi++)
                     for (int ci = 0; ci < cps.n; ci++) {
-                        if (tp * pp * cps.v[ci] > W)
+                        int64_t tpp, mp;
+                        if (__builtin_mul_overflow(tp, pp, &tpp) ||
+                            __builtin_mul_overflow(tpp, cps.v[ci], &mp) || mp > W)
                             continue;
                         search_cand c;
                         memset(&c, 0, sizeof c);
@@ -819,7 +859,7 @@ static int pick_worlds(const run_inputs *b, const search_opts *o, search_result 
         return SIM_OK;
     }
     const int64_t node = b->cluster.gpus_per_node;
-    for (int64_t w = node; w <= hi && r->n_worlds < 32; w *= 2)
+    for (int64_t w = node; w >= 1 && w <= hi && r->n_worlds < 32; w = w <= hi / 2 ? 2 * w : 0)
         if (w >= lo)
             r->worlds[r->n_worlds++] = w;
     if (r->n_worlds == 0)
@@ -841,11 +881,27 @@ static bool out_of_memory(const search_cand *c, const size_t *idx, size_t n)
     return false;
 }
 
+/* A pinned TP, CP or EP that breaks a rule of its own against the model
+ * is the user's to change: no layout can make it legal. */
+static int check_pinned(const run_inputs *b, const search_opts *o, sim_err *err)
+{
+    int rc = SIM_OK;
+    if (pinned(o, SEARCH_DIM_TP) && (rc = strategy_check_tp(&b->model, b->par.tp, NULL, err)))
+        return rc;
+    if (pinned(o, SEARCH_DIM_CP) && (rc = strategy_check_cp(&b->model, b->par.cp, NULL, err)))
+        return rc;
+    if (pinned(o, SEARCH_DIM_EP) && (rc = strategy_check_ep(&b->model, b->par.ep, NULL, err)))
+        return rc;
+    return SIM_OK;
+}
+
 int search_run(const run_inputs *base, const search_opts *o, search_result *out, sim_err *err)
 {
     memset(out, 0, sizeof *out);
     double t0 = now_s();
-    int rc = pick_worlds(base, o, out, err);
+    int rc = check_pinned(base, o, err);
+    if (rc == SIM_OK)
+        rc = pick_worlds(base, o, out, err);
     if (rc != SIM_OK)
         return rc;
     const double cap = base->cluster.gpu.hbm_capacity_bytes;

@@ -185,7 +185,9 @@ typedef struct search_result {
 /* Runs the search.  base: resolved inputs (model, cluster, training and
  * ddp options; the searched fields are overwritten per candidate unless
  * pinned).  Returns SIM_OK (even when nothing fits: check n_feasible),
- * SIM_EINVAL for options that admit no GPU count, SIM_ENOMEM. */
+ * SIM_EINVAL for options that admit no GPU count or a pinned TP, CP or EP
+ * that breaks Megatron's rule against the model (strategy_check_*),
+ * SIM_ENOMEM. */
 int search_run(const run_inputs *base, const search_opts *o, search_result *out, sim_err *err);
 void search_result_free(search_result *r);
 

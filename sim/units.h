@@ -1,27 +1,42 @@
 /* units: simulated time and the one place durations are rounded.
  *
  * Simulated time is an unsigned count of picoseconds (2^64 ps ~ 213 days).
- * Cost models compute durations in double seconds; time_from_s() is the only
- * conversion into simulated time (round to nearest, negative clamps to 0 is
- * NOT done: callers must not pass negative durations).
+ * Cost models compute durations in double seconds; time_from_s_checked()
+ * is the conversion into simulated time (round to nearest): it refuses
+ * NaN, negative durations and any longer than LIMIT_DURATION_S, which
+ * callers turn into an error naming what was being timed.  time_from_s()
+ * is for callers that have checked the duration already.
  */
 #ifndef PARSIM_UNITS_H
 #define PARSIM_UNITS_H
 
 #include <assert.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "limits.h"
 
 typedef uint64_t sim_time_ps;
 
 #define PS_PER_S 1e12
 
+static inline bool time_from_s_checked(double s, sim_time_ps *out)
+{
+    if (!(s >= 0.0 && s <= LIMIT_DURATION_S)) /* also NaN */
+        return false;
+    /* round(), not llround(): above 9.2e6 s the count passes int64. */
+    *out = (sim_time_ps)round(s * PS_PER_S);
+    return true;
+}
+
 static inline sim_time_ps time_from_s(double s)
 {
-    /* Callers keep durations within [0, 1.8e7 s] (cost models reject
-     * longer ones), so the product fits in 64 bits. */
-    assert(s >= 0.0 && s < 1.8e7);
-    return (sim_time_ps)llround(s * PS_PER_S);
+    sim_time_ps t = 0;
+    bool ok = time_from_s_checked(s, &t);
+    assert(ok && "durations are checked before conversion");
+    (void)ok;
+    return t;
 }
 
 static inline double time_as_s(sim_time_ps t) { return (double)t / PS_PER_S; }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "config.h"
 #include "limits.h"
 #include "model.h"
@@ -144,4 +145,233 @@ Test(hostile_sizes, group_span_at_int64_extremes)
     cr_assert_eq(g.nodes, 1);
     cr_assert_eq(g.sus, 1);
     cr_assert_eq(g.ranks_per_node, 1 << 20);
+}
+
+/* ---- checked products in strategy and model ----------------------------- */
+
+/* Resolved inputs for a space-separated list of overrides, read as the
+ * command line reads its arguments. */
+static run_inputs inputs(const char *settings)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    cfg_t *c = cfg_create(PARSIM_SOURCE_DIR);
+    cr_assert_not_null(c);
+    bool have_file = false;
+    const char *p = settings;
+    while (*p) {
+        size_t n = strcspn(p, " ");
+        char arg[256];
+        snprintf(arg, sizeof arg, "%.*s", (int)n, p);
+        cr_assert_eq(cli_config_arg(c, arg, &have_file, &err), SIM_OK, "%s: %s", arg, err.msg);
+        p += n + (p[n] == ' ');
+    }
+    run_inputs in;
+    cr_assert_eq(cfg_resolve(c, &in, &err), SIM_OK, "%s: %s", settings, err.msg);
+    cfg_destroy(c);
+    return in;
+}
+
+#define BASE "model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=16 train.global_batch_size=32"
+
+/* strategy_resolve on in must fail with SIM_EINVAL naming key, the
+ * message containing `has`. */
+static void expect_rejected(run_inputs *in, const char *key, const char *has)
+{
+    strategy_t *s = malloc(sizeof *s);
+    cr_assert_not_null(s);
+    sim_err err;
+    sim_err_clear(&err);
+    int rc = strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, NULL, &err);
+    free(s);
+    cr_assert_eq(rc, SIM_EINVAL, "expected %s to be rejected, got %d (%s)", key, rc, err.msg);
+    cr_assert_str_eq(err.key, key, "key %s, message: %s", err.key, err.msg);
+    cr_assert(strstr(err.msg, has), "message '%s' should say '%s'", err.msg, has);
+}
+
+Test(hostile_sizes, parallel_sizes_multiplying_past_int64)
+{
+    /* TP 2^62 divides 2^62 heads; x CP 4 passes int64. */
+    run_inputs in = inputs(BASE);
+    in.model.num_attention_heads = INT64_C(1) << 62;
+    in.model.num_query_groups = 0;
+    in.model.make_vocab_size_divisible_by = 1;
+    in.par.tp = INT64_C(1) << 62;
+    in.par.cp = 4;
+    expect_rejected(&in, "cluster.num_gpus", "multiply past any world size");
+
+    /* 2 x CP passes int64 */
+    in = inputs(BASE);
+    in.par.cp = INT64_MAX / 2 + 1;
+    expect_rejected(&in, "model.context_parallel_size", "multiple of 2 * context_parallel_size");
+
+    /* PP x VP passes int64 */
+    in = inputs(BASE);
+    in.par.pp = INT64_C(1) << 40;
+    in.par.vp = INT64_C(1) << 40;
+    expect_rejected(&in, "model.pipeline_model_parallel_size", "virtual stages");
+
+    /* first-stage layers near INT64_MAX: num_layers - first - last */
+    in = inputs(BASE " model.pipeline_model_parallel_size=2");
+    in.par.num_layers_in_first_pipeline_stage = INT64_MAX;
+    in.par.num_layers_in_last_pipeline_stage = INT64_MAX;
+    expect_rejected(&in, "model.num_layers_in_first_pipeline_stage", "exceed num_layers");
+    in.par.num_layers_in_first_pipeline_stage = INT64_MIN;
+    expect_rejected(&in, "model.num_layers_in_first_pipeline_stage", "must be >= 0");
+
+    /* micro batch x DP passes int64 */
+    in = inputs(BASE);
+    in.train.micro_batch_size = INT64_MAX / 4;
+    expect_rejected(&in, "train.global_batch_size", "not divisible");
+}
+
+Test(hostile_sizes, vocabulary_padding_past_int64)
+{
+    /* 2^62 x TP 2 wrapped to 0 and divided by it. */
+    run_inputs in = inputs(BASE " model.tensor_model_parallel_size=2");
+    in.model.make_vocab_size_divisible_by = INT64_C(4611686018427387904);
+    int64_t v = 0;
+    cr_assert_not(model_padded_vocab_checked(&in.model, 2, &v));
+    cr_assert(model_padded_vocab_checked(&in.model, 1, &v));
+    cr_assert_eq(v, INT64_C(4611686018427387904));
+    expect_rejected(&in, "model.make_vocab_size_divisible_by", "passes 2^63");
+    /* the padded size itself passes int64: ceil(V / d) x d */
+    in.model.make_vocab_size_divisible_by = INT64_C(1) << 62;
+    in.model.vocab_size = INT64_MAX - 1;
+    cr_assert_not(model_padded_vocab_checked(&in.model, 1, &v));
+}
+
+Test(hostile_sizes, cli_vocabulary_padding_is_bad_input)
+{
+    result r;
+    run(&r, "run " BASE " model.tensor_model_parallel_size=2 "
+            "model.make_vocab_size_divisible_by=4611686018427387904");
+    cr_assert_eq(r.status, 2, "status %d: %s", r.status, r.out);
+    cr_assert(strstr(r.out, "model.make_vocab_size_divisible_by"), "%s", r.out);
+}
+
+/* ---- checked time conversion ----------------------------------------------- */
+
+Test(hostile_sizes, time_conversion_refuses_what_64_bit_picoseconds_cannot_hold)
+{
+    sim_time_ps t = 7;
+    cr_assert_not(time_from_s_checked(NAN, &t));
+    cr_assert_not(time_from_s_checked(-1e-12, &t));
+    cr_assert_not(time_from_s_checked(LIMIT_DURATION_S * 1.0000001, &t));
+    cr_assert_not(time_from_s_checked(1e300, &t));
+    cr_assert_not(time_from_s_checked(INFINITY, &t));
+    cr_assert_eq(t, 7, "a refused conversion leaves the output alone");
+    /* past int64 picoseconds (9.2e6 s) and up to the limit: exact */
+    cr_assert(time_from_s_checked(1e7, &t));
+    cr_assert_eq(t, UINT64_C(10000000000000000000));
+    cr_assert(time_from_s_checked(LIMIT_DURATION_S, &t));
+    cr_assert_eq(t, UINT64_C(18000000000000000000));
+    cr_assert(time_from_s_checked(2.5e-12, &t));
+    cr_assert_eq(t, 3, "round half away from zero");
+}
+
+/* ---- search ------------------------------------------------------------------ */
+
+Test(hostile_sizes, search_rejects_a_pinned_dimension_that_breaks_a_rule)
+{
+    run_inputs in = inputs("model.name=llama3-70b cluster.topology=dgx-h100 cluster.num_gpus=64 "
+                           "model.seq_length=8192 train.global_batch_size=128");
+    static const struct {
+        search_dim dim;
+        int64_t value;
+        const char *has;
+    } cases[] = {
+        {SEARCH_DIM_TP, 3, "num_attention_heads (64) must be a multiple"},
+        {SEARCH_DIM_CP, 3, "multiple of 2 * context_parallel_size"},
+        {SEARCH_DIM_EP, 2, "needs a MoE model"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        run_inputs b = in;
+        if (cases[k].dim == SEARCH_DIM_TP)
+            b.par.tp = cases[k].value;
+        else if (cases[k].dim == SEARCH_DIM_CP)
+            b.par.cp = cases[k].value;
+        else
+            b.par.ep = cases[k].value;
+        search_opts o;
+        search_opts_default(&o);
+        o.pinned = 1u << cases[k].dim;
+        search_result *res = calloc(1, sizeof *res);
+        cr_assert_not_null(res);
+        sim_err err;
+        sim_err_clear(&err);
+        int rc = search_run(&b, &o, res, &err);
+        search_result_free(res);
+        free(res);
+        cr_assert_eq(rc, SIM_EINVAL, "%s: rc %d", search_dim_key(cases[k].dim), rc);
+        cr_assert_str_eq(err.key, search_dim_key(cases[k].dim));
+        cr_assert(strstr(err.msg, cases[k].has), "%s", err.msg);
+    }
+}
+
+Test(hostile_sizes, cli_search_pinned_tp_and_cp_are_bad_input)
+{
+    static const char *const cases[][2] = {
+        {"model.tensor_model_parallel_size=3", "model.tensor_model_parallel_size: num_attention_heads (64)"},
+        {"model.context_parallel_size=3", "model.context_parallel_size: seq_length (8192)"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char args[512];
+        snprintf(args, sizeof args,
+                 "search model.name=llama3-70b cluster.topology=dgx-h100 cluster.num_gpus=64 "
+                 "model.seq_length=8192 train.global_batch_size=128 --top 3 %s", cases[k][0]);
+        result r;
+        run(&r, args);
+        cr_assert_eq(r.status, 2, "%s: status %d: %s", cases[k][0], r.status, r.out);
+        cr_assert(strstr(r.out, cases[k][1]), "%s", r.out);
+    }
+}
+
+Test(hostile_sizes, search_at_the_largest_world_ends)
+{
+    /* INT64_MAX GPUs: the CP and world doublings stop before passing
+     * int64 and no modulo by a wrapped zero; nothing is legal. */
+    run_inputs in = inputs("model.name=llama3-70b cluster.topology=dgx-h100 cluster.num_gpus=64 "
+                           "model.seq_length=8192 train.global_batch_size=128");
+    search_opts o;
+    search_opts_default(&o);
+    search_result *res = calloc(1, sizeof *res);
+    cr_assert_not_null(res);
+    sim_err err;
+    sim_err_clear(&err);
+    o.gpus_min = o.gpus_max = INT64_MAX;
+    cr_assert_eq(search_run(&in, &o, res, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(res->n_feasible, 0);
+    cr_assert_gt(res->counts.illegal, 0);
+    search_result_free(res);
+    memset(res, 0, sizeof *res);
+    /* a range up to INT64_MAX: powers of two of the node size, at most 32 */
+    o.gpus_min = 8;
+    o.gpus_max = INT64_MAX;
+    o.exhaustive = false;
+    in.model.num_layers = 2; /* keep the space small */
+    cr_assert_eq(search_run(&in, &o, res, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(res->n_worlds, 32);
+    cr_assert_eq(res->worlds[31], INT64_C(8) << 31);
+    search_result_free(res);
+    free(res);
+
+    result r;
+    run(&r, "search model.name=llama3-70b cluster.topology=dgx-h100 model.seq_length=8192 "
+            "train.global_batch_size=128 --top 3 --gpus 9223372036854775807");
+    cr_assert(r.status == 1 || r.status == 2, "status %d: %s", r.status, r.out);
+    cr_assert(strstr(r.out, "parsim"), "%s", r.out);
+}
+
+/* ---- the fabric at scale ----------------------------------------------------- */
+
+Test(hostile_sizes, net_at_the_gpu_limit_prints_its_table)
+{
+    result r;
+    char args[256];
+    snprintf(args, sizeof args, "net all_reduce cluster.topology=dgx-h100 cluster.num_gpus=%lld --max-bytes 1M",
+             (long long)LIMIT_GPUS);
+    run(&r, args);
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
+    cr_assert(strstr(r.out, "262144"), "%s", r.out);
 }
