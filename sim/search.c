@@ -98,12 +98,15 @@ int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs 
 
 bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par)
 {
-    const int64_t L = m->num_layers, v = vp > 1 ? vp : 1, nv = pp * v;
+    const int64_t L = m->num_layers, v = vp > 1 ? vp : 1;
+    int64_t nv;
     par->num_layers_in_first_pipeline_stage = 0;
     par->num_layers_in_last_pipeline_stage = 0;
     par->account_for_embedding_in_pipeline_split = false;
     par->account_for_loss_in_pipeline_split = false;
-    if (pp < 1 || L < 1)
+    /* Every split below puts at least L + 2 layer units on pp x v virtual
+     * stages; more stages than that never split (nor overflow below). */
+    if (pp < 1 || L < 1 || L > INT64_MAX - 2 || __builtin_mul_overflow(pp, v, &nv) || nv > L + 2)
         return false;
     if (L % nv == 0)
         return true;
@@ -129,7 +132,7 @@ bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_s
 /* Activation bytes of a chunk as the step allocates them (an integer). */
 static double chunk_act(const run_inputs *in, const strategy_t *s, int64_t r, int64_t c)
 {
-    return (double)(int64_t)memory_chunk_activation_bytes(in, s, r, c);
+    return trunc(memory_chunk_activation_bytes(in, s, r, c)); /* (int64_t) without its range */
 }
 
 double search_peak_lower_bound(const run_inputs *in, const strategy_t *s)
@@ -161,7 +164,7 @@ double search_peak_lower_bound(const run_inputs *in, const strategy_t *s)
             sched_virtual(v, M, N, k, &mb, &ch);
             held += act[ch];
         }
-        held += (double)(int64_t)memory_chunk_backward_transient_bytes(in, s, r, v - 1);
+        held += trunc(memory_chunk_backward_transient_bytes(in, s, r, v - 1));
         free(heap);
         double peak = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + held;
         if (peak > worst)

@@ -407,6 +407,11 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                    PRId64 ") times data parallel size (%" PRId64 ")",
                    train->global_batch_size, train->micro_batch_size, s->dp);
     s->num_microbatches = train->global_batch_size / per_step;
+    int64_t virtual_mbs = 0; /* the schedules count passes as M x v in int64 */
+    if (!mul_ok(s->num_microbatches, s->v, &virtual_mbs) || !mul_ok(virtual_mbs, s->pp, &virtual_mbs))
+        return BAD(K_GBS,
+                   "%" PRId64 " microbatches x %" PRId64 " virtual stages x %" PRId64
+                   " pipeline stages pass 2^63 passes", s->num_microbatches, s->v, s->pp);
 
     /* 9. interleaved: microbatches go through the chunks in groups of N */
     if (s->v > 1) {
