@@ -37,12 +37,15 @@
  */
 #include "net.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <gsl/gsl_interp.h>
 
 #include "intmath.h"
+#include "units.h"
 
 /* ------------------------------------------------------------- names */
 
@@ -526,6 +529,37 @@ double net_p2p_s(const cluster_spec *c, int64_t stride, double bytes)
         net_p2p_choose(c, stride, bytes, NET_PROTO_AUTO, &ch) == 0)
         return ch.time_s;
     return 0.0;
+}
+
+/* ------------------------------------------------------- durations */
+
+int net_check_duration(const cluster_spec *c, const group_span *g, coll_kind k, double bytes,
+                       double seconds, sim_err *err)
+{
+    sim_time_ps t;
+    if (time_from_s_checked(seconds, &t))
+        return SIM_OK;
+    char where[160];
+    const char *key;
+    double spine = c->scaleout.spine_oversubscription *
+                   fmax(g->spine_hop_fraction, g->spine_peer_fraction);
+    if (g->in_nvlink_domain) {
+        key = "cluster.nvlink.bw_gbytes_per_s";
+        snprintf(where, sizeof where, "in one NVLink domain (%.3g GB/s per GPU)",
+                 c->scaleup.bw_bytes_per_s / GB);
+    } else if (spine > 1.0) {
+        key = "cluster.scaleout.spine_oversubscription";
+        snprintf(where, sizeof where, "on the scale-out fabric through a %.3g:1 spine",
+                 c->scaleout.spine_oversubscription);
+    } else {
+        key = "cluster.scaleout.nic_bw_gbytes_per_s";
+        snprintf(where, sizeof where,
+                 "on the scale-out fabric (%.3g GB/s of NIC bandwidth per GPU: nics_per_node x "
+                 "nic_bw_gbytes_per_s / gpus_per_node)", cluster_nic_bw_per_gpu(c) / GB);
+    }
+    return sim_err_set_at(err, SIM_EINVAL, NULL, 0, key,
+                          "%s of %.6g bytes over %" PRId64 " GPUs %s would take %.3g s (limit %.3g s)",
+                          coll_kind_name(k), bytes, g->size, where, seconds, LIMIT_DURATION_S);
 }
 
 /* ------------------------------------------------------------- spans */

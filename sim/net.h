@@ -39,6 +39,7 @@
 #include <stdbool.h>
 
 #include "cluster.h"
+#include "err.h"
 #include "strategy.h"
 
 typedef enum {
@@ -89,6 +90,15 @@ const char *net_algo_name(net_algo a);
 bool net_algo_from_name(const char *name, net_algo *out);
 const char *net_proto_name(net_proto p);
 bool net_proto_from_name(const char *name, net_proto *out);
+
+/* SIM_OK if `seconds`, the time of collective k of `bytes` on group g,
+ * is a duration simulated time holds (time_from_s_checked), else
+ * SIM_EINVAL naming the collective, its size, the tier it crosses and the
+ * key that sets that tier's rate: "all_reduce of 1.07e+09 bytes over 64
+ * GPUs on the scale-out fabric through a 1e+300:1 spine would take ... s
+ * (limit 1.8e+07 s)". */
+int net_check_duration(const cluster_spec *c, const group_span *g, coll_kind k, double bytes,
+                       double seconds, sim_err *err);
 
 /* Where the group of `size` ranks, `stride` apart, that holds rank 0 sits:
  * nodes, NVLink domains, scalable units, members per node and the share of

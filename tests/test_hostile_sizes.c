@@ -151,7 +151,7 @@ Test(hostile_sizes, group_span_at_int64_extremes)
 
 /* Resolved inputs for a space-separated list of overrides, read as the
  * command line reads its arguments. */
-static run_inputs inputs(const char *settings)
+static run_inputs resolve(const char *settings, bool cluster_only)
 {
     sim_err err;
     sim_err_clear(&err);
@@ -167,9 +167,15 @@ static run_inputs inputs(const char *settings)
         p += n + (p[n] == ' ');
     }
     run_inputs in;
-    cr_assert_eq(cfg_resolve(c, &in, &err), SIM_OK, "%s: %s", settings, err.msg);
+    int rc = cluster_only ? cfg_resolve_cluster(c, &in, &err) : cfg_resolve(c, &in, &err);
+    cr_assert_eq(rc, SIM_OK, "%s: %s", settings, err.msg);
     cfg_destroy(c);
     return in;
+}
+
+static run_inputs inputs(const char *settings)
+{
+    return resolve(settings, false);
 }
 
 #define BASE "model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=16 train.global_batch_size=32"
@@ -218,6 +224,17 @@ Test(hostile_sizes, parallel_sizes_multiplying_past_int64)
     expect_rejected(&in, "model.num_layers_in_first_pipeline_stage", "exceed num_layers");
     in.par.num_layers_in_first_pipeline_stage = INT64_MIN;
     expect_rejected(&in, "model.num_layers_in_first_pipeline_stage", "must be >= 0");
+
+    /* microbatches x virtual stages x pipeline stages pass int64: M = 2^59 */
+    in = inputs(BASE " model.pipeline_model_parallel_size=2 model.virtual_pipeline_model_parallel_size=16");
+    in.train.global_batch_size = INT64_C(1) << 62;
+    expect_rejected(&in, "train.global_batch_size", "virtual stages");
+
+    /* the layer split of a pinned PP x VP past int64 */
+    parallel_spec split;
+    cr_assert_not(search_split_layers(&in.model, INT64_C(1) << 62, 8, &split));
+    cr_assert_not(search_split_layers(&in.model, INT64_MAX, INT64_MAX, &split));
+    cr_assert(search_split_layers(&in.model, 4, 8, &split));
 
     /* micro batch x DP passes int64 */
     in = inputs(BASE);
@@ -374,4 +391,42 @@ Test(hostile_sizes, net_at_the_gpu_limit_prints_its_table)
     run(&r, args);
     cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.out);
     cr_assert(strstr(r.out, "262144"), "%s", r.out);
+}
+
+Test(hostile_sizes, a_collective_too_long_to_simulate_names_its_tier_and_key)
+{
+    static const struct {
+        const char *settings;
+        int64_t size, stride;
+        const char *key, *has;
+    } cases[] = {
+        {"cluster.topology=dgx-h100 cluster.num_gpus=1024 cluster.scaleout.spine_oversubscription=1e300",
+         1024, 1, "cluster.scaleout.spine_oversubscription", "all_reduce of 1.07374e+09 bytes over 1024 GPUs"},
+        {"cluster.topology=dgx-h100 cluster.num_gpus=1024 cluster.scaleout.nic_bw_gbytes_per_s=1e-300",
+         1024, 1, "cluster.scaleout.nic_bw_gbytes_per_s", "NIC bandwidth per GPU"},
+        {"cluster.topology=dgx-h100 cluster.num_gpus=8 cluster.nvlink.bw_gbytes_per_s=1e-300 "
+         "cluster.nvlink.nvls_bw_gbytes_per_s=0",
+         8, 1, "cluster.nvlink.bw_gbytes_per_s", "in one NVLink domain"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        run_inputs in = resolve(cases[k].settings, true);
+        group_span g;
+        net_group_span(&in.cluster, cases[k].size, cases[k].stride, &g);
+        double t = net_collective_s(&in.cluster, &g, COLL_ALL_REDUCE, 1073741824.0);
+        sim_err err;
+        sim_err_clear(&err);
+        cr_assert_eq(net_check_duration(&in.cluster, &g, COLL_ALL_REDUCE, 1073741824.0, t, &err), SIM_EINVAL,
+                     "%s: %g s", cases[k].settings, t);
+        cr_assert_str_eq(err.key, cases[k].key, "%s", err.msg);
+        cr_assert(strstr(err.msg, cases[k].has), "%s", err.msg);
+        cr_assert(strstr(err.msg, "(limit 1.8e+07 s)"), "%s", err.msg);
+    }
+    /* a normal collective passes */
+    run_inputs in = resolve("cluster.topology=dgx-h100 cluster.num_gpus=1024", true);
+    group_span g;
+    net_group_span(&in.cluster, 1024, 1, &g);
+    sim_err err;
+    cr_assert_eq(net_check_duration(&in.cluster, &g, COLL_ALL_REDUCE, 1e9,
+                                    net_collective_s(&in.cluster, &g, COLL_ALL_REDUCE, 1e9), &err), SIM_OK);
+    cr_assert_eq(net_check_duration(&in.cluster, &g, COLL_ALL_REDUCE, 1e9, NAN, &err), SIM_EINVAL);
 }
