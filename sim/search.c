@@ -267,6 +267,23 @@ static sim_time_ps compute_span(const wl_pass *p, sim_time_ps *buf)
     return buf[last] != none ? buf[last] : stream_sum(p, STREAM_COMPUTE);
 }
 
+/* Compute work and span of a pass.  The middle stages of a pipeline run
+ * the same templates, so a pass equal to the one of the stage above (same
+ * ops; workload zeroes their padding) takes its figures from there. */
+typedef struct pass_figures {
+    sim_time_ps work, span, critical; /* critical: chunk 0 only (fill and drain) */
+} pass_figures;
+
+static void pass_cost(const wl_pass *p, const wl_pass *above, bool chunk0, pass_figures *f, sim_time_ps *buf)
+{
+    if (above && above->n_ops == p->n_ops &&
+        (p->n_ops == 0 || memcmp(above->ops, p->ops, (size_t)p->n_ops * sizeof *p->ops) == 0))
+        return; /* *f still holds the figures of `above` */
+    f->work = stream_sum(p, STREAM_COMPUTE);
+    f->span = compute_span(p, buf);
+    f->critical = chunk0 ? pass_critical(p, buf) : 0;
+}
+
 /* Time lower bound and compute work from the workload (see search.h). */
 static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, double *compute_s,
                       sim_err *err)
@@ -297,6 +314,13 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
     sched_virtual(v, M, s->group_size_n, M * v - 1, &last_mb, &last_ch);
     bool drain_chunk0 = v - 1 - last_ch == 0;
 
+    /* per chunk, forward and backward: the figures of the last stage seen */
+    pass_figures (*cost)[2] = calloc((size_t)v, sizeof *cost);
+    if (!cost) {
+        free(buf);
+        workload_destroy(wl);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
     sim_time_ps fill = 0, drain = 0, best_lb = 0, most_compute = 0;
     for (int64_t r = 0; r < p && rc == SIM_OK; r++) {
         const wl_stage *ws = &wl->stages[r];
@@ -306,10 +330,11 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
             (r + 1 < p && (rc = stage_ps(wl->stages[r + 1].p2p_s, "pipeline send", r + 1, &next_send, err))))
             break;
         for (int64_t c = 0; c < v; c++) {
-            work = ps_add(work, ps_add(stream_sum(&ws->chunks[c].fwd, STREAM_COMPUTE),
-                                       stream_sum(&ws->chunks[c].bwd, STREAM_COMPUTE)));
-            span = ps_add(span, ps_add(compute_span(&ws->chunks[c].fwd, buf),
-                                       compute_span(&ws->chunks[c].bwd, buf)));
+            const wl_chunk *ch = &ws->chunks[c], *above = r > 0 ? &wl->stages[r - 1].chunks[c] : NULL;
+            pass_cost(&ch->fwd, above ? &above->fwd : NULL, c == 0, &cost[c][0], buf);
+            pass_cost(&ch->bwd, above ? &above->bwd : NULL, c == 0, &cost[c][1], buf);
+            work = ps_add(work, ps_add(cost[c][0].work, cost[c][1].work));
+            span = ps_add(span, ps_add(cost[c][0].span, cost[c][1].span));
         }
         work = ps_mul(work, (sim_time_ps)M);
         span = ps_mul(span, (sim_time_ps)M);
@@ -325,12 +350,13 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
         if (lb > best_lb)
             best_lb = lb;
         if (p > 1) {
-            fill = ps_add(fill, ps_add(pass_critical(f0, buf), send));
+            fill = ps_add(fill, ps_add(cost[0][0].critical, send));
             /* backward: stage r+1 sends to r, then r's chunk-0 backward */
             if (r + 1 < p)
-                drain = ps_add(drain, ps_add(pass_critical(&ws->chunks[0].bwd, buf), next_send));
+                drain = ps_add(drain, ps_add(cost[0][1].critical, next_send));
         }
     }
+    free(cost);
     free(buf);
     workload_destroy(wl);
     if (rc != SIM_OK)
