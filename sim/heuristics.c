@@ -120,7 +120,9 @@ static int64_t pp_near(const run_inputs *b, int64_t world, int64_t tpcp, int64_t
     int64_t L = b->model.num_layers, below = 0;
     parallel_spec split;
     for (int64_t d = 1; d <= L; d++) {
-        if (world % (tpcp * d) || world % (epetp * d) || !search_split_layers(&b->model, d, 0, &split))
+        int64_t dense, expert;
+        if (__builtin_mul_overflow(tpcp, d, &dense) || __builtin_mul_overflow(epetp, d, &expert) ||
+            world % dense || world % expert || !search_split_layers(&b->model, d, 0, &split))
             continue;
         if (d >= want)
             return d;
