@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "outfile.h"
+
 int cli_fail(const sim_err *err)
 {
     char buf[1024];
@@ -70,26 +72,14 @@ int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err)
 
 int cli_write_file(const char *path, cli_writer writer, void *ctx, sim_err *err)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
-        free(tmp);
-        return SIM_EIO;
-    }
-    int rc = writer(f, ctx, err);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (rc == SIM_OK && (bad || rename(tmp, path) != 0))
-        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
-    if (rc != SIM_OK)
-        remove(tmp);
-    free(tmp);
-    return rc;
+    outfile o;
+    int rc = outfile_open(&o, path, err);
+    if (rc)
+        return rc;
+    rc = writer(o.f, ctx, err);
+    /* A writer that failed drops the output: the old file stays. */
+    int close_rc = outfile_close(&o, rc == SIM_OK, err);
+    return rc != SIM_OK ? rc : close_rc;
 }
 
 int cli_print_whole(cli_writer writer, void *ctx, sim_err *err)

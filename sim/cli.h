@@ -1,6 +1,6 @@
 /* cli: what every parsim command shares — exit codes, error printing, the
  * "[CONFIG.cfg] [KEY=VALUE ...]" argument convention, and writing an output
- * file whole or not at all.  One cmd_<name>() per command, each in
+ * file (through outfile.h).  One cmd_<name>() per command, each in
  * sim/cmd_<name>.c; main.c only dispatches.
  */
 #ifndef PARSIM_CLI_H
@@ -42,9 +42,10 @@ int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err);
  * otherwise a SIM_E* code with err filled (the output is then dropped). */
 typedef int (*cli_writer)(FILE *out, void *ctx, sim_err *err);
 
-/* Writes path through writer into a temporary file beside it and renames
- * it into place, so the file appears whole or not at all: a failure of
- * writer or of the file leaves the old file as it was. */
+/* Writes path through writer, whole or not at all for a regular file (a
+ * failure of writer or of the file leaves the old file as it was), in
+ * place for "-" (stdout), a FIFO or a device (outfile.h: links are
+ * followed, a directory is SIM_EINVAL). */
 int cli_write_file(const char *path, cli_writer writer, void *ctx, sim_err *err);
 
 /* Writes a report through writer to standard output in one piece (built

@@ -6,9 +6,8 @@
  * line per input in memory).  It checks what makes the result trustworthy:
  * the headers are identical (same sweep), no row is cut short (a killed
  * shard: rerun it with the same --out to finish), no index appears twice and
- * none is missing between 0 and the largest.  The output is written to a
- * temporary file beside OUT and renamed into place, so OUT is whole or
- * untouched.
+ * none is missing between 0 and the largest.  OUT is written through
+ * outfile.h: a regular file is whole or untouched.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "outfile.h"
 #include "sweep.h"
 
 typedef struct shard_in {
@@ -110,11 +110,7 @@ int cmd_merge(int argc, char **argv)
     const char *path = argv[0];
     int n = argc - 1;
     shard_in *in = calloc((size_t)n, sizeof *in);
-    size_t tn = strlen(path) + 32;
-    char *tmp = malloc(tn);
-    if (!in || !tmp) {
-        free(in);
-        free(tmp);
+    if (!in) {
         fputs("parsim: out of memory\n", stderr);
         return EXIT_FAILURE;
     }
@@ -123,23 +119,16 @@ int cmd_merge(int argc, char **argv)
 
     sim_err err;
     sim_err_clear(&err);
-    snprintf(tmp, tn, "%s.tmp%ld", path, (long)getpid());
-    FILE *out = fopen(tmp, "w");
-    int rc;
-    if (!out)
-        rc = sim_err_set_at(&err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
-    else
-        rc = merge(in, n, out, &err);
-    if (out) {
-        int bad = ferror(out);
-        if (fclose(out) != 0 || bad) {
-            if (rc == SIM_OK)
-                rc = sim_err_set_at(&err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
+    outfile out;
+    int rc = outfile_open(&out, path, &err);
+    if (rc == SIM_OK) {
+        rc = merge(in, n, out.f, &err);
+        sim_err cerr;
+        sim_err_clear(&cerr);
+        if (outfile_close(&out, rc == SIM_OK, &cerr) != SIM_OK && rc == SIM_OK) {
+            rc = SIM_EIO;
+            err = cerr;
         }
-        if (rc == SIM_OK && rename(tmp, path) != 0)
-            rc = sim_err_set_at(&err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
-        if (rc != SIM_OK)
-            remove(tmp);
     }
     for (int k = 0; k < n; k++) {
         if (in[k].f)
@@ -147,6 +136,5 @@ int cmd_merge(int argc, char **argv)
         free(in[k].line);
     }
     free(in);
-    free(tmp);
     return rc == SIM_OK ? EXIT_SUCCESS : cli_fail(&err);
 }

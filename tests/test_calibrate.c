@@ -319,7 +319,12 @@ Test(calibrate_cli, bad_input_exits_2)
     cr_assert_eq(run_status("calibrate --nccl-tests tests/data/nccl_allreduce_8xa100.log"), 2);
     cr_assert_eq(run_status("calibrate tests/data/validate_mini.csv --train-half middle"), 2);
     cr_assert_eq(run_status("calibrate tests/data/validate_mini.csv --params nosuch.key"), 2);
-    cr_assert_eq(run_status("calibrate --nccl-tests tests/data/nccl_allreduce_8xa100.log "
-                            "cluster.topology=dgx-a100 --quiet --out /dev/null"),
-                 0);
+    char dir[] = "/tmp/parsim-XXXXXX", args[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(args, sizeof args, "calibrate --nccl-tests tests/data/nccl_allreduce_8xa100.log "
+             "cluster.topology=dgx-a100 --quiet --out %s/fit.cfg", dir);
+    cr_assert_eq(run_status(args), 0);
+    snprintf(args, sizeof args, "%s/fit.cfg", dir);
+    cr_assert_eq(remove(args), 0, "calibrate wrote no %s", args);
+    cr_assert_eq(rmdir(dir), 0);
 }

@@ -1,0 +1,338 @@
+#define _DEFAULT_SOURCE /* mkdtemp, makedev */
+/* Output files: what is at an --out / --trace path survives being written
+ * to.  A regular file is replaced whole, a symbolic link stays a link and its
+ * target gets the content, a FIFO or a device is written in place (still a
+ * FIFO or device afterwards), a directory is refused with exit 2, `-` is
+ * standard output, and a command stopped by a signal leaves no temporary
+ * file.  Nothing outside a scratch directory is touched. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_run.h"
+
+/* A cheap command with a file output: the Chrome trace of a small run. */
+#define SMALL_RUN "run model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=8 train.global_batch_size=8"
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/parsim-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static char *in_dir(char *buf, const char *name)
+{
+    snprintf(buf, 256, "%s/%s", dir, name);
+    return buf;
+}
+
+static void runf(result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void runf(result *r, const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    run(r, args);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* Reads everything from fd; caller frees. */
+static char *read_fd(int fd, size_t *len)
+{
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    cr_assert_not_null(buf);
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            cr_assert_not_null(buf);
+        }
+        ssize_t got = read(fd, buf + n, cap - n - 1);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    cr_assert(fd >= 0, "cannot read %s", path);
+    char *s = read_fd(fd, len);
+    close(fd);
+    return s;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The trace of SMALL_RUN written to a fresh path: what every other kind of
+ * target must receive. */
+static char *reference_trace(size_t *len)
+{
+    char path[256];
+    result r;
+    runf(&r, SMALL_RUN " --trace %s", in_dir(path, "ref.json"));
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *s = read_file(path, len);
+    cr_assert(*len > 1000 && strstr(s, "traceEvents"), "no trace in %s", path);
+    remove(path);
+    return s;
+}
+
+/* Names in dir holding ".tmp": temporary files left behind. */
+static int stray_temps(void)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".tmp"))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static mode_t lmode(const char *path)
+{
+    struct stat st;
+    cr_assert_eq(lstat(path, &st), 0, "%s is gone", path);
+    return st.st_mode;
+}
+
+Test(outputs, a_regular_file_is_replaced_whole_keeping_its_permissions)
+{
+    make_dir();
+    size_t nref, n;
+    char *ref = reference_trace(&nref);
+    char path[256];
+    in_dir(path, "t.json");
+    /* longer than the trace: a write in place would leave its tail */
+    char *old = malloc(nref + 5000);
+    memset(old, 'x', nref + 4999);
+    old[nref + 4999] = '\0';
+    write_file(path, old);
+    free(old);
+    cr_assert_eq(chmod(path, 0640), 0);
+    result r;
+    runf(&r, SMALL_RUN " --trace %s", path);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *got = read_file(path, &n);
+    cr_assert(n == nref && !memcmp(got, ref, n), "%s: %zu bytes, the trace has %zu", path, n, nref);
+    cr_assert(S_ISREG(lmode(path)) && (lmode(path) & 07777) == 0640, "mode %o", lmode(path));
+    cr_assert_eq(stray_temps(), 0);
+    free(got);
+    free(ref);
+    remove_dir();
+}
+
+Test(outputs, a_symlink_stays_a_link_and_its_target_gets_the_content)
+{
+    make_dir();
+    size_t nref, n;
+    char *ref = reference_trace(&nref);
+    char sub[256], target[256], link[256], link2[256];
+    cr_assert_eq(mkdir(in_dir(sub, "sub"), 0755), 0);
+    write_file(in_dir(target, "sub/target.json"), "old\n");
+    /* relative links, one through the other */
+    cr_assert_eq(symlink("sub/target.json", in_dir(link, "link.json")), 0);
+    cr_assert_eq(symlink("link.json", in_dir(link2, "link2.json")), 0);
+    result r;
+    runf(&r, SMALL_RUN " --trace %s", link2);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(S_ISLNK(lmode(link)) && S_ISLNK(lmode(link2)), "a link was replaced");
+    char *got = read_file(target, &n);
+    cr_assert(n == nref && !memcmp(got, ref, n), "the target has %zu bytes, the trace %zu", n, nref);
+    free(got);
+    /* the temporary file was made beside the target, and is gone */
+    cr_assert_eq(stray_temps(), 0);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q tmp", sub);
+    cr_assert_neq(system(cmd), 0, "a temporary file is left in %s", sub);
+
+    /* a dangling link: its target is created, the link kept */
+    char dangling[256], created[256];
+    cr_assert_eq(symlink("sub/new.json", in_dir(dangling, "dangling.json")), 0);
+    runf(&r, SMALL_RUN " --trace %s", dangling);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(S_ISLNK(lmode(dangling)), "the dangling link was replaced");
+    got = read_file(in_dir(created, "sub/new.json"), &n);
+    cr_assert(n == nref && !memcmp(got, ref, n), "the new target has %zu bytes", n);
+    free(got);
+    free(ref);
+    remove_dir();
+}
+
+/* Reads a FIFO to its end in a thread. */
+typedef struct fifo_reader {
+    const char *path;
+    char *got;
+    size_t len;
+    pthread_t tid;
+} fifo_reader;
+
+static void *read_fifo(void *arg)
+{
+    fifo_reader *fr = arg;
+    int fd = open(fr->path, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    fr->got = read_fd(fd, &fr->len);
+    close(fd);
+    return NULL;
+}
+
+static void fifo_start(fifo_reader *fr, const char *path)
+{
+    memset(fr, 0, sizeof *fr);
+    fr->path = path;
+    cr_assert_eq(mkfifo(path, 0644), 0);
+    cr_assert_eq(pthread_create(&fr->tid, NULL, read_fifo, fr), 0);
+}
+
+/* Waits for the reader; if the command never opened the FIFO, a writer
+ * opened here releases the reader's open (it then reads nothing). */
+static void fifo_join(fifo_reader *fr)
+{
+    int fd = open(fr->path, O_WRONLY | O_NONBLOCK);
+    if (fd >= 0)
+        close(fd);
+    pthread_join(fr->tid, NULL);
+    cr_assert_not_null(fr->got, "the reader could not open %s", fr->path);
+}
+
+Test(outputs, a_fifo_gets_the_content_and_stays_a_fifo)
+{
+    make_dir();
+    size_t nref;
+    char *ref = reference_trace(&nref);
+    char path[256];
+    fifo_reader fr;
+    fifo_start(&fr, in_dir(path, "pipe"));
+    result r;
+    runf(&r, SMALL_RUN " --trace %s", path);
+    fifo_join(&fr);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(fr.len == nref && !memcmp(fr.got, ref, nref), "the reader got %zu bytes, the trace has %zu", fr.len,
+              nref);
+    cr_assert(S_ISFIFO(lmode(path)), "the FIFO was replaced");
+    cr_assert_eq(stray_temps(), 0);
+    free(fr.got);
+    free(ref);
+    remove_dir();
+}
+
+Test(outputs, a_directory_or_an_empty_name_is_refused_with_exit_2)
+{
+    make_dir();
+    char sub[256], loop[256];
+    cr_assert_eq(mkdir(in_dir(sub, "adir"), 0755), 0);
+    result r;
+    runf(&r, SMALL_RUN " --trace %s", sub);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, sub) && strstr(r.out, "is a directory") && count_lines(r.out) == 1, "%s", r.out);
+    /* search's --out goes through the same path */
+    runf(&r, "search model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=8 "
+             "train.global_batch_size=8 --top 1 --out %s",
+         sub);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, "is a directory"), "%s", r.out);
+    /* a link to a directory is a directory */
+    cr_assert_eq(symlink("adir", in_dir(loop, "dirlink")), 0);
+    runf(&r, SMALL_RUN " --trace %s", loop);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, loop) && strstr(r.out, "is a directory"), "%s", r.out);
+    /* a link loop */
+    cr_assert_eq(symlink("loop-b", in_dir(loop, "loop-a")), 0);
+    cr_assert_eq(symlink("loop-a", in_dir(loop, "loop-b")), 0);
+    runf(&r, SMALL_RUN " --trace %s", loop);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, loop) && strstr(r.out, "symbolic links") && count_lines(r.out) == 1, "%s", r.out);
+    runf(&r, SMALL_RUN " --trace ''");
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, "empty") && count_lines(r.out) == 1, "%s", r.out);
+    cr_assert(S_ISDIR(lmode(sub)));
+    cr_assert_eq(stray_temps(), 0);
+    remove_dir();
+}
+
+Test(outputs, dash_is_standard_output)
+{
+    make_dir();
+    size_t nref;
+    char *ref = reference_trace(&nref);
+    result r;
+    /* the report goes to a file, the trace to stdout */
+    runf(&r, SMALL_RUN " --format csv --trace - >%s/out 2>%s/err", dir, dir);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char path[256];
+    size_t n;
+    char *got = read_file(in_dir(path, "out"), &n);
+    cr_assert(n > nref && strstr(got, ref), "stdout (%zu bytes) does not hold the trace", n);
+    struct stat st;
+    cr_assert(stat(in_dir(path, "-"), &st) != 0, "a file named '-' was written");
+    free(got);
+    free(ref);
+    remove_dir();
+}
+
+Test(outputs, a_character_device_is_written_in_place)
+{
+    if (geteuid() != 0)
+        cr_skip_test("mknod needs root");
+    make_dir();
+    char path[256];
+    /* the null device, made inside the scratch folder */
+    cr_assert_eq(mknod(in_dir(path, "null"), S_IFCHR | 0666, makedev(1, 3)), 0, "%s", strerror(errno));
+    result r;
+    runf(&r, SMALL_RUN " --trace %s", path);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    struct stat st;
+    cr_assert_eq(lstat(path, &st), 0);
+    cr_assert(S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3), "the device was replaced");
+    cr_assert_eq(stray_temps(), 0);
+    remove_dir();
+}
