@@ -336,3 +336,63 @@ Test(outputs, a_character_device_is_written_in_place)
     cr_assert_eq(stray_temps(), 0);
     remove_dir();
 }
+
+/* Starts `parsim run` of a 70B model with a trace of about 25 MB into
+ * dir/big.json, its own output into dir/log. */
+static pid_t start_big_trace(void)
+{
+    char trace[256], log[256];
+    in_dir(trace, "big.json");
+    in_dir(log, "log");
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        if (chdir(PARSIM_SOURCE_DIR) != 0 || !freopen(log, "w", stdout) || !freopen(log, "a", stderr))
+            _exit(127);
+        execl(PARSIM_BINARY, PARSIM_BINARY, "run", "configs/llama3-70b-h100x64.cfg", "--trace", trace,
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+Test(outputs, a_command_stopped_by_a_signal_leaves_no_temporary_file, .timeout = 240)
+{
+    make_dir();
+    static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+    for (size_t s = 0; s < sizeof sigs / sizeof sigs[0]; s++) {
+        int hits = 0;
+        /* kill at several delays after the temporary file appears */
+        for (int trial = 0; trial < 4; trial++) {
+            pid_t pid = start_big_trace();
+            int status = 0;
+            bool exited = false, seen = false;
+            struct timespec nap = { 0, 100000 };
+            for (int k = 0; k < 200000 && !exited && !seen; k++) {
+                seen = stray_temps() > 0;
+                exited = !seen && waitpid(pid, &status, WNOHANG) == pid;
+                if (!seen && !exited)
+                    nanosleep(&nap, NULL);
+            }
+            if (seen) {
+                struct timespec delay = { 0, trial * 2000000L };
+                nanosleep(&delay, NULL);
+                kill(pid, sigs[s]);
+            }
+            if (!exited)
+                cr_assert_eq(waitpid(pid, &status, 0), pid);
+            if (WIFSIGNALED(status)) {
+                cr_assert_eq(WTERMSIG(status), sigs[s], "stopped by signal %d", WTERMSIG(status));
+                hits++;
+            } else {
+                cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+            }
+            cr_assert_eq(stray_temps(), 0, "signal %d, trial %d: a temporary file is left", sigs[s], trial);
+            char trace[256];
+            remove(in_dir(trace, "big.json"));
+        }
+        cr_log_info("signal %d: %d of 4 runs stopped while writing", sigs[s], hits);
+        cr_assert(hits > 0, "signal %d never arrived while the trace was written", sigs[s]);
+    }
+    remove_dir();
+}
