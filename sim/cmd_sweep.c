@@ -28,6 +28,8 @@
 #endif
 
 #include "cli.h"
+#include "limits.h"
+#include "numparse.h"
 #include "progress.h"
 #include "sweep.h"
 
@@ -68,6 +70,18 @@ static int emit_to_sink(void *ctx, int64_t pos, int64_t index, const char *row, 
     return sink_write(e->s, row, len, e->err);
 }
 
+/* "K/N" with 1 <= K <= N <= LIMIT_SWEEP_CONFIGS. */
+static bool parse_shard(const char *v, int64_t *k, int64_t *n)
+{
+    const char *slash = strchr(v, '/');
+    char kt[32];
+    if (!slash || (size_t)(slash - v) >= sizeof kt)
+        return false;
+    snprintf(kt, sizeof kt, "%.*s", (int)(slash - v), v);
+    return num_parse_int(kt, k) && num_parse_int(slash + 1, n) && *k >= 1 && *k <= *n &&
+           *n <= LIMIT_SWEEP_CONFIGS;
+}
+
 static int parse_args(int argc, char **argv, sweep_args *a)
 {
     memset(a, 0, sizeof *a);
@@ -79,7 +93,6 @@ static int parse_args(int argc, char **argv, sweep_args *a)
             if (i + 1 >= argc)
                 return cli_usage_error("%s needs a value", s);
             const char *v = argv[++i];
-            char *end;
             if (!strcmp(s, "--out")) {
                 a->out = v;
             } else if (!strcmp(s, "--jobs")) {
@@ -87,13 +100,9 @@ static int parse_args(int argc, char **argv, sweep_args *a)
                 if (rc)
                     return rc;
             } else {
-                long long k = strtoll(v, &end, 10), n = 0;
-                if (*end == '/')
-                    n = strtoll(end + 1, &end, 10);
-                if (*end || k < 1 || n < 1 || k > n)
-                    return cli_usage_error("--shard takes K/N with 1 <= K <= N, got '%s'", v);
-                a->shard_k = k;
-                a->shard_n = n;
+                if (!parse_shard(v, &a->shard_k, &a->shard_n))
+                    return cli_usage_error("--shard takes K/N with 1 <= K <= N <= %lld, got '%s'",
+                                           LIMIT_SWEEP_CONFIGS, v);
             }
         } else if (s[0] == '-' && s[1] == '-') {
             return cli_usage_error("unknown option '%s'", s);

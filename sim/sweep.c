@@ -23,14 +23,11 @@
 
 #include "cli.h"
 #include "config.h"
+#include "limits.h"
 #include "report.h"
 #include "step.h"
 #include "strategy.h"
 
-/* Limits that turn a typo (to = 1e9) into an error instead of a sweep that
- * never ends. */
-#define AXIS_MAX_VALUES 1000000
-#define SWEEP_MAX_TOTAL ((int64_t)1 << 40)
 /* Rows each worker may run ahead of the oldest unwritten one. */
 #define REORDER_PER_JOB 4
 
@@ -293,6 +290,9 @@ static int check_override(const sweep_t *sw, const char *ovr, int line, const ch
 
 static int add_key(sweep_t *sw, const char *key, int line, sim_err *err)
 {
+    /* a key is the part of an override before its '=' */
+    if (strchr(key, '='))
+        return spec_err(err, sw, line, key, "a key name cannot hold '='");
     for (int k = 0; k < sw->nkeys; k++)
         if (!strcmp(sw->keys[k], key))
             return spec_err(err, sw, line, key, "swept twice (first at line %d)", sw->key_lines[k]);
@@ -315,23 +315,126 @@ static int add_key(sweep_t *sw, const char *key, int line, sim_err *err)
 
 /* ------------------------------------------------------------------ axes */
 
-static int64_t int_range_count(const sweep_t *sw, int line, const char *key, long long from, long long to,
-                               long long step, long long mul, sim_err *err)
+/* A `from`/`to`/`step`|`mul` range, read and counted. */
+typedef struct range {
+    bool ints, mul;
+    int64_t fi, ti, si, mi; /* integer range: from, to, step, mul */
+    double fd, td, sd, md;  /* the same as numbers */
+    int64_t n;              /* values, 1..LIMIT_SWEEP_CONFIGS */
+} range;
+
+static int too_many(const sweep_t *sw, int line, const char *key, sim_err *err)
 {
-    int64_t n = 0;
-    if (mul) {
-        if (mul < 2 || from < 1 || from > to)
+    return spec_err(err, sw, line, key, "range has more than %lld values (the limit of a sweep)",
+                    LIMIT_SWEEP_CONFIGS);
+}
+
+/* Counts an integer range without overflowing: the distance from `from`
+ * to `to` is taken unsigned (it may exceed INT64_MAX), and a mul range
+ * stops before the product that would overflow. */
+static int int_range_count(const sweep_t *sw, int line, const char *key, range *r, sim_err *err)
+{
+    if (r->mul) {
+        if (r->mi < 2 || r->fi < 1 || r->fi > r->ti)
             return spec_err(err, sw, line, key, "a mul range needs mul >= 2 and 1 <= from <= to");
-        for (long long x = from; x <= to; n++) {
-            if (x > to / mul)
-                return n + 1;
-            x *= mul;
-        }
-        return n;
+        r->n = 1;
+        for (int64_t x = r->fi, y; !__builtin_mul_overflow(x, r->mi, &y) && y <= r->ti; x = y)
+            r->n++;
+        return SIM_OK;
     }
-    if (step == 0 || (step > 0 && from > to) || (step < 0 && from < to))
+    if (r->si == 0 || (r->si > 0 && r->fi > r->ti) || (r->si < 0 && r->fi < r->ti))
         return spec_err(err, sw, line, key, "step must be nonzero and lead from `from` to `to`");
-    return (int64_t)((to - from) / step) + 1;
+    uint64_t span = r->si > 0 ? (uint64_t)r->ti - (uint64_t)r->fi : (uint64_t)r->fi - (uint64_t)r->ti;
+    uint64_t mag = r->si > 0 ? (uint64_t)r->si : 0 - (uint64_t)r->si;
+    if (span / mag >= (uint64_t)LIMIT_SWEEP_CONFIGS)
+        return too_many(sw, line, key, err);
+    r->n = (int64_t)(span / mag) + 1;
+    return SIM_OK;
+}
+
+static int float_range_count(const sweep_t *sw, int line, const char *key, range *r, sim_err *err)
+{
+    double n;
+    if (r->mul) {
+        if (!(r->md > 1) || !(r->fd > 0) || r->fd > r->td)
+            return spec_err(err, sw, line, key, "a mul range needs mul > 1 and 0 < from <= to");
+        n = floor(log(r->td / r->fd) / log(r->md) + 1e-9) + 1;
+    } else {
+        if (r->sd == 0 || (r->sd > 0 && r->fd > r->td) || (r->sd < 0 && r->fd < r->td))
+            return spec_err(err, sw, line, key, "step must be nonzero and lead from `from` to `to`");
+        n = floor((r->td - r->fd) / r->sd + 1e-9) + 1;
+    }
+    /* n is NaN or infinite when to - from or to / from overflows */
+    if (!(n >= 1 && n <= (double)LIMIT_SWEEP_CONFIGS))
+        return too_many(sw, line, key, err);
+    r->n = (int64_t)n;
+    return SIM_OK;
+}
+
+/* Reads and counts the range of axis group g (key for messages). */
+static int range_read(const sweep_t *sw, const config_setting_t *g, const char *key, range *r, sim_err *err)
+{
+    memset(r, 0, sizeof *r);
+    int line = line_of(g);
+    const config_setting_t *from = config_setting_get_member(g, "from");
+    const config_setting_t *to = config_setting_get_member(g, "to");
+    const config_setting_t *step = config_setting_get_member(g, "step");
+    const config_setting_t *mul = config_setting_get_member(g, "mul");
+    if (!from || !to)
+        return spec_err(err, sw, line, key, "an axis needs `values` or a range (from, to, step|mul)");
+    if (step && mul)
+        return spec_err(err, sw, line, key, "give `step` or `mul`, not both");
+    const config_setting_t *parts[] = { from, to, step, mul };
+    r->ints = true;
+    for (int k = 0; k < 4; k++) {
+        if (!parts[k])
+            continue;
+        int t = config_setting_type(parts[k]);
+        if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT)
+            return spec_err(err, sw, line_of(parts[k]), key, "range bounds and steps are numbers");
+        r->ints = r->ints && t != CONFIG_TYPE_FLOAT;
+    }
+    r->mul = mul != NULL;
+    int64_t *iv[] = { &r->fi, &r->ti, &r->si, &r->mi };
+    double *dv[] = { &r->fd, &r->td, &r->sd, &r->md };
+    r->si = 1;
+    r->sd = 1;
+    for (int k = 0; k < 4; k++) {
+        if (!parts[k])
+            continue;
+        if (is_int(parts[k])) {
+            *iv[k] = config_setting_get_int64(parts[k]);
+            *dv[k] = (double)*iv[k];
+        } else {
+            *dv[k] = config_setting_get_float(parts[k]);
+        }
+    }
+    return r->ints ? int_range_count(sw, line, key, r, err) : float_range_count(sw, line, key, r, err);
+}
+
+/* Value k of a counted range (k < r->n). */
+static int range_value(const sweep_t *sw, int line, const char *key, const range *r, int64_t k, char *num,
+                       size_t len, sim_err *err)
+{
+    if (r->ints) {
+        int64_t x = r->fi;
+        if (r->mul) {
+            for (int64_t j = 0; j < k; j++)
+                x *= r->mi; /* <= to by the count: no overflow */
+        } else {
+            /* from + k*step lies between from and to; the unsigned sum
+             * wraps where the signed one would overflow on the way */
+            x = (int64_t)((uint64_t)r->fi + (uint64_t)k * (uint64_t)r->si);
+        }
+        snprintf(num, len, "%" PRId64, x);
+        return SIM_OK;
+    }
+    /* from + k*step (or from * mul^k), not a running sum: no drift */
+    double x = r->mul ? r->fd * pow(r->md, (double)k) : r->fd + (double)k * r->sd;
+    if (!isfinite(x))
+        return spec_err(err, sw, line, key, "range value %" PRId64 " overflows", k);
+    fmt_float(num, len, x);
+    return SIM_OK;
 }
 
 /* Fills an axis of one key from `values` or a range. */
@@ -341,10 +444,6 @@ static int axis_from_key(sweep_t *sw, const config_setting_t *g, sweep_axis *ax,
     config_setting_lookup_string(g, "key", &key);
     int line = line_of(g);
     const config_setting_t *vals = config_setting_get_member(g, "values");
-    const config_setting_t *from = config_setting_get_member(g, "from");
-    const config_setting_t *to = config_setting_get_member(g, "to");
-    const config_setting_t *step = config_setting_get_member(g, "step");
-    const config_setting_t *mul = config_setting_get_member(g, "mul");
     int rc = add_key(sw, key, line, err);
     if (rc)
         return rc;
@@ -352,7 +451,8 @@ static int axis_from_key(sweep_t *sw, const config_setting_t *g, sweep_axis *ax,
     ax->first_col = sw->nkeys - 1;
 
     if (vals) {
-        if (from || to || step || mul)
+        if (config_setting_get_member(g, "from") || config_setting_get_member(g, "to") ||
+            config_setting_get_member(g, "step") || config_setting_get_member(g, "mul"))
             return spec_err(err, sw, line, key, "give `values` or a range (from, to, step|mul), not both");
         int t = config_setting_type(vals);
         if (t != CONFIG_TYPE_ARRAY && t != CONFIG_TYPE_LIST)
@@ -370,77 +470,40 @@ static int axis_from_key(sweep_t *sw, const config_setting_t *g, sweep_axis *ax,
         }
         return SIM_OK;
     }
-    if (!from || !to)
-        return spec_err(err, sw, line, key, "an axis needs `values` or a range (from, to, step|mul)");
-    if (step && mul)
-        return spec_err(err, sw, line, key, "give `step` or `mul`, not both");
-    const config_setting_t *parts[] = { from, to, step, mul };
-    bool ints = true;
-    for (int k = 0; k < 4; k++) {
-        if (!parts[k])
-            continue;
-        int t = config_setting_type(parts[k]);
-        if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT)
-            return spec_err(err, sw, line_of(parts[k]), key, "range bounds and steps are numbers");
-        ints = ints && t != CONFIG_TYPE_FLOAT;
-    }
-    char num[64];
-    if (ints) {
-        long long f = config_setting_get_int64(from), t = config_setting_get_int64(to);
-        long long st = step ? config_setting_get_int64(step) : 1, m = mul ? config_setting_get_int64(mul) : 0;
-        int64_t n = int_range_count(sw, line, key, f, t, st, m, err);
-        if (n < 0)
-            return (int)n;
-        if (n > AXIS_MAX_VALUES)
-            return spec_err(err, sw, line, key, "range has %" PRId64 " values (at most %d)", n,
-                            AXIS_MAX_VALUES);
-        ax->n = n;
-        ax->v = calloc((size_t)n, sizeof *ax->v);
-        if (!ax->v)
-            return sim_err_set(err, SIM_ENOMEM, "out of memory");
-        long long x = f;
-        for (int64_t k = 0; k < n; k++) {
-            snprintf(num, sizeof num, "%lld", x);
-            if (value_set(&ax->v[k], key, num, num))
-                return sim_err_set(err, SIM_ENOMEM, "out of memory");
-            x = m ? x * m : x + st;
-        }
-        return SIM_OK;
-    }
-    double f = config_setting_get_float(from), t = config_setting_get_float(to);
-    if (is_int(from))
-        f = (double)config_setting_get_int64(from);
-    if (is_int(to))
-        t = (double)config_setting_get_int64(to);
-    double st = 1, m = 0;
-    if (step)
-        st = is_int(step) ? (double)config_setting_get_int64(step) : config_setting_get_float(step);
-    if (mul)
-        m = is_int(mul) ? (double)config_setting_get_int64(mul) : config_setting_get_float(mul);
-    double n;
-    if (mul) {
-        if (!(m > 1) || !(f > 0) || f > t)
-            return spec_err(err, sw, line, key, "a mul range needs mul > 1 and 0 < from <= to");
-        n = floor(log(t / f) / log(m) + 1e-9) + 1;
-    } else {
-        if (st == 0 || (st > 0 && f > t) || (st < 0 && f < t))
-            return spec_err(err, sw, line, key, "step must be nonzero and lead from `from` to `to`");
-        n = floor((t - f) / st + 1e-9) + 1;
-    }
-    if (!(n >= 1) || n > AXIS_MAX_VALUES)
-        return spec_err(err, sw, line, key, "range has too many values (at most %d)", AXIS_MAX_VALUES);
-    ax->n = (int64_t)n;
+    range r;
+    if ((rc = range_read(sw, g, key, &r, err)))
+        return rc;
+    ax->n = r.n;
     ax->v = calloc((size_t)ax->n, sizeof *ax->v);
     if (!ax->v)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     for (int64_t k = 0; k < ax->n; k++) {
-        /* from + k*step (or from * mul^k), not a running sum: no drift */
-        double x = mul ? f * pow(m, (double)k) : f + (double)k * st;
-        fmt_float(num, sizeof num, x);
+        char num[64];
+        if ((rc = range_value(sw, line, key, &r, k, num, sizeof num, err)))
+            return rc;
         if (value_set(&ax->v[k], key, num, num))
             return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     return SIM_OK;
+}
+
+/* The length of axis group g from its settings alone, before anything is
+ * expanded; 0 if it is malformed (its expansion then says why). */
+static int64_t axis_length(const sweep_t *sw, const config_setting_t *g)
+{
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return 0;
+    const config_setting_t *list = config_setting_get_member(g, "values");
+    if (!list)
+        list = config_setting_get_member(g, "rows");
+    if (list) {
+        int t = config_setting_type(list);
+        return (t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST) ? config_setting_length(list) : 0;
+    }
+    range r;
+    sim_err scratch;
+    sim_err_clear(&scratch);
+    return range_read(sw, g, NULL, &r, &scratch) == SIM_OK ? r.n : 0;
 }
 
 /* Fills a zipped axis (a listed set) from `keys` and `rows`. */
@@ -637,6 +700,16 @@ static int load_spec(sweep_t *sw, config_t *lc, sim_err *err)
         return spec_err(err, sw, line_of(vary), "vary",
                         "`vary` is a list of axes: ( { key = \"...\"; values = [...]; }, ... )");
     int na = config_setting_length(vary);
+    /* the product of the axes within the limit before any is expanded, so
+     * a typo (to = 1e9) is an error, not a sweep that never ends */
+    int64_t total = 1;
+    for (int a = 0; a < na; a++) {
+        int64_t n = axis_length(sw, config_setting_get_elem(vary, (unsigned)a));
+        if (n > 0 && (__builtin_mul_overflow(total, n, &total) || total > LIMIT_SWEEP_CONFIGS))
+            return spec_err(err, sw, line_of(vary), "vary",
+                            "the axes make more than %lld configurations (the limit of a sweep)",
+                            LIMIT_SWEEP_CONFIGS);
+    }
     sw->axes = calloc((size_t)na + 1, sizeof *sw->axes);
     if (!sw->axes)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
@@ -673,9 +746,6 @@ static int load_spec(sweep_t *sw, config_t *lc, sim_err *err)
             if (!key_known(sw, ax->v[k].ovr, kname, msg, sizeof msg))
                 return spec_err(err, sw, kline, kname, "%s", msg);
         }
-        if (sw->total > SWEEP_MAX_TOTAL / ax->n)
-            return spec_err(err, sw, line_of(ag), NULL, "the sweep has more than %" PRId64 " configurations",
-                            SWEEP_MAX_TOTAL);
         sw->total *= ax->n;
     }
     return SIM_OK;
@@ -746,7 +816,7 @@ sweep_span sweep_shard_span(const sweep_t *sw, int64_t k, int64_t n)
 {
     sweep_span sp = { k - 1, n, 0 };
     if (sw->total > k - 1)
-        sp.count = (sw->total - (k - 1) + n - 1) / n;
+        sp.count = (sw->total - k) / n + 1; /* ceil((total - (k-1)) / n) without overflow */
     return sp;
 }
 

@@ -382,6 +382,23 @@ static const bad_spec bad_specs[] = {
      ":4", "twice"},
     {"sweep: {\n  set = [ \"model.num_layers\" ];\n};\n", ":2", "KEY=VALUE"},
     {"runs = 3;\n", ":1", "runs"},
+    /* a key holding '=' would split into another key and value */
+    {"sweep: {\n  vary = (\n    { key = \"model.num_layers=2\"; values = [1]; }\n  );\n};\n", ":3",
+     "model.num_layers=2: a key name cannot hold '='"},
+    {"sweep: {\n  vary = (\n    { keys = [\"train.micro_batch_size\", \"a=b\"];\n      rows = ( (1, 2) ); }\n"
+     "  );\n};\n",
+     ":3", "a=b: a key name cannot hold '='"},
+    /* the limit on configurations, checked before anything is expanded */
+    {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = 1; to = 1000; },\n"
+     "    { key = \"train.micro_batch_size\"; from = 1; to = 1001; }\n  );\n};\n",
+     ":2", "vary: the axes make more than 1000000 configurations"},
+    {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = -9223372036854775807L; to = 9223372036854775807L; }\n"
+     "  );\n};\n",
+     ":3", "sim.seed: range has more than 1000000 values"},
+    {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = 1; to = 1e300; mul = 1.0000001; }\n  );\n};\n", ":3",
+     "more than 1000000 values"},
+    {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = -1e308; to = 1e308; step = 1e307; }\n  );\n};\n", ":3",
+     "more than 1000000 values"},
 };
 
 Test(sweep, a_bad_spec_exits_2_naming_file_and_line, .timeout = 60)
@@ -403,6 +420,7 @@ Test(sweep, a_bad_spec_exits_2_naming_file_and_line, .timeout = 60)
     }
     /* bad command lines */
     static const char *const args[] = { "sweep", "sweep x.cfg --shard 3/2", "sweep x.cfg --shard 0/2",
+                                        "sweep x.cfg --shard 1/9223372036854775807", "sweep x.cfg --shard 1/0x",
                                         "sweep x.cfg --jobs -1", "sweep x.cfg --frob", "sweep x.cfg y.cfg",
                                         "merge out.csv" };
     for (size_t k = 0; k < sizeof args / sizeof args[0]; k++) {
@@ -474,6 +492,80 @@ Test(sweep, configurations_are_numbered_last_axis_fastest)
     cr_assert(sp.first == 1 && sp.stride == 4 && sp.count == 5, "%ld %ld %ld", (long)sp.first, (long)sp.stride,
               (long)sp.count);
     sweep_destroy(sw);
+    remove_dir();
+}
+
+/* Integer ranges at the ends of int64: the count and every value exact, no
+ * overflow on the way (UBSan checks the arithmetic in the sanitizer build). */
+Test(sweep, integer_ranges_near_the_int64_limits_have_every_value)
+{
+    make_dir();
+    static const struct {
+        const char *range;
+        int n;
+        const char *first, *last;
+    } cases[] = {
+        { "from = 9223372036854775801L; to = 9223372036854775807L; step = 2;", 4, "9223372036854775801",
+          "9223372036854775807" },
+        { "from = 9223372036854775807L; to = 9223372036854775803L; step = -1;", 5, "9223372036854775807",
+          "9223372036854775803" },
+        { "from = 1152921504606846976L; to = 9223372036854775807L; mul = 2;", 3, "1152921504606846976",
+          "4611686018427387904" },
+        { "from = 1; to = 9223372036854775807L; mul = 32768;", 5, "1", "1152921504606846976" },
+        { "from = -9223372036854775807L; to = 9223372036854775807L; step = 4611686018427387904L;", 4,
+          "-9223372036854775807", "4611686018427387905" },
+        { "from = -9223372036854775807L; to = -9223372036854775804L;", 4, "-9223372036854775807",
+          "-9223372036854775804" },
+    };
+    char spec[256], text[512];
+    path_in(spec, sizeof spec, "edge.cfg");
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        snprintf(text, sizeof text, "sweep: {\n  vary = ( { key = \"sim.seed\"; %s } );\n};\n", cases[c].range);
+        write_file(spec, text);
+        sim_err err;
+        sim_err_clear(&err);
+        sweep_t *sw = NULL;
+        cr_assert_eq(sweep_load(&sw, spec, PARSIM_SOURCE_DIR, &err), SIM_OK, "%s: %s", cases[c].range, err.msg);
+        cr_expect_eq(sweep_total(sw), cases[c].n, "%s: %ld values", cases[c].range, (long)sweep_total(sw));
+        char *row;
+        size_t len;
+        char want[64];
+        int64_t ends[2] = { 0, sweep_total(sw) - 1 };
+        const char *vals[2] = { cases[c].first, cases[c].last };
+        for (int e = 0; e < 2; e++) {
+            cr_assert_eq(sweep_row(sw, ends[e], &row, &len, &err), SIM_OK);
+            snprintf(want, sizeof want, "%ld,%s,", (long)ends[e], vals[e]);
+            cr_expect(strncmp(row, want, strlen(want)) == 0, "%s: row %s", cases[c].range, row);
+            free(row);
+        }
+        sweep_destroy(sw);
+    }
+    remove_dir();
+}
+
+Test(sweep, shards_up_to_the_limit_keep_configuration_0)
+{
+    make_dir();
+    char spec[256], out[256];
+    path_in(spec, sizeof spec, "small.cfg");
+    write_file(spec, SMALL_SPEC);
+    result r;
+    runf(&r, "sweep %s --shard 1/1000000 --out %s", spec, path_in(out, sizeof out, "first.csv"));
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    size_t n;
+    char *text = read_file(out, &n);
+    char *row = strchr(text, '\n');
+    cr_assert(row && !strncmp(row + 1, "0,", 2), "no configuration 0 in %s", text);
+    free(text);
+    /* more shards than configurations: the last one is empty */
+    runf(&r, "sweep %s --shard 1000000/1000000 --out %s", spec, path_in(out, sizeof out, "last.csv"));
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    text = read_file(out, &n);
+    cr_assert_eq(count_lines(text), 1, "%s", text);
+    free(text);
+    runf(&r, "sweep %s --shard 1/9223372036854775807", spec);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, "--shard") && strstr(r.out, "1000000") && count_lines(r.out) == 1, "%s", r.out);
     remove_dir();
 }
 
