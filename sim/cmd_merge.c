@@ -4,9 +4,11 @@
  * Every sweep row starts with its configuration index and each shard file
  * is in index order, so this is a k-way merge on that column, streaming (one
  * line per input in memory).  It checks what makes the result trustworthy:
- * the headers are identical (same sweep), no row is cut short (a killed
- * shard: rerun it with the same --out to finish), no index appears twice and
- * none is missing between 0 and the largest.  OUT is written through
+ * the headers and the specs named on line 2 are identical (same sweep),
+ * every shard has the rows its line 2 promises and only rows of its shard
+ * (a shard killed even after a whole row has fewer: rerun it with the same
+ * --out to finish), no index appears twice and none of 0..total-1 is
+ * missing.  OUT is written through
  * outfile.h: a regular file is whole or untouched.
  */
 #include <errno.h>
@@ -28,19 +30,27 @@ typedef struct shard_in {
     size_t cap;
     ssize_t len;
     int64_t lineno;
+    sweep_meta meta; /* its line 2 */
+    int64_t rows;    /* rows read so far */
     int64_t index;   /* of the current row */
 } shard_in;
 
-/* Reads the next row of in; in->line is NULL at the end of the file. */
+/* Reads the next row of in; in->line is NULL at the end of the file, which
+ * must come after exactly the rows line 2 promises. */
 static int next_row(shard_in *in, sim_err *err)
 {
-    int64_t prev = in->lineno > 1 ? in->index : -1;
+    int64_t prev = in->rows > 0 ? in->index : -1;
     in->len = getline(&in->line, &in->cap, in->f);
     if (in->len <= 0) {
         if (ferror(in->f))
             return sim_err_set_at(err, SIM_EIO, in->path, 0, NULL, "cannot read: %s", strerror(errno));
         free(in->line);
         in->line = NULL;
+        if (in->rows != in->meta.rows)
+            return sim_err_set_at(err, SIM_EINVAL, in->path, (int)in->lineno, NULL,
+                                  "%" PRId64 " of the %" PRId64 " rows of shard %" PRId64 "/%" PRId64
+                                  ": this shard did not finish (rerun its sweep with the same --out)",
+                                  in->rows, in->meta.rows, in->meta.shard_k, in->meta.shard_n);
         return SIM_OK;
     }
     in->lineno++;
@@ -53,24 +63,60 @@ static int next_row(shard_in *in, sim_err *err)
     if (in->index <= prev)
         return sim_err_set_at(err, SIM_EINVAL, in->path, (int)in->lineno, NULL,
                               "configuration %" PRId64 " after %" PRId64 ": rows out of order", in->index, prev);
+    if (in->index >= in->meta.total || in->index % in->meta.shard_n != in->meta.shard_k - 1)
+        return sim_err_set_at(err, SIM_EINVAL, in->path, (int)in->lineno, NULL,
+                              "configuration %" PRId64 " is not one of shard %" PRId64 "/%" PRId64
+                              " of %" PRId64 " configurations",
+                              in->index, in->meta.shard_k, in->meta.shard_n, in->meta.total);
+    in->rows++;
+    return SIM_OK;
+}
+
+/* Opens a shard and reads its header and line 2. */
+static int open_shard(shard_in *in, const shard_in *first, sim_err *err)
+{
+    in->f = fopen(in->path, "r");
+    if (!in->f)
+        return sim_err_set_at(err, SIM_EINVAL, in->path, 0, NULL, "cannot open: %s", strerror(errno));
+    in->len = getline(&in->line, &in->cap, in->f);
+    in->lineno = 1;
+    if (in->len <= 0 || in->line[in->len - 1] != '\n' || strncmp(in->line, "index,", 6) != 0)
+        return sim_err_set_at(err, SIM_EINVAL, in->path, 1, NULL, "not a sweep output (no header)");
+    if (first && strcmp(in->line, first->line) != 0)
+        return sim_err_set_at(err, SIM_EINVAL, in->path, 1, NULL,
+                              "header differs from %s's: shards of different sweeps", first->path);
+    char *header = in->line;
+    size_t hcap = in->cap;
+    in->line = NULL;
+    in->cap = 0;
+    in->len = getline(&in->line, &in->cap, in->f);
+    in->lineno = 2;
+    bool ok = in->len > 0 && in->line[in->len - 1] == '\n' && sweep_meta_parse(in->line, &in->meta);
+    free(in->line);
+    in->line = header;
+    in->cap = hcap;
+    if (!ok)
+        return sim_err_set_at(err, SIM_EINVAL, in->path, 2, NULL,
+                              "no `# parsim sweep` line: not a finished sweep output (rerun its sweep with the "
+                              "same --out)");
+    if (first && (in->meta.spec != first->meta.spec || in->meta.total != first->meta.total))
+        return sim_err_set_at(err, SIM_EINVAL, in->path, 2, NULL,
+                              "a shard of another spec (%016" PRIx64 ", %s has %016" PRIx64 ")", in->meta.spec,
+                              first->path, first->meta.spec);
     return SIM_OK;
 }
 
 static int merge(shard_in *in, int n, FILE *out, sim_err *err)
 {
     for (int k = 0; k < n; k++) {
-        in[k].f = fopen(in[k].path, "r");
-        if (!in[k].f)
-            return sim_err_set_at(err, SIM_EINVAL, in[k].path, 0, NULL, "cannot open: %s", strerror(errno));
-        in[k].len = getline(&in[k].line, &in[k].cap, in[k].f);
-        in[k].lineno = 1;
-        if (in[k].len <= 0 || in[k].line[in[k].len - 1] != '\n' || strncmp(in[k].line, "index,", 6) != 0)
-            return sim_err_set_at(err, SIM_EINVAL, in[k].path, 1, NULL, "not a sweep output (no header)");
-        if (k > 0 && strcmp(in[k].line, in[0].line) != 0)
-            return sim_err_set_at(err, SIM_EINVAL, in[k].path, 1, NULL,
-                                  "header differs from %s's: shards of different sweeps", in[0].path);
+        int rc = open_shard(&in[k], k ? &in[0] : NULL, err);
+        if (rc)
+            return rc;
     }
-    if (fputs(in[0].line, out) == EOF)
+    sweep_meta all = { in[0].meta.spec, in[0].meta.total, 1, 1, in[0].meta.total };
+    char mline[192];
+    sweep_meta_format(&all, mline, sizeof mline);
+    if (fputs(in[0].line, out) == EOF || fputs(mline, out) == EOF)
         return sim_err_set(err, SIM_EIO, "cannot write");
     for (int k = 0; k < n; k++) {
         int rc = next_row(&in[k], err);
@@ -82,8 +128,13 @@ static int merge(shard_in *in, int n, FILE *out, sim_err *err)
         for (int k = 0; k < n; k++)
             if (in[k].line && (best < 0 || in[k].index < in[best].index))
                 best = k;
-        if (best < 0)
+        if (best < 0) {
+            if (expect < all.total)
+                return sim_err_set(err, SIM_EINVAL,
+                                   "configurations %" PRId64 " to %" PRId64 " are in no shard (a shard missing?)",
+                                   expect, all.total - 1);
             return SIM_OK;
+        }
         shard_in *b = &in[best];
         if (b->index < expect)
             return sim_err_set_at(err, SIM_EINVAL, b->path, (int)b->lineno, NULL,

@@ -123,16 +123,9 @@ static int parse_args(int argc, char **argv, sweep_args *a)
 static int open_sink(sink *s, const sweep_args *a, const sweep_t *sw, sweep_span span, sim_err *err)
 {
     memset(s, 0, sizeof *s);
-    if (a->out) {
-        s->name = a->out;
-        return sweep_open_output(a->out, sweep_header(sw), span, &s->f, &s->done, err);
-    }
-    s->name = "standard output";
-    s->f = stdout;
-    const char *h = sweep_header(sw);
-    if (fputs(h, stdout) == EOF || fflush(stdout) != 0)
-        return sim_err_set(err, SIM_EIO, "cannot write to standard output");
-    return SIM_OK;
+    sweep_meta meta = sweep_meta_of(sw, a->shard_k, a->shard_n);
+    s->name = a->out ? a->out : "standard output";
+    return sweep_open_output(a->out ? a->out : "-", sweep_header(sw), &meta, span, &s->f, &s->done, err);
 }
 
 static int close_sink(sink *s, sim_err *err)

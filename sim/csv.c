@@ -182,6 +182,12 @@ int csv_parse(const char *text, size_t len, const char *name, csv_table *out, si
             line++;
             continue;
         }
+        /* a comment line (a sweep output's line 2): not a record */
+        if (text[pos] == '#') {
+            while (pos < len && text[pos] != '\n')
+                pos++;
+            continue;
+        }
         int rec_line = line;
         size_t start = 0, end = 0;
         fields.n = 0;

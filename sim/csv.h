@@ -5,7 +5,8 @@
  * Accepted: fields separated by ',', records by LF or CRLF; a field that
  * starts with '"' is quoted, may hold commas, line breaks and doubled quotes
  * ("" stands for one "); a UTF-8 byte-order mark before the header is
- * skipped; blank lines (between or after records) are ignored.  Every record
+ * skipped; blank lines (between or after records) and lines starting with
+ * '#' (comments, such as line 2 of a sweep output) are ignored.  Every record
  * must have as many fields as the header: a short or long record is an
  * error naming the file and line, never padded silently.
  *

@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "config.h"
 #include "limits.h"
+#include "outfile.h"
 #include "report.h"
 #include "step.h"
 #include "strategy.h"
@@ -59,6 +60,7 @@ struct sweep {
     int64_t total;
     int report_cols;  /* columns of report_csv_row */
     char *header;
+    uint64_t spec_hash; /* what line 2 of an output names the spec by */
 };
 
 /* --------------------------------------------------------------- strings */
@@ -751,6 +753,60 @@ static int load_spec(sweep_t *sw, config_t *lc, sim_err *err)
     return SIM_OK;
 }
 
+/* FNV-1a 64: short, fast and the same on every machine. */
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t k = 0; k < n; k++) {
+        h ^= b[k];
+        h *= FNV_PRIME;
+    }
+    return h;
+}
+
+/* A string and its NUL, which separates it from the next. */
+static uint64_t fnv1a_str(uint64_t h, const char *s)
+{
+    return fnv1a(h, s, strlen(s) + 1);
+}
+
+/* Hashes what the rows depend on: the base file's bytes, `set`, and every
+ * axis's overrides in order (which fix every configuration's KEY=VALUE
+ * list); not the spec's comments or layout. */
+static int hash_spec(sweep_t *sw, sim_err *err)
+{
+    uint64_t h = FNV_OFFSET;
+    if (sw->base) {
+        FILE *f = fopen(sw->base, "rb");
+        if (!f)
+            return sim_err_set_at(err, SIM_EIO, sw->base, 0, NULL, "cannot read: %s", strerror(errno));
+        char buf[8192];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            h = fnv1a(h, buf, n);
+        int bad = ferror(f);
+        fclose(f);
+        if (bad)
+            return sim_err_set_at(err, SIM_EIO, sw->base, 0, NULL, "cannot read");
+    }
+    h = fnv1a_str(h, "set");
+    for (int k = 0; k < sw->nset; k++)
+        h = fnv1a_str(h, sw->set[k]);
+    for (int a = 0; a < sw->naxes; a++) {
+        const sweep_axis *ax = &sw->axes[a];
+        char shape[64];
+        snprintf(shape, sizeof shape, "axis %d x %" PRId64, ax->nkeys, ax->n);
+        h = fnv1a_str(h, shape);
+        for (int64_t k = 0; k < ax->n * ax->nkeys; k++)
+            h = fnv1a_str(h, ax->v[k].ovr);
+    }
+    sw->spec_hash = h;
+    return SIM_OK;
+}
+
 int sweep_load(sweep_t **out, const char *path, const char *data_dir, sim_err *err)
 {
     *out = NULL;
@@ -765,6 +821,8 @@ int sweep_load(sweep_t **out, const char *path, const char *data_dir, sim_err *e
     config_destroy(&lc);
     if (rc == SIM_OK)
         rc = build_header(sw, err);
+    if (rc == SIM_OK)
+        rc = hash_spec(sw, err);
     if (rc) {
         sweep_destroy(sw);
         return rc;
@@ -810,6 +868,38 @@ int64_t sweep_total(const sweep_t *sw)
 const char *sweep_header(const sweep_t *sw)
 {
     return sw->header;
+}
+
+#define META_FORMAT "# parsim sweep spec=%016" PRIx64 " configurations=%" PRId64 " shard=%" PRId64 "/%" PRId64 " rows=%" PRId64 "\n"
+
+sweep_meta sweep_meta_of(const sweep_t *sw, int64_t k, int64_t n)
+{
+    sweep_meta m = { sw->spec_hash, sw->total, k, n, sweep_shard_span(sw, k, n).count };
+    return m;
+}
+
+void sweep_meta_format(const sweep_meta *m, char *buf, size_t len)
+{
+    snprintf(buf, len, META_FORMAT, m->spec, m->total, m->shard_k, m->shard_n, m->rows);
+}
+
+bool sweep_meta_parse(const char *line, sweep_meta *m)
+{
+    sweep_meta r;
+    if (sscanf(line, "# parsim sweep spec=%16" SCNx64 " configurations=%" SCNd64 " shard=%" SCNd64 "/%" SCNd64
+                     " rows=%" SCNd64,
+               &r.spec, &r.total, &r.shard_k, &r.shard_n, &r.rows) != 5)
+        return false;
+    /* only the form sweep_meta_format writes: no signs, blanks or zeros */
+    char again[192];
+    sweep_meta_format(&r, again, sizeof again);
+    size_t n = strlen(line);
+    if (n && line[n - 1] == '\n')
+        n--;
+    if (n != strlen(again) - 1 || strncmp(line, again, n) != 0)
+        return false;
+    *m = r;
+    return true;
 }
 
 sweep_span sweep_shard_span(const sweep_t *sw, int64_t k, int64_t n)
@@ -1070,69 +1160,113 @@ bool sweep_row_index(const char *row, int64_t *index)
     return true;
 }
 
-int sweep_open_output(const char *path, const char *header, sweep_span span, FILE **out, int64_t *done,
-                      sim_err *err)
+/* Why line 2 of an existing output is not this run's. */
+static int meta_mismatch(const char *path, const char *line, const sweep_meta *want, sim_err *err)
 {
-    *out = NULL;
-    *done = 0;
-    FILE *f = fopen(path, "r+");
-    if (!f && errno == ENOENT)
-        f = fopen(path, "w+");
-    if (!f)
-        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot open: %s", strerror(errno));
+    sweep_meta old;
+    if (!sweep_meta_parse(line, &old))
+        return sim_err_set_at(err, SIM_EINVAL, path, 2, NULL,
+                              "no `# parsim sweep` line: not this sweep's output (use another --out, or delete "
+                              "the file)");
+    if (old.spec != want->spec || old.total != want->total)
+        return sim_err_set_at(err, SIM_EINVAL, path, 2, NULL,
+                              "written by a different spec (%016" PRIx64 ", now %016" PRIx64
+                              "): the sweep's values or settings changed since; use another --out, or delete "
+                              "the file to start again",
+                              old.spec, want->spec);
+    return sim_err_set_at(err, SIM_EINVAL, path, 2, NULL,
+                          "the output of shard %" PRId64 "/%" PRId64 ", not of %" PRId64 "/%" PRId64
+                          " (use another --out)",
+                          old.shard_k, old.shard_n, want->shard_k, want->shard_n);
+}
 
+/* Checks the lines of an existing output against this run's, leaving in
+ * *kept the complete lines that stay and in *good where they end. */
+static int check_existing(FILE *f, const char *path, const char *header, const char *mline, const sweep_meta *meta,
+                          sweep_span span, int64_t *kept, off_t *good, sim_err *err)
+{
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
-    off_t good = 0;  /* end of the last complete, checked line */
-    int64_t lineno = 0, rows = 0;
     int rc = SIM_OK;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        lineno++;
-        bool complete = line[n - 1] == '\n';
-        if (!complete) {
-            /* a row (or the header) cut short by a kill: cut off below */
-            if (lineno == 1 && strncmp(line, header, (size_t)n) != 0)
-                rc = sim_err_set_at(err, SIM_EINVAL, path, 1, NULL,
+    *kept = 0;
+    *good = 0;
+    while (rc == SIM_OK && (n = getline(&line, &cap, f)) > 0) {
+        int64_t lineno = *kept + 1;
+        const char *want = lineno == 1 ? header : lineno == 2 ? mline : NULL;
+        if (line[n - 1] != '\n') {
+            /* a line cut short by a kill is cut off below, if it was ours */
+            if (want && strncmp(line, want, (size_t)n) != 0)
+                rc = sim_err_set_at(err, SIM_EINVAL, path, (int)lineno, NULL,
                                     "not this sweep's output (use another --out, or delete the file)");
             break;
         }
-        if (lineno == 1) {
-            if (strcmp(line, header) != 0) {
-                rc = sim_err_set_at(err, SIM_EINVAL, path, 1, NULL,
-                                    "the header differs from this sweep's: not its output (use another --out, "
-                                    "or delete the file)");
-                break;
-            }
-        } else {
-            int64_t idx, want = span.first + rows * span.stride;
-            if (rows >= span.count || !sweep_row_index(line, &idx) || idx != want) {
+        if (lineno == 1 && strcmp(line, header) != 0) {
+            rc = sim_err_set_at(err, SIM_EINVAL, path, 1, NULL,
+                                "the header differs from this sweep's: not its output (use another --out, "
+                                "or delete the file)");
+        } else if (lineno == 2 && strcmp(line, mline) != 0) {
+            rc = meta_mismatch(path, line, meta, err);
+        } else if (lineno > 2) {
+            int64_t rows = lineno - 3, idx, at = span.first + rows * span.stride;
+            if (rows >= span.count)
+                rc = sim_err_set_at(err, SIM_EINVAL, path, (int)lineno, NULL, "more rows than this run has");
+            else if (!sweep_row_index(line, &idx) || idx != at)
                 rc = sim_err_set_at(err, SIM_EINVAL, path, (int)lineno, NULL,
-                                    rows >= span.count ? "more rows than this run has"
-                                                       : "row is not configuration %" PRId64
-                                                         " as this run expects there: not this run's output "
-                                                         "(another shard?)",
-                                    want);
-                break;
-            }
-            rows++;
+                                    "row is not configuration %" PRId64 " as this run expects there: not this "
+                                    "run's output",
+                                    at);
         }
-        good += n;
+        if (rc == SIM_OK) {
+            (*kept)++;
+            *good += n;
+        }
     }
     free(line);
     if (rc == SIM_OK && ferror(f))
         rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(errno));
-    if (rc == SIM_OK && ftruncate(fileno(f), good) != 0)
-        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot truncate: %s", strerror(errno));
-    if (rc == SIM_OK && fseeko(f, good, SEEK_SET) != 0)
-        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot seek: %s", strerror(errno));
-    if (rc == SIM_OK && good == 0 && (fputs(header, f) == EOF || fflush(f) != 0))
+    return rc;
+}
+
+int sweep_open_output(const char *path, const char *header, const sweep_meta *meta, sweep_span span, FILE **out,
+                      int64_t *done, sim_err *err)
+{
+    *out = NULL;
+    *done = 0;
+    char mline[192];
+    sweep_meta_format(meta, mline, sizeof mline);
+    outfile_target t;
+    int rc = outfile_resolve(path, &t, err);
+    if (rc)
+        return rc;
+    FILE *f;
+    if (t.kind == OUTFILE_STREAM)
+        f = t.path ? outfile_open_stream(&t) : stdout; /* nothing to resume or cut */
+    else
+        f = fopen(t.path, t.kind == OUTFILE_NEW ? "w+" : "r+");
+    bool stream = t.kind == OUTFILE_STREAM;
+    outfile_target_free(&t);
+    if (!f)
+        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot open: %s", strerror(errno));
+
+    int64_t kept = 0;
+    off_t good = 0;
+    if (!stream) {
+        rc = check_existing(f, path, header, mline, meta, span, &kept, &good, err);
+        if (rc == SIM_OK && ftruncate(fileno(f), good) != 0)
+            rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot truncate: %s", strerror(errno));
+        if (rc == SIM_OK && fseeko(f, good, SEEK_SET) != 0)
+            rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot seek: %s", strerror(errno));
+    }
+    if (rc == SIM_OK && ((kept < 1 && fputs(header, f) == EOF) || (kept < 2 && fputs(mline, f) == EOF) ||
+                         fflush(f) != 0))
         rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot write: %s", strerror(errno));
     if (rc) {
-        fclose(f);
+        if (f != stdout)
+            fclose(f);
         return rc;
     }
     *out = f;
-    *done = rows;
+    *done = kept > 2 ? kept - 2 : 0;
     return SIM_OK;
 }

@@ -28,8 +28,14 @@
  * override (so they beat the base file), resolved and simulated exactly as
  * `parsim run` would.
  *
- * Rows (contract).  Header: `index`, the swept keys in axis order, the
- * columns of `parsim run --format csv`, `error`.  A configuration that fails
+ * Rows (contract).  Line 1 is the CSV header: `index`, the swept keys in
+ * axis order, the columns of `parsim run --format csv`, `error`.  Line 2 is
+ * a comment naming what the file holds (sweep_meta):
+ *     # parsim sweep spec=<16 hex digits> configurations=48 shard=2/3 rows=16
+ * spec is FNV-1a 64 of the expanded sweep (the base file's bytes, `set`,
+ * every axis's KEY=VALUE overrides in order), so a resume can tell an edited
+ * spec and merge can tell a shard that stopped after a whole row (fewer rows
+ * than it says) from a finished one.  The rows follow.  A configuration that fails
  * (an invalid strategy, a bad value) is a row with empty report columns and
  * the reason in `error`; the sweep goes on.  A row depends only on the spec
  * and its index, never on threads, shards or ranks, so every way of running a
@@ -75,6 +81,23 @@ int64_t sweep_total(const sweep_t *sw);
 /* The CSV header line, with its '\n'; lives as long as sw. */
 const char *sweep_header(const sweep_t *sw);
 
+/* What line 2 of an output records. */
+typedef struct sweep_meta {
+    uint64_t spec;            /* hash of the expanded sweep */
+    int64_t total;            /* configurations of the sweep */
+    int64_t shard_k, shard_n; /* the file's shard (1/1: the whole sweep) */
+    int64_t rows;             /* rows the file has when finished */
+} sweep_meta;
+
+/* The line-2 record of shard k of n (1/1: the whole sweep). */
+sweep_meta sweep_meta_of(const sweep_t *sw, int64_t k, int64_t n);
+
+/* Writes the line-2 comment, with its '\n', into buf. */
+void sweep_meta_format(const sweep_meta *m, char *buf, size_t len);
+
+/* Reads a line-2 comment (with or without its '\n'); false if line is not one. */
+bool sweep_meta_parse(const char *line, sweep_meta *m);
+
 /* The span of shard k of n (1 <= k <= n): indices k-1, k-1+n, ... */
 sweep_span sweep_shard_span(const sweep_t *sw, int64_t k, int64_t n);
 
@@ -94,15 +117,18 @@ typedef int (*sweep_emit_fn)(void *ctx, int64_t pos, int64_t index, const char *
  * Returns SIM_OK, emit's status, or SIM_ENOMEM. */
 int sweep_run(const sweep_t *sw, sweep_span span, int jobs, sweep_emit_fn emit, void *ctx, sim_err *err);
 
-/* Opens an output file for a run of span, resuming it if it exists: the
- * header must match, the complete rows must be the first rows of span (their
- * leading index column is checked), and a trailing partial row (a run killed
- * mid-write) is cut off.  A missing or empty file is created with the header.
- * On success *out is positioned to append and *done is the number of rows of
- * span already there.  A file that is not a prefix of this run is
- * SIM_EINVAL naming its line; I/O failures are SIM_EIO. */
-int sweep_open_output(const char *path, const char *header, sweep_span span, FILE **out, int64_t *done,
-                      sim_err *err);
+/* Opens an output file for a run of span (whose line 2 is meta), resuming
+ * it if it is a regular file that exists: the header and line 2 must match
+ * (an edited spec or another shard is refused), the complete rows must be
+ * the first rows of span (their leading index column is checked), and a
+ * trailing partial line (a run killed mid-write) is cut off.  A missing or
+ * empty file is created with both lines.  A FIFO or device (outfile.h) is
+ * written from the start, never read, truncated or replaced; a directory is
+ * refused.  On success *out is positioned to append and *done is the number
+ * of rows of span already there.  A file that is not a prefix of this run
+ * is SIM_EINVAL naming its line; I/O failures are SIM_EIO. */
+int sweep_open_output(const char *path, const char *header, const sweep_meta *meta, sweep_span span, FILE **out,
+                      int64_t *done, sim_err *err);
 
 /* Reads the configuration index at the start of a row ("17,..."): true
  * and *index on success. */

@@ -160,7 +160,7 @@ Test(sweep, jobs_2_writes_the_same_bytes_as_jobs_1, .timeout = 120)
     reference("small", SMALL_SPEC, spec, ref, sizeof spec);
     size_t n;
     char *text = read_file(ref, &n);
-    cr_assert_eq(count_lines(text), SMALL_TOTAL + 1, "%s", text);
+    cr_assert_eq(count_lines(text), SMALL_TOTAL + 2, "%s", text); /* header, line 2 */
     free(text);
     result r;
     for (int jobs = 2; jobs <= 3; jobs++) {
@@ -200,7 +200,7 @@ Test(sweep, shards_merged_equal_the_unsharded_sweep, .timeout = 120)
             size_t len;
             char *text = read_file(out, &len);
             int expect_rows = SMALL_TOTAL > k - 1 ? (SMALL_TOTAL - (k - 1) + n - 1) / n : 0;
-            cr_assert_eq(count_lines(text), expect_rows + 1, "shard %d/%d", k, n);
+            cr_assert_eq(count_lines(text), expect_rows + 2, "shard %d/%d", k, n);
             free(text);
             /* listed in reverse: merge restores the order by index */
             w += snprintf(args + w, sizeof args - (size_t)w, " %s", out);
@@ -336,6 +336,11 @@ Test(sweep, invalid_configurations_are_rows_with_the_reason, .timeout = 60)
                                "model.recompute_granularity,model,topology,world_size,";
     cr_assert(strncmp(line, head, sizeof head - 1) == 0, "header: %s", line);
     cr_assert(strlen(line) > 6 && !strcmp(line + strlen(line) - 6, ",error"), "header: %s", line);
+    /* line 2 names the spec, the shard and the rows of a finished file */
+    line = strtok_r(NULL, "\n", &save);
+    sweep_meta m;
+    cr_assert(sweep_meta_parse(line, &m), "line 2: %s", line);
+    cr_assert(m.total == SMALL_TOTAL && m.shard_k == 1 && m.shard_n == 1 && m.rows == SMALL_TOTAL, "%s", line);
     int ok = 0, bad = 0;
     for (int64_t want = 0; (line = strtok_r(NULL, "\n", &save)); want++) {
         int64_t idx;
@@ -353,6 +358,11 @@ Test(sweep, invalid_configurations_are_rows_with_the_reason, .timeout = 60)
     }
     cr_assert(ok > 0 && bad > 0, "%d valid, %d invalid", ok, bad);
     free(text);
+    /* compare reads a sweep output (its line 2 is a comment) */
+    result r;
+    runf(&r, "compare %s %s", ref, ref);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.out, "48 matched") != NULL, "%s", r.out);
     remove_dir();
 }
 
@@ -467,6 +477,125 @@ Test(sweep, merge_rejects_missing_duplicate_and_unfinished_shards, .timeout = 60
     remove_dir();
 }
 
+/* Keeps the first `lines` lines of path (cut exactly after a line). */
+static void keep_lines(const char *path, int lines)
+{
+    size_t n;
+    char *text = read_file(path, &n);
+    char *p = text;
+    for (int k = 0; k < lines; k++) {
+        p = strchr(p, '\n');
+        cr_assert_not_null(p, "%s has fewer than %d lines", path, lines);
+        p++;
+    }
+    *p = '\0';
+    write_file(path, text);
+    free(text);
+}
+
+Test(sweep, merge_refuses_a_shard_killed_after_a_whole_row, .timeout = 60)
+{
+    make_dir();
+    char spec[256], ref[256], s2[256];
+    reference("small", SMALL_SPEC, spec, ref, sizeof spec);
+    result r;
+    for (int k = 1; k <= 3; k++) {
+        runf(&r, "sweep %s --shard %d/3 --out %s/s%d.csv", spec, k, dir, k);
+        cr_assert_eq(r.status, 0, "%s", r.out);
+    }
+    /* header, line 2 and 5 of its 16 rows: every row whole */
+    keep_lines(path_in(s2, sizeof s2, "s2.csv"), 7);
+    runf(&r, "merge %s/m.csv %s/s1.csv %s/s2.csv %s/s3.csv", dir, dir, dir, dir);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, s2) && strstr(r.out, "5 of the 16 rows of shard 2/3") && strstr(r.out, "did not finish"),
+              "%s", r.out);
+    cr_assert_eq(count_lines(r.out), 1, "%s", r.out);
+    /* the last shard cut after a whole row: nothing follows it to notice a gap */
+    runf(&r, "sweep %s --shard 2/3 --out %s", spec, s2);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    keep_lines(path_in(s2, sizeof s2, "s3.csv"), 17);
+    runf(&r, "merge %s/m.csv %s/s1.csv %s/s2.csv %s/s3.csv", dir, dir, dir, dir);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, s2) && strstr(r.out, "15 of the 16 rows"), "%s", r.out);
+    struct stat st;
+    cr_assert(stat(path_in(s2, sizeof s2, "m.csv"), &st) != 0, "a refused merge left its output");
+    /* finished again, the merge equals the unsharded sweep */
+    runf(&r, "sweep %s --shard 3/3 --out %s/s3.csv", spec, dir);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    runf(&r, "merge %s/m.csv %s/s1.csv %s/s2.csv %s/s3.csv", dir, dir, dir, dir);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    assert_same_file(ref, path_in(s2, sizeof s2, "m.csv"));
+    /* a shard without line 2 (nothing proves it finished) */
+    char *text = read_file(path_in(s2, sizeof s2, "s2.csv"), NULL);
+    char *second = strchr(text, '\n') + 1;
+    memmove(second, strchr(second, '\n') + 1, strlen(strchr(second, '\n') + 1) + 1);
+    write_file(s2, text);
+    free(text);
+    runf(&r, "merge %s/m.csv %s/s1.csv %s/s2.csv %s/s3.csv", dir, dir, dir, dir);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, "s2.csv:2") && strstr(r.out, "# parsim sweep"), "%s", r.out);
+    remove_dir();
+}
+
+/* SMALL_SPEC with other values on the same keys. */
+static char *edited_spec(const char *from, const char *to)
+{
+    const char *at = strstr(SMALL_SPEC, from);
+    cr_assert_not_null(at, "%s", from);
+    size_t n = strlen(SMALL_SPEC) + strlen(to) + 1;
+    char *s = malloc(n);
+    snprintf(s, n, "%.*s%s%s", (int)(at - SMALL_SPEC), SMALL_SPEC, to, at + strlen(from));
+    return s;
+}
+
+Test(sweep, an_edited_spec_does_not_resume_or_merge_with_the_old_rows, .timeout = 60)
+{
+    make_dir();
+    char spec[256], ref[256], cut[256], edited[256];
+    reference("small", SMALL_SPEC, spec, ref, sizeof spec);
+    static const char *const edits[][2] = {
+        { "values = [\"none\", \"full\"]", "values = [\"none\", \"selective\"]" }, /* an axis's values */
+        { "train.global_batch_size=32", "train.global_batch_size=64" },           /* `set` */
+        { "from = 1; to = 8; mul = 2;", "values = [1, 2, 4, 8];" },               /* same values: resumes */
+    };
+    result r;
+    for (size_t e = 0; e < sizeof edits / sizeof edits[0]; e++) {
+        /* a run killed after a whole row */
+        path_in(cut, sizeof cut, "cut.csv");
+        runf(&r, "sweep %s --out %s", spec, cut);
+        cr_assert_eq(r.status, 0, "%s", r.out);
+        keep_lines(cut, 12);
+        char *text = edited_spec(edits[e][0], edits[e][1]);
+        write_file(path_in(edited, sizeof edited, "edited.cfg"), text);
+        free(text);
+        runf(&r, "sweep %s --out %s", edited, cut);
+        if (e == 2) {
+            cr_assert_eq(r.status, 0, "%s", r.out);
+            assert_same_file(ref, cut);
+            continue;
+        }
+        char where[300];
+        snprintf(where, sizeof where, "%s:2", cut);
+        cr_assert_eq(r.status, 2, "edit %zu: %s", e, r.out);
+        cr_assert(strstr(r.out, where) && strstr(r.out, "different spec") && count_lines(r.out) == 1, "%s", r.out);
+        size_t n;
+        text = read_file(cut, &n);
+        cr_assert_eq(count_lines(text), 12, "the refused resume changed %s", cut);
+        free(text);
+        /* shards of the two specs do not merge */
+        runf(&r, "sweep %s --shard 1/2 --out %s/a1.csv", spec, dir);
+        cr_assert_eq(r.status, 0, "%s", r.out);
+        runf(&r, "sweep %s --shard 2/2 --out %s/b2.csv", edited, dir);
+        cr_assert_eq(r.status, 0, "%s", r.out);
+        runf(&r, "merge %s/m.csv %s/a1.csv %s/b2.csv", dir, dir, dir);
+        cr_assert_eq(r.status, 2, "%s", r.out);
+        cr_assert(strstr(r.out, "b2.csv:2") && strstr(r.out, "another spec"), "%s", r.out);
+        remove(path_in(cut, sizeof cut, "b2.csv"));
+        remove(path_in(cut, sizeof cut, "a1.csv"));
+    }
+    remove_dir();
+}
+
 Test(sweep, configurations_are_numbered_last_axis_fastest)
 {
     make_dir();
@@ -554,14 +683,14 @@ Test(sweep, shards_up_to_the_limit_keep_configuration_0)
     cr_assert_eq(r.status, 0, "%s", r.out);
     size_t n;
     char *text = read_file(out, &n);
-    char *row = strchr(text, '\n');
-    cr_assert(row && !strncmp(row + 1, "0,", 2), "no configuration 0 in %s", text);
+    char *row = strchr(strchr(text, '\n') + 1, '\n');
+    cr_assert(row && !strncmp(row + 1, "0,", 2) && count_lines(text) == 3, "no configuration 0 alone in %s", text);
     free(text);
     /* more shards than configurations: the last one is empty */
     runf(&r, "sweep %s --shard 1000000/1000000 --out %s", spec, path_in(out, sizeof out, "last.csv"));
     cr_assert_eq(r.status, 0, "%s", r.out);
     text = read_file(out, &n);
-    cr_assert_eq(count_lines(text), 1, "%s", text);
+    cr_assert_eq(count_lines(text), 2, "%s", text);
     free(text);
     runf(&r, "sweep %s --shard 1/9223372036854775807", spec);
     cr_assert_eq(r.status, 2, "%s", r.out);
