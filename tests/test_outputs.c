@@ -396,3 +396,111 @@ Test(outputs, a_command_stopped_by_a_signal_leaves_no_temporary_file, .timeout =
     }
     remove_dir();
 }
+
+/* A sweep of two configurations, written to dir/spec.cfg. */
+static const char *two_config_spec(char *spec)
+{
+    write_file(in_dir(spec, "spec.cfg"),
+               "sweep: {\n  set = [ \"model.name=llama3-8b\", \"cluster.topology=dgx-h100\", \"cluster.num_gpus=8\",\n"
+               "          \"train.global_batch_size=8\" ];\n"
+               "  vary = ( { key = \"model.tensor_model_parallel_size\"; values = [1, 2]; } );\n};\n");
+    return spec;
+}
+
+Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
+{
+    make_dir();
+    char spec[256], ref[256], path[256];
+    two_config_spec(spec);
+    result r;
+    runf(&r, "sweep %s --out %s", spec, in_dir(ref, "ref.csv"));
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    size_t nref;
+    char *want = read_file(ref, &nref);
+    cr_assert_eq(count_lines(want), 4, "%s", want);
+
+    /* a FIFO: the reader gets the whole sweep, the FIFO stays */
+    fifo_reader fr;
+    fifo_start(&fr, in_dir(path, "pipe"));
+    runf(&r, "sweep %s --out %s", spec, path);
+    fifo_join(&fr);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(fr.len == nref && !memcmp(fr.got, want, nref), "the reader got: %s", fr.got);
+    cr_assert(S_ISFIFO(lmode(path)), "the FIFO was replaced");
+    free(fr.got);
+
+    /* `--out -` is standard output, as without --out */
+    runf(&r, "sweep %s --out - >%s/stdout.csv", spec, dir);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    size_t n;
+    char *got = read_file(in_dir(path, "stdout.csv"), &n);
+    cr_assert(n == nref && !memcmp(got, want, n), "%s", got);
+    free(got);
+
+    /* a directory, also behind a link */
+    char sub[256], link[256];
+    cr_assert_eq(mkdir(in_dir(sub, "adir"), 0755), 0);
+    cr_assert_eq(symlink("adir", in_dir(link, "dirlink")), 0);
+    const char *dirs[] = { sub, link };
+    for (int k = 0; k < 2; k++) {
+        runf(&r, "sweep %s --out %s", spec, dirs[k]);
+        cr_assert_eq(r.status, 2, "%s", r.out);
+        cr_assert(strstr(r.out, dirs[k]) && strstr(r.out, "is a directory") && count_lines(r.out) == 1, "%s",
+                  r.out);
+        runf(&r, "merge %s %s", dirs[k], ref);
+        cr_assert_eq(r.status, 2, "%s", r.out);
+        cr_assert(strstr(r.out, dirs[k]) && strstr(r.out, "is a directory") && count_lines(r.out) == 1, "%s",
+                  r.out);
+    }
+    cr_assert(S_ISDIR(lmode(sub)) && S_ISLNK(lmode(link)));
+
+    /* a link to a regular file: resumed in place, still a link */
+    char target[256];
+    got = malloc(nref + 1);
+    memcpy(got, want, nref + 1);
+    got[nref - 20] = '\0'; /* cut mid-row */
+    write_file(in_dir(target, "target.csv"), got);
+    free(got);
+    cr_assert_eq(symlink("target.csv", in_dir(link, "link.csv")), 0);
+    runf(&r, "sweep %s --out %s", spec, link);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(S_ISLNK(lmode(link)), "the link was replaced");
+    got = read_file(target, &n);
+    cr_assert(n == nref && !memcmp(got, want, n), "%s", got);
+    free(got);
+
+    /* merge into a FIFO */
+    fifo_start(&fr, in_dir(path, "pipe2"));
+    runf(&r, "merge %s %s", path, ref);
+    fifo_join(&fr);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(fr.len == nref && !memcmp(fr.got, want, nref), "the reader got: %s", fr.got);
+    cr_assert(S_ISFIFO(lmode(path)), "merge replaced the FIFO");
+    free(fr.got);
+    cr_assert_eq(stray_temps(), 0);
+    free(want);
+    remove_dir();
+}
+
+Test(outputs, sweep_writes_a_character_device_in_place)
+{
+    if (geteuid() != 0)
+        cr_skip_test("mknod needs root");
+    make_dir();
+    char spec[256], path[256];
+    two_config_spec(spec);
+    cr_assert_eq(mknod(in_dir(path, "null"), S_IFCHR | 0666, makedev(1, 3)), 0, "%s", strerror(errno));
+    result r;
+    for (int k = 0; k < 2; k++) { /* twice: nothing is resumed from a device */
+        runf(&r, "sweep %s --out %s", spec, path);
+        cr_assert_eq(r.status, 0, "%s", r.out);
+    }
+    runf(&r, "merge %s %s", path, path);
+    cr_assert_eq(r.status, 2, "%s", r.out); /* the null device reads empty: no header */
+    cr_assert(strstr(r.out, "no header"), "%s", r.out);
+    struct stat st;
+    cr_assert_eq(lstat(path, &st), 0);
+    cr_assert(S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3), "the device was replaced");
+    cr_assert_eq(stray_temps(), 0);
+    remove_dir();
+}
