@@ -244,23 +244,30 @@ static void fifo_join(fifo_reader *fr)
     cr_assert_not_null(fr->got, "the reader could not open %s", fr->path);
 }
 
+/* Runs args (which name the FIFO fifo as their output) with a reader on
+ * it: the reader gets want (n bytes) and the FIFO stays a FIFO. */
+static void assert_fifo_gets(const char *fifo, const char *args, const char *want, size_t n)
+{
+    fifo_reader fr;
+    fifo_start(&fr, fifo);
+    result r;
+    run(&r, args);
+    fifo_join(&fr);
+    cr_assert_eq(r.status, 0, "%s: %s", args, r.out);
+    cr_assert(fr.len == n && !memcmp(fr.got, want, n), "%s: the reader got %zu bytes, not %zu", args, fr.len, n);
+    cr_assert(S_ISFIFO(lmode(fifo)), "%s replaced the FIFO", args);
+    free(fr.got);
+}
+
 Test(outputs, a_fifo_gets_the_content_and_stays_a_fifo)
 {
     make_dir();
     size_t nref;
     char *ref = reference_trace(&nref);
-    char path[256];
-    fifo_reader fr;
-    fifo_start(&fr, in_dir(path, "pipe"));
-    result r;
-    runf(&r, SMALL_RUN " --trace %s", path);
-    fifo_join(&fr);
-    cr_assert_eq(r.status, 0, "%s", r.out);
-    cr_assert(fr.len == nref && !memcmp(fr.got, ref, nref), "the reader got %zu bytes, the trace has %zu", fr.len,
-              nref);
-    cr_assert(S_ISFIFO(lmode(path)), "the FIFO was replaced");
+    char path[256], args[1024];
+    snprintf(args, sizeof args, SMALL_RUN " --trace %s", in_dir(path, "pipe"));
+    assert_fifo_gets(path, args, ref, nref);
     cr_assert_eq(stray_temps(), 0);
-    free(fr.got);
     free(ref);
     remove_dir();
 }
@@ -420,14 +427,9 @@ Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
     cr_assert_eq(count_lines(want), 4, "%s", want);
 
     /* a FIFO: the reader gets the whole sweep, the FIFO stays */
-    fifo_reader fr;
-    fifo_start(&fr, in_dir(path, "pipe"));
-    runf(&r, "sweep %s --out %s", spec, path);
-    fifo_join(&fr);
-    cr_assert_eq(r.status, 0, "%s", r.out);
-    cr_assert(fr.len == nref && !memcmp(fr.got, want, nref), "the reader got: %s", fr.got);
-    cr_assert(S_ISFIFO(lmode(path)), "the FIFO was replaced");
-    free(fr.got);
+    char args[1024];
+    snprintf(args, sizeof args, "sweep %s --out %s", spec, in_dir(path, "pipe"));
+    assert_fifo_gets(path, args, want, nref);
 
     /* `--out -` is standard output, as without --out */
     runf(&r, "sweep %s --out - >%s/stdout.csv", spec, dir);
@@ -470,13 +472,8 @@ Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
     free(got);
 
     /* merge into a FIFO */
-    fifo_start(&fr, in_dir(path, "pipe2"));
-    runf(&r, "merge %s %s", path, ref);
-    fifo_join(&fr);
-    cr_assert_eq(r.status, 0, "%s", r.out);
-    cr_assert(fr.len == nref && !memcmp(fr.got, want, nref), "the reader got: %s", fr.got);
-    cr_assert(S_ISFIFO(lmode(path)), "merge replaced the FIFO");
-    free(fr.got);
+    snprintf(args, sizeof args, "merge %s %s", in_dir(path, "pipe2"), ref);
+    assert_fifo_gets(path, args, want, nref);
     cr_assert_eq(stray_temps(), 0);
     free(want);
     remove_dir();
