@@ -23,49 +23,10 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "scratch.h"
 
 /* A cheap command with a file output: the Chrome trace of a small run. */
 #define SMALL_RUN "run model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=8 train.global_batch_size=8"
-
-static char dir[64];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/parsim-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-static char *in_dir(char *buf, const char *name)
-{
-    snprintf(buf, 256, "%s/%s", dir, name);
-    return buf;
-}
-
-static void runf(result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void runf(result *r, const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    run(r, args);
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++)
-        n += *s == '\n';
-    return n;
-}
 
 /* Reads everything from fd; caller frees. */
 static char *read_fd(int fd, size_t *len)
@@ -91,30 +52,13 @@ static char *read_fd(int fd, size_t *len)
     return buf;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    int fd = open(path, O_RDONLY);
-    cr_assert(fd >= 0, "cannot read %s", path);
-    char *s = read_fd(fd, len);
-    close(fd);
-    return s;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s", path);
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
-
 /* The trace of SMALL_RUN written to a fresh path: what every other kind of
  * target must receive. */
 static char *reference_trace(size_t *len)
 {
     char path[256];
     result r;
-    runf(&r, SMALL_RUN " --trace %s", in_dir(path, "ref.json"));
+    runf(&r, SMALL_RUN " --trace %s", path_in(path, sizeof path, "ref.json"));
     cr_assert_eq(r.status, 0, "%s", r.out);
     char *s = read_file(path, len);
     cr_assert(*len > 1000 && strstr(s, "traceEvents"), "no trace in %s", path);
@@ -149,7 +93,7 @@ Test(outputs, a_regular_file_is_replaced_whole_keeping_its_permissions)
     size_t nref, n;
     char *ref = reference_trace(&nref);
     char path[256];
-    in_dir(path, "t.json");
+    path_in(path, sizeof path, "t.json");
     /* longer than the trace: a write in place would leave its tail */
     char *old = malloc(nref + 5000);
     memset(old, 'x', nref + 4999);
@@ -175,11 +119,11 @@ Test(outputs, a_symlink_stays_a_link_and_its_target_gets_the_content)
     size_t nref, n;
     char *ref = reference_trace(&nref);
     char sub[256], target[256], link[256], link2[256];
-    cr_assert_eq(mkdir(in_dir(sub, "sub"), 0755), 0);
-    write_file(in_dir(target, "sub/target.json"), "old\n");
+    cr_assert_eq(mkdir(path_in(sub, sizeof sub, "sub"), 0755), 0);
+    write_file(path_in(target, sizeof target, "sub/target.json"), "old\n");
     /* relative links, one through the other */
-    cr_assert_eq(symlink("sub/target.json", in_dir(link, "link.json")), 0);
-    cr_assert_eq(symlink("link.json", in_dir(link2, "link2.json")), 0);
+    cr_assert_eq(symlink("sub/target.json", path_in(link, sizeof link, "link.json")), 0);
+    cr_assert_eq(symlink("link.json", path_in(link2, sizeof link2, "link2.json")), 0);
     result r;
     runf(&r, SMALL_RUN " --trace %s", link2);
     cr_assert_eq(r.status, 0, "%s", r.out);
@@ -195,11 +139,11 @@ Test(outputs, a_symlink_stays_a_link_and_its_target_gets_the_content)
 
     /* a dangling link: its target is created, the link kept */
     char dangling[256], created[256];
-    cr_assert_eq(symlink("sub/new.json", in_dir(dangling, "dangling.json")), 0);
+    cr_assert_eq(symlink("sub/new.json", path_in(dangling, sizeof dangling, "dangling.json")), 0);
     runf(&r, SMALL_RUN " --trace %s", dangling);
     cr_assert_eq(r.status, 0, "%s", r.out);
     cr_assert(S_ISLNK(lmode(dangling)), "the dangling link was replaced");
-    got = read_file(in_dir(created, "sub/new.json"), &n);
+    got = read_file(path_in(created, sizeof created, "sub/new.json"), &n);
     cr_assert(n == nref && !memcmp(got, ref, n), "the new target has %zu bytes", n);
     free(got);
     free(ref);
@@ -265,7 +209,7 @@ Test(outputs, a_fifo_gets_the_content_and_stays_a_fifo)
     size_t nref;
     char *ref = reference_trace(&nref);
     char path[256], args[1024];
-    snprintf(args, sizeof args, SMALL_RUN " --trace %s", in_dir(path, "pipe"));
+    snprintf(args, sizeof args, SMALL_RUN " --trace %s", path_in(path, sizeof path, "pipe"));
     assert_fifo_gets(path, args, ref, nref);
     cr_assert_eq(stray_temps(), 0);
     free(ref);
@@ -276,7 +220,7 @@ Test(outputs, a_directory_or_an_empty_name_is_refused_with_exit_2)
 {
     make_dir();
     char sub[256], loop[256];
-    cr_assert_eq(mkdir(in_dir(sub, "adir"), 0755), 0);
+    cr_assert_eq(mkdir(path_in(sub, sizeof sub, "adir"), 0755), 0);
     result r;
     runf(&r, SMALL_RUN " --trace %s", sub);
     cr_assert_eq(r.status, 2, "%s", r.out);
@@ -288,13 +232,13 @@ Test(outputs, a_directory_or_an_empty_name_is_refused_with_exit_2)
     cr_assert_eq(r.status, 2, "%s", r.out);
     cr_assert(strstr(r.out, "is a directory"), "%s", r.out);
     /* a link to a directory is a directory */
-    cr_assert_eq(symlink("adir", in_dir(loop, "dirlink")), 0);
+    cr_assert_eq(symlink("adir", path_in(loop, sizeof loop, "dirlink")), 0);
     runf(&r, SMALL_RUN " --trace %s", loop);
     cr_assert_eq(r.status, 2, "%s", r.out);
     cr_assert(strstr(r.out, loop) && strstr(r.out, "is a directory"), "%s", r.out);
     /* a link loop */
-    cr_assert_eq(symlink("loop-b", in_dir(loop, "loop-a")), 0);
-    cr_assert_eq(symlink("loop-a", in_dir(loop, "loop-b")), 0);
+    cr_assert_eq(symlink("loop-b", path_in(loop, sizeof loop, "loop-a")), 0);
+    cr_assert_eq(symlink("loop-a", path_in(loop, sizeof loop, "loop-b")), 0);
     runf(&r, SMALL_RUN " --trace %s", loop);
     cr_assert_eq(r.status, 2, "%s", r.out);
     cr_assert(strstr(r.out, loop) && strstr(r.out, "symbolic links") && count_lines(r.out) == 1, "%s", r.out);
@@ -317,10 +261,10 @@ Test(outputs, dash_is_standard_output)
     cr_assert_eq(r.status, 0, "%s", r.out);
     char path[256];
     size_t n;
-    char *got = read_file(in_dir(path, "out"), &n);
+    char *got = read_file(path_in(path, sizeof path, "out"), &n);
     cr_assert(n > nref && strstr(got, ref), "stdout (%zu bytes) does not hold the trace", n);
     struct stat st;
-    cr_assert(stat(in_dir(path, "-"), &st) != 0, "a file named '-' was written");
+    cr_assert(stat(path_in(path, sizeof path, "-"), &st) != 0, "a file named '-' was written");
     free(got);
     free(ref);
     remove_dir();
@@ -333,7 +277,7 @@ Test(outputs, a_character_device_is_written_in_place)
     make_dir();
     char path[256];
     /* the null device, made inside the scratch folder */
-    cr_assert_eq(mknod(in_dir(path, "null"), S_IFCHR | 0666, makedev(1, 3)), 0, "%s", strerror(errno));
+    cr_assert_eq(mknod(path_in(path, sizeof path, "null"), S_IFCHR | 0666, makedev(1, 3)), 0, "%s", strerror(errno));
     result r;
     runf(&r, SMALL_RUN " --trace %s", path);
     cr_assert_eq(r.status, 0, "%s", r.out);
@@ -349,8 +293,8 @@ Test(outputs, a_character_device_is_written_in_place)
 static pid_t start_big_trace(void)
 {
     char trace[256], log[256];
-    in_dir(trace, "big.json");
-    in_dir(log, "log");
+    path_in(trace, sizeof trace, "big.json");
+    path_in(log, sizeof log, "log");
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
@@ -396,7 +340,7 @@ Test(outputs, a_command_stopped_by_a_signal_leaves_no_temporary_file, .timeout =
             }
             cr_assert_eq(stray_temps(), 0, "signal %d, trial %d: a temporary file is left", sigs[s], trial);
             char trace[256];
-            remove(in_dir(trace, "big.json"));
+            remove(path_in(trace, sizeof trace, "big.json"));
         }
         cr_log_info("signal %d: %d of 4 runs stopped while writing", sigs[s], hits);
         cr_assert(hits > 0, "signal %d never arrived while the trace was written", sigs[s]);
@@ -404,10 +348,10 @@ Test(outputs, a_command_stopped_by_a_signal_leaves_no_temporary_file, .timeout =
     remove_dir();
 }
 
-/* A sweep of two configurations, written to dir/spec.cfg. */
+/* A sweep of two configurations, written to dir/spec.cfg (spec: 256 bytes). */
 static const char *two_config_spec(char *spec)
 {
-    write_file(in_dir(spec, "spec.cfg"),
+    write_file(path_in(spec, 256, "spec.cfg"),
                "sweep: {\n  set = [ \"model.name=llama3-8b\", \"cluster.topology=dgx-h100\", \"cluster.num_gpus=8\",\n"
                "          \"train.global_batch_size=8\" ];\n"
                "  vary = ( { key = \"model.tensor_model_parallel_size\"; values = [1, 2]; } );\n};\n");
@@ -420,7 +364,7 @@ Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
     char spec[256], ref[256], path[256];
     two_config_spec(spec);
     result r;
-    runf(&r, "sweep %s --out %s", spec, in_dir(ref, "ref.csv"));
+    runf(&r, "sweep %s --out %s", spec, path_in(ref, sizeof ref, "ref.csv"));
     cr_assert_eq(r.status, 0, "%s", r.out);
     size_t nref;
     char *want = read_file(ref, &nref);
@@ -428,21 +372,21 @@ Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
 
     /* a FIFO: the reader gets the whole sweep, the FIFO stays */
     char args[1024];
-    snprintf(args, sizeof args, "sweep %s --out %s", spec, in_dir(path, "pipe"));
+    snprintf(args, sizeof args, "sweep %s --out %s", spec, path_in(path, sizeof path, "pipe"));
     assert_fifo_gets(path, args, want, nref);
 
     /* `--out -` is standard output, as without --out */
     runf(&r, "sweep %s --out - >%s/stdout.csv", spec, dir);
     cr_assert_eq(r.status, 0, "%s", r.out);
     size_t n;
-    char *got = read_file(in_dir(path, "stdout.csv"), &n);
+    char *got = read_file(path_in(path, sizeof path, "stdout.csv"), &n);
     cr_assert(n == nref && !memcmp(got, want, n), "%s", got);
     free(got);
 
     /* a directory, also behind a link */
     char sub[256], link[256];
-    cr_assert_eq(mkdir(in_dir(sub, "adir"), 0755), 0);
-    cr_assert_eq(symlink("adir", in_dir(link, "dirlink")), 0);
+    cr_assert_eq(mkdir(path_in(sub, sizeof sub, "adir"), 0755), 0);
+    cr_assert_eq(symlink("adir", path_in(link, sizeof link, "dirlink")), 0);
     const char *dirs[] = { sub, link };
     for (int k = 0; k < 2; k++) {
         runf(&r, "sweep %s --out %s", spec, dirs[k]);
@@ -461,9 +405,9 @@ Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
     got = malloc(nref + 1);
     memcpy(got, want, nref + 1);
     got[nref - 20] = '\0'; /* cut mid-row */
-    write_file(in_dir(target, "target.csv"), got);
+    write_file(path_in(target, sizeof target, "target.csv"), got);
     free(got);
-    cr_assert_eq(symlink("target.csv", in_dir(link, "link.csv")), 0);
+    cr_assert_eq(symlink("target.csv", path_in(link, sizeof link, "link.csv")), 0);
     runf(&r, "sweep %s --out %s", spec, link);
     cr_assert_eq(r.status, 0, "%s", r.out);
     cr_assert(S_ISLNK(lmode(link)), "the link was replaced");
@@ -472,7 +416,7 @@ Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
     free(got);
 
     /* merge into a FIFO */
-    snprintf(args, sizeof args, "merge %s %s", in_dir(path, "pipe2"), ref);
+    snprintf(args, sizeof args, "merge %s %s", path_in(path, sizeof path, "pipe2"), ref);
     assert_fifo_gets(path, args, want, nref);
     cr_assert_eq(stray_temps(), 0);
     free(want);
@@ -486,7 +430,7 @@ Test(outputs, sweep_writes_a_character_device_in_place)
     make_dir();
     char spec[256], path[256];
     two_config_spec(spec);
-    cr_assert_eq(mknod(in_dir(path, "null"), S_IFCHR | 0666, makedev(1, 3)), 0, "%s", strerror(errno));
+    cr_assert_eq(mknod(path_in(path, sizeof path, "null"), S_IFCHR | 0666, makedev(1, 3)), 0, "%s", strerror(errno));
     result r;
     for (int k = 0; k < 2; k++) { /* twice: nothing is resumed from a device */
         runf(&r, "sweep %s --out %s", spec, path);

@@ -16,75 +16,10 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "scratch.h"
 #include "progress.h"
 #include "sweep.h"
 
-
-static void runf(result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void runf(result *r, const char *fmt, ...)
-{
-    char args[3000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    run(r, args);
-}
-
-/* A scratch folder per test, removed at the end. */
-static char dir[64];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/parsim_sweep_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_assert_eq(system(cmd), 0);
-}
-
-static const char *path_in(char *buf, size_t len, const char *name)
-{
-    snprintf(buf, len, "%s/%s", dir, name);
-    return buf;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f, "%s", path);
-    fputs(text, f);
-    cr_assert_eq(fclose(f), 0);
-}
-
-/* Reads a whole file; caller frees.  *len gets its size. */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot read %s", path);
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            buf = realloc(buf, cap);
-            cr_assert_not_null(buf);
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len)
-        *len = n;
-    return buf;
-}
 
 static void assert_same_file(const char *a, const char *b)
 {
@@ -98,13 +33,6 @@ static void assert_same_file(const char *a, const char *b)
     free(y);
 }
 
-static int count_lines(const char *text)
-{
-    int n = 0;
-    for (; *text; text++)
-        n += *text == '\n';
-    return n;
-}
 
 /* A small dense sweep (Llama 3 8B on 8 H100s): 4 x 3 x 2 x 2 = 48
  * configurations, some invalid (TP*PP > 8 GPUs; VP without PP > 2). */
