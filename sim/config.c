@@ -38,6 +38,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lcints.h"
 #include "limits.h"
 #include "microbench.h"
 #include "net.h"
@@ -506,6 +507,9 @@ int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err)
     rc = check_includes(f, path, have_dir ? dir : NULL, 0, err);
     if (rc == SIM_OK && fseek(f, 0, SEEK_SET) != 0)
         rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(errno));
+    /* libconfig 1.5 would read a wide literal without L as its low 32 bits */
+    if (rc == SIM_OK)
+        rc = lcints_check_file(path, err);
     if (rc) {
         fclose(f);
         return rc;

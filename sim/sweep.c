@@ -626,17 +626,6 @@ static int build_header(sweep_t *sw, sim_err *err)
 
 static int load_spec(sweep_t *sw, config_t *lc, sim_err *err)
 {
-    errno = 0;
-    if (config_read_file(lc, sw->path) != CONFIG_TRUE) {
-        if (config_error_type(lc) == CONFIG_ERR_FILE_IO) {
-            int e = errno;
-            return sim_err_set_at(err, SIM_EINVAL, sw->path, 0, NULL, "cannot open%s%s", e ? ": " : "",
-                                  e ? strerror(e) : "");
-        }
-        const char *f = config_error_file(lc);
-        return sim_err_set_at(err, SIM_EINVAL, f ? f : sw->path, config_error_line(lc), NULL,
-                              "syntax error: %s", config_error_text(lc));
-    }
     const config_setting_t *root = config_root_setting(lc);
     static const char *const top[] = { "sweep", NULL };
     int rc = check_members(sw, root, top, "the spec (everything goes in `sweep: { ... };`)", err);
@@ -816,9 +805,11 @@ int sweep_load(sweep_t **out, const char *path, const char *data_dir, sim_err *e
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     config_t lc;
-    config_init(&lc);
-    int rc = load_spec(sw, &lc, err);
-    config_destroy(&lc);
+    int rc = cfg_read_libconfig(&lc, path, err);
+    if (rc == SIM_OK) {
+        rc = load_spec(sw, &lc, err);
+        config_destroy(&lc);
+    }
     if (rc == SIM_OK)
         rc = build_header(sw, err);
     if (rc == SIM_OK)

@@ -337,6 +337,11 @@ static const bad_spec bad_specs[] = {
      "more than 1000000 values"},
     {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = -1e308; to = 1e308; step = 1e307; }\n  );\n};\n", ":3",
      "more than 1000000 values"},
+    /* libconfig 1.5 would read these as other numbers */
+    {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = 1;\n      to = 9223372036854775807; }\n  );\n};\n", ":4",
+     "integer 9223372036854775807 does not fit in 32 bits: write 9223372036854775807L"},
+    {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; values = [ 9223372036854775808L ]; }\n  );\n};\n", ":3",
+     "beyond the 64-bit range"},
 };
 
 Test(sweep, a_bad_spec_exits_2_naming_file_and_line, .timeout = 60)
@@ -597,6 +602,28 @@ Test(sweep, integer_ranges_near_the_int64_limits_have_every_value)
         }
         sweep_destroy(sw);
     }
+    remove_dir();
+}
+
+Test(sweep, a_wide_integer_without_L_in_the_base_file_is_refused)
+{
+    make_dir();
+    char spec[256], base[256];
+    write_file(path_in(base, sizeof base, "base.cfg"),
+               "model: { name = \"llama3-8b\"; };\n# 4294967304 in a comment is fine\n"
+               "cluster: { topology = \"dgx-h100\";\n  num_gpus = 4294967304; };\n");
+    write_file(path_in(spec, sizeof spec, "spec.cfg"),
+               "sweep: {\n  base = \"base.cfg\";\n  vary = ( { key = \"train.global_batch_size\"; values = [8]; } );\n};\n");
+    result r;
+    runf(&r, "sweep %s", spec);
+    char where[400];
+    snprintf(where, sizeof where, "%s:4: integer 4294967304 does not fit in 32 bits", base);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, where) && count_lines(r.out) == 1, "%s", r.out);
+    /* parsim run reads configs the same way */
+    runf(&r, "run %s", base);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, where) && count_lines(r.out) == 1, "%s", r.out);
     remove_dir();
 }
 
