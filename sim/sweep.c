@@ -1182,6 +1182,16 @@ static int check_existing(FILE *f, const char *path, const char *header, const c
     int rc = SIM_OK;
     *kept = 0;
     *good = 0;
+    /* a file that does not start like the header is refused before its
+     * first line is read whole (it may be any size) */
+    char start[512];
+    size_t want1 = strlen(header) < sizeof start ? strlen(header) : sizeof start;
+    size_t got = fread(start, 1, want1, f);
+    if (memcmp(start, header, got) != 0)
+        return sim_err_set_at(err, SIM_EINVAL, path, 1, NULL,
+                              "not this sweep's output (use another --out, or delete the file)");
+    if (fseeko(f, 0, SEEK_SET) != 0)
+        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot seek: %s", strerror(errno));
     while (rc == SIM_OK && (n = getline(&line, &cap, f)) > 0) {
         int64_t lineno = *kept + 1;
         const char *want = lineno == 1 ? header : lineno == 2 ? mline : NULL;
@@ -1214,8 +1224,10 @@ static int check_existing(FILE *f, const char *path, const char *header, const c
         }
     }
     free(line);
-    if (rc == SIM_OK && ferror(f))
-        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(errno));
+    /* stopped short of the end (out of memory, a read error): nothing may
+     * be cut off on that account */
+    if (rc == SIM_OK && (ferror(f) || !feof(f)))
+        rc = sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(errno ? errno : EIO));
     return rc;
 }
 

@@ -241,6 +241,19 @@ Test(sweep, resume_refuses_another_sweeps_output, .timeout = 60)
     char *text = read_file(other, &n);
     cr_assert_str_eq(text, "a,b,c\n1,2,3\n", "the foreign file was changed");
     free(text);
+    /* one long line that is no header: refused, not read whole or cut */
+    size_t big = 4 << 20;
+    char *blob = malloc(big + 1);
+    memset(blob, 'i', big);
+    blob[big] = '\0';
+    write_file(other, blob);
+    runf(&r, "sweep %s --out %s", spec, other);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, "other.csv:1") != NULL, "%s", r.out);
+    text = read_file(other, &n);
+    cr_assert(n == big && !memcmp(text, blob, big), "the foreign file was changed");
+    free(text);
+    free(blob);
     /* a shard's output is not the unsharded sweep's */
     runf(&r, "sweep %s --shard 2/2 --out %s/shard.csv", spec, dir);
     cr_assert_eq(r.status, 0, "%s", r.out);
