@@ -43,6 +43,7 @@ typedef struct sweep_axis {
     int nkeys;      /* keys varied together (1 for a key axis) */
     int first_col;  /* index of its first key in sweep.keys */
     int64_t n;      /* values (or rows) */
+    bool range;     /* values made from a range: numbers in one syntax */
     sweep_value *v; /* n * nkeys, row-major */
 } sweep_axis;
 
@@ -67,12 +68,15 @@ struct sweep {
 
 /* Writes s as one CSV cell (RFC 4180: quoted when it holds a comma, quote,
  * newline or edge space). */
-static void csv_cell(FILE *out, const char *s)
+static bool cell_needs_quotes(const char *s)
 {
     size_t n = strlen(s);
-    bool quote = strpbrk(s, ",\"\r\n") != NULL || (n && (isspace((unsigned char)s[0]) ||
-                                                        isspace((unsigned char)s[n - 1])));
-    if (!quote) {
+    return strpbrk(s, ",\"\r\n") != NULL || (n && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[n - 1])));
+}
+
+static void csv_cell(FILE *out, const char *s)
+{
+    if (!cell_needs_quotes(s)) {
         fputs(s, out);
         return;
     }
@@ -167,12 +171,17 @@ static int value_set(sweep_value *v, const char *key, const char *ovr_text, cons
 {
     size_t n = strlen(key) + strlen(ovr_text) + 2;
     v->ovr = malloc(n);
-    strbuf sb;
-    if (!v->ovr || !sb_open(&sb))
+    if (!v->ovr)
         return SIM_ENOMEM;
     snprintf(v->ovr, n, "%s=%s", key, ovr_text);
-    csv_cell(sb.f, cell_text);
-    v->cell = sb_close(&sb);
+    /* most cells (numbers, names) need no quotes: no stream for them */
+    strbuf sb;
+    if (!cell_needs_quotes(cell_text))
+        v->cell = strdup(cell_text);
+    else if (sb_open(&sb)) {
+        csv_cell(sb.f, cell_text);
+        v->cell = sb_close(&sb);
+    }
     return v->cell ? SIM_OK : SIM_ENOMEM;
 }
 
@@ -475,6 +484,7 @@ static int axis_from_key(sweep_t *sw, const config_setting_t *g, sweep_axis *ax,
     range r;
     if ((rc = range_read(sw, g, key, &r, err)))
         return rc;
+    ax->range = true;
     ax->n = r.n;
     ax->v = calloc((size_t)ax->n, sizeof *ax->v);
     if (!ax->v)
@@ -726,11 +736,12 @@ static int load_spec(sweep_t *sw, config_t *lc, sim_err *err)
             rc = spec_err(err, sw, line_of(ag), NULL, "an axis needs `key` (or `keys` with `rows`)");
         if (rc)
             return rc;
-        /* every value must parse as an override and every key be known */
+        /* every value must parse as an override (a range's first stands for
+         * all: they are numbers written alike) and every key be known */
         for (int k = 0; k < ax->nkeys; k++) {
             const char *kname = sw->keys[ax->first_col + k];
             int kline = sw->key_lines[ax->first_col + k];
-            for (int64_t j = 0; j < ax->n; j++)
+            for (int64_t j = 0; j < (ax->range ? 1 : ax->n); j++)
                 if ((rc = check_override(sw, ax->v[j * ax->nkeys + k].ovr, kline, kname, err)))
                     return rc;
             char msg[512];
