@@ -900,6 +900,10 @@ bool sweep_meta_parse(const char *line, sweep_meta *m)
         n--;
     if (n != strlen(again) - 1 || strncmp(line, again, n) != 0)
         return false;
+    /* what a sweep can have written: a file's word is not trusted further */
+    if (r.total < 0 || r.total > LIMIT_SWEEP_CONFIGS || r.shard_k < 1 || r.shard_k > r.shard_n ||
+        r.shard_n > LIMIT_SWEEP_CONFIGS || r.rows < 0 || r.rows > r.total)
+        return false;
     *m = r;
     return true;
 }

@@ -480,6 +480,18 @@ Test(sweep, merge_refuses_a_shard_killed_after_a_whole_row, .timeout = 60)
     runf(&r, "merge %s/m.csv %s/s1.csv %s/s2.csv %s/s3.csv", dir, dir, dir, dir);
     cr_assert_eq(r.status, 2, "%s", r.out);
     cr_assert(strstr(r.out, "s2.csv:2") && strstr(r.out, "# parsim sweep"), "%s", r.out);
+    /* a line 2 no sweep writes (no shard 1/0, no more rows than configurations) */
+    static const char *const forged[] = { "shard=1/0 rows=0", "shard=2/1 rows=0", "shard=1/3 rows=49",
+                                          "shard=1/3 rows=-1" };
+    for (size_t k = 0; k < sizeof forged / sizeof forged[0]; k++) {
+        char text2[512];
+        snprintf(text2, sizeof text2, "index,x,error\n# parsim sweep spec=0000000000000001 configurations=48 %s\n0,1,\n",
+                 forged[k]);
+        write_file(s2, text2);
+        runf(&r, "merge %s/m.csv %s", dir, s2);
+        cr_assert_eq(r.status, 2, "%s: %s", forged[k], r.out);
+        cr_assert(strstr(r.out, "s2.csv:2") && count_lines(r.out) == 1, "%s: %s", forged[k], r.out);
+    }
     remove_dir();
 }
 
