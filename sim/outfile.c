@@ -107,6 +107,12 @@ static char *link_target(const char *link, const char *text)
     return s;
 }
 
+static int refuse(const char *path, const struct stat *st, sim_err *err)
+{
+    return sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "%s, not a file to write",
+                          S_ISDIR(st->st_mode) ? "is a directory" : "is a socket or other special file");
+}
+
 int outfile_resolve(const char *path, outfile_target *t, sim_err *err)
 {
     memset(t, 0, sizeof *t);
@@ -116,6 +122,18 @@ int outfile_resolve(const char *path, outfile_target *t, sim_err *err)
         t->kind = OUTFILE_STREAM;
         return SIM_OK;
     }
+    /* what the kernel reaches through every link, /proc/self/fd/1 (whose
+     * link text, "pipe:[123]", names no file) included */
+    struct stat end;
+    if (stat(path, &end) == 0 && !S_ISREG(end.st_mode)) {
+        if (S_ISDIR(end.st_mode) || !(S_ISFIFO(end.st_mode) || S_ISCHR(end.st_mode) || S_ISBLK(end.st_mode)))
+            return refuse(path, &end, err);
+        t->kind = OUTFILE_STREAM;
+        t->path = strdup(path);
+        return t->path ? SIM_OK : sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
+    /* a regular file or nothing at the end: find its name, beside which
+     * the temporary file goes */
     char *cur = strdup(path);
     if (!cur)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
@@ -159,8 +177,7 @@ int outfile_resolve(const char *path, outfile_target *t, sim_err *err)
             t->kind = OUTFILE_STREAM;
         } else {
             free(cur);
-            return sim_err_set_at(err, SIM_EINVAL, path, 0, NULL, "%s, not a file to write",
-                                  S_ISDIR(st.st_mode) ? "is a directory" : "is a socket or other special file");
+            return refuse(path, &st, err);
         }
         t->path = cur;
         return SIM_OK;

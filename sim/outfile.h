@@ -9,7 +9,10 @@
  *     atomic) that is renamed over it at the end.  A link stays a link and
  *     its target gets the content; an existing file keeps its permissions.
  *   - "-" (standard output), a FIFO, a character or a block device is a
- *     stream: written directly, never truncated, renamed or removed.
+ *     stream: written directly, never truncated, renamed or removed.  What
+ *     the kernel reaches through the links decides, so /dev/stdout (a link
+ *     to /proc/self/fd/1, whose text "pipe:[123]" names no file) is the
+ *     pipe or terminal it stands for.
  *   - a directory (or a socket) is refused: SIM_EINVAL naming the path.
  *
  * A temporary file is removed when the process is stopped by SIGINT,

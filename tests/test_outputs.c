@@ -445,3 +445,26 @@ Test(outputs, sweep_writes_a_character_device_in_place)
     cr_assert_eq(stray_temps(), 0);
     remove_dir();
 }
+
+Test(outputs, a_link_to_proc_self_fd_1_writes_to_standard_output)
+{
+    make_dir();
+    char spec[256], ref[256], link[256];
+    two_config_spec(spec);
+    result r;
+    runf(&r, "sweep %s --out %s", spec, path_in(ref, sizeof ref, "ref.csv"));
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *want = read_file(ref, NULL);
+    /* what /dev/stdout is: a link whose text ("pipe:[123]") names no file */
+    cr_assert_eq(symlink("/proc/self/fd/1", path_in(link, sizeof link, "stdout")), 0);
+    runf(&r, "sweep %s --out %s", spec, link);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert_str_eq(r.out, want);
+    runf(&r, "merge %s %s", link, ref);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert_str_eq(r.out, want);
+    cr_assert(S_ISLNK(lmode(link)));
+    cr_assert_eq(stray_temps(), 0);
+    free(want);
+    remove_dir();
+}
