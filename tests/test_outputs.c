@@ -348,27 +348,30 @@ Test(outputs, a_command_stopped_by_a_signal_leaves_no_temporary_file, .timeout =
     remove_dir();
 }
 
-/* A sweep of two configurations, written to dir/spec.cfg (spec: 256 bytes). */
-static const char *two_config_spec(char *spec)
+/* A sweep of two configurations, written to dir/spec.cfg, and its output
+ * written to a fresh dir/ref.csv (spec, ref: 256 bytes); returns the
+ * output's text (*len bytes, 4 lines), which the caller frees. */
+static char *reference_sweep(char *spec, char *ref, size_t *len)
 {
     write_file(path_in(spec, 256, "spec.cfg"),
                "sweep: {\n  set = [ \"model.name=llama3-8b\", \"cluster.topology=dgx-h100\", \"cluster.num_gpus=8\",\n"
                "          \"train.global_batch_size=8\" ];\n"
                "  vary = ( { key = \"model.tensor_model_parallel_size\"; values = [1, 2]; } );\n};\n");
-    return spec;
+    result r;
+    runf(&r, "sweep %s --out %s", spec, path_in(ref, 256, "ref.csv"));
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *text = read_file(ref, len);
+    cr_assert_eq(count_lines(text), 4, "%s", text);
+    return text;
 }
 
 Test(outputs, sweep_writes_a_fifo_or_device_in_place_and_refuses_a_directory)
 {
     make_dir();
     char spec[256], ref[256], path[256];
-    two_config_spec(spec);
-    result r;
-    runf(&r, "sweep %s --out %s", spec, path_in(ref, sizeof ref, "ref.csv"));
-    cr_assert_eq(r.status, 0, "%s", r.out);
     size_t nref;
-    char *want = read_file(ref, &nref);
-    cr_assert_eq(count_lines(want), 4, "%s", want);
+    char *want = reference_sweep(spec, ref, &nref);
+    result r;
 
     /* a FIFO: the reader gets the whole sweep, the FIFO stays */
     char args[1024];
@@ -428,8 +431,8 @@ Test(outputs, sweep_writes_a_character_device_in_place)
     if (geteuid() != 0)
         cr_skip_test("mknod needs root");
     make_dir();
-    char spec[256], path[256];
-    two_config_spec(spec);
+    char spec[256], ref[256], path[256];
+    free(reference_sweep(spec, ref, NULL));
     cr_assert_eq(mknod(path_in(path, sizeof path, "null"), S_IFCHR | 0666, makedev(1, 3)), 0, "%s", strerror(errno));
     result r;
     for (int k = 0; k < 2; k++) { /* twice: nothing is resumed from a device */
@@ -450,11 +453,8 @@ Test(outputs, a_link_to_proc_self_fd_1_writes_to_standard_output)
 {
     make_dir();
     char spec[256], ref[256], link[256];
-    two_config_spec(spec);
+    char *want = reference_sweep(spec, ref, NULL);
     result r;
-    runf(&r, "sweep %s --out %s", spec, path_in(ref, sizeof ref, "ref.csv"));
-    cr_assert_eq(r.status, 0, "%s", r.out);
-    char *want = read_file(ref, NULL);
     /* what /dev/stdout is: a link whose text ("pipe:[123]") names no file */
     cr_assert_eq(symlink("/proc/self/fd/1", path_in(link, sizeof link, "stdout")), 0);
     runf(&r, "sweep %s --out %s", spec, link);
