@@ -150,14 +150,14 @@ int outfile_resolve(const char *path, outfile_target *t, sim_err *err)
             return io_err(err, path, "cannot examine", e);
         }
         if (S_ISLNK(st.st_mode)) {
-            char text[PATH_LEN];
-            ssize_t n = links < OUTFILE_MAX_LINKS ? readlink(cur, text, sizeof text) : -1;
-            int e = errno;
             if (links >= OUTFILE_MAX_LINKS) {
                 free(cur);
                 return sim_err_set_at(err, SIM_EINVAL, path, 0, NULL,
                                       "more than %d symbolic links to follow (a loop?)", OUTFILE_MAX_LINKS);
             }
+            char text[PATH_LEN];
+            ssize_t n = readlink(cur, text, sizeof text);
+            int e = errno;
             if (n < 0 || (size_t)n >= sizeof text) {
                 free(cur);
                 return io_err(err, path, "cannot read the symbolic link", n < 0 ? e : ENAMETOOLONG);
@@ -274,23 +274,31 @@ int outfile_open(outfile *o, const char *path, sim_err *err)
     return rc;
 }
 
+/* Flushes and closes o->f (stdout is only flushed); 0, or the errno of the
+ * first failure. */
+static int finish_stream(outfile *o, bool keep)
+{
+    int e = ferror(o->f) ? (errno ? errno : EIO) : 0;
+    if (o->f == stdout) {
+        if (fflush(stdout) != 0 && !e)
+            e = errno;
+        return e;
+    }
+    /* a temporary file reaches the disk before it is renamed into place */
+    if (o->tmp && keep && !e && (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0))
+        e = errno;
+    if (fclose(o->f) != 0 && !e)
+        e = errno;
+    return e;
+}
+
 int outfile_close(outfile *o, bool keep, sim_err *err)
 {
     int rc = SIM_OK;
     if (o->f) {
-        int bad = ferror(o->f);
-        int e = bad ? errno : 0;
-        if (o->f == stdout) {
-            if (fflush(stdout) != 0 && !bad)
-                bad = 1, e = errno;
-        } else {
-            if (o->tmp && keep && !bad && (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0))
-                bad = 1, e = errno;
-            if (fclose(o->f) != 0 && !bad)
-                bad = 1, e = errno;
-        }
-        if (bad && keep)
-            rc = io_err(err, o->name, "cannot write", e ? e : EIO);
+        int e = finish_stream(o, keep);
+        if (e && keep)
+            rc = io_err(err, o->name, "cannot write", e);
     }
     if (o->tmp) {
         if (keep && rc == SIM_OK && rename(o->tmp, o->t.path) != 0)
