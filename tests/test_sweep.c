@@ -350,6 +350,9 @@ static const bad_spec bad_specs[] = {
      "more than 1000000 values"},
     {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = -1e308; to = 1e308; step = 1e307; }\n  );\n};\n", ":3",
      "more than 1000000 values"},
+    /* the count rounds up to 2^1024, which is no double */
+    {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = 1.0; to = 1.7976931348623157e308; mul = 2.0; }\n  );\n};\n",
+     ":3", "sim.seed: range value 1024 overflows"},
     /* libconfig 1.5 would read these as other numbers */
     {"sweep: {\n  vary = (\n    { key = \"sim.seed\"; from = 1;\n      to = 9223372036854775807; }\n  );\n};\n", ":4",
      "integer 9223372036854775807 does not fit in 32 bits: write 9223372036854775807L"},
