@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "limits.h"
+#include "bounds.h"
 #include "numparse.h"
 #include "net.h"
 #include "units.h"

@@ -23,7 +23,7 @@
 
 #include "cli.h"
 #include "config.h"
-#include "limits.h"
+#include "bounds.h"
 #include "numparse.h"
 #include "progress.h"
 #include "search.h"

@@ -28,7 +28,7 @@
 #endif
 
 #include "cli.h"
-#include "limits.h"
+#include "bounds.h"
 #include "numparse.h"
 #include "progress.h"
 #include "sweep.h"

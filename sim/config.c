@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "lcints.h"
-#include "limits.h"
+#include "bounds.h"
 #include "microbench.h"
 #include "net.h"
 #include "numparse.h"

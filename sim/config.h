@@ -8,7 +8,7 @@
  * overrides.  cfg_resolve() loads the presets, then checks every key against
  * the key table (unknown keys and wrong types are errors with file:line) and
  * fills run_inputs.  Nothing falls back silently: a misspelled key is an
- * error, never a default.  Every numeric key has a range (limits.h), from
+ * error, never a default.  Every numeric key has a range (bounds.h), from
  * files and overrides alike; a preset name is a plain name, not a path.
  *
  * Ownership: cfg_create() allocates, cfg_destroy() frees (NULL is a no-op).

@@ -4,6 +4,7 @@
 #include "outfile.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -21,10 +22,9 @@
  * the handler never sees half a name.  Slots beyond these (more outputs at
  * once than parsim ever has) are simply not cleaned up. */
 #define CLEANUP_SLOTS 8
-/* Linux's PATH_LEN and the NAME_LEN of common file systems (sim/limits.h
- * hides the C library's <limits.h> from the files of sim/). */
-#define PATH_LEN 4096
-#define NAME_LEN 255
+/* The C library's path and file-name limits (Linux: 4096 and 255). */
+#define PATH_LEN PATH_MAX
+#define NAME_LEN NAME_MAX
 static char cleanup_path[CLEANUP_SLOTS][PATH_LEN];
 static volatile sig_atomic_t cleanup_used[CLEANUP_SLOTS];
 static pthread_mutex_t cleanup_mu = PTHREAD_MUTEX_INITIALIZER;

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limits.h"
+#include "bounds.h"
 #include "memory.h"
 #include "model.h"
 #include "schedule.h"

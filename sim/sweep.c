@@ -23,7 +23,7 @@
 
 #include "cli.h"
 #include "config.h"
-#include "limits.h"
+#include "bounds.h"
 #include "outfile.h"
 #include "report.h"
 #include "step.h"

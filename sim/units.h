@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "limits.h"
+#include "bounds.h"
 
 typedef uint64_t sim_time_ps;
 

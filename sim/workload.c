@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "compute.h"
-#include "limits.h"
+#include "bounds.h"
 #include "memory.h"
 #include "net.h"
 

@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "config.h"
-#include "limits.h"
+#include "bounds.h"
 #include "model.h"
 #include "net.h"
 #include "search.h"

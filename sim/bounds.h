@@ -1,4 +1,4 @@
-/* limits: the bounds parsim puts on its inputs so that every command ends
+/* bounds: the limits parsim puts on its inputs so that every command ends
  * in bounded time and output.  A value beyond one is bad input (exit 2,
  * naming the key or option and the limit); README "Limits" lists them.
  *
@@ -18,8 +18,8 @@
  * - LIMIT_CSV_ROWS / LIMIT_LOG_LINES: published-measurement tables and
  *   nccl-tests logs are thousands of rows; a million is far beyond.
  */
-#ifndef PARSIM_LIMITS_H
-#define PARSIM_LIMITS_H
+#ifndef PARSIM_BOUNDS_H
+#define PARSIM_BOUNDS_H
 
 #define LIMIT_GPUS 262144LL            /* cluster.num_gpus, search --gpus, nccl-tests ranks */
 #define LIMIT_SWEEP_CONFIGS 1000000LL  /* configurations in one sweep spec */
