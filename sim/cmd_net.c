@@ -115,6 +115,55 @@ static void print_header(FILE *out, const run_inputs *in, const group_span *g, c
             "(us)", "(GB/s)", "(GB/s)");
 }
 
+/* What the table of one run of parsim net is made of. */
+typedef struct net_table {
+    const run_inputs *in;
+    const group_span *g;
+    coll_kind k;
+    const net_opts *o;
+} net_table;
+
+/* The header and one row per size, as nccl-tests prints them; a size whose
+ * time simulated time cannot hold is an error naming the tier and key (the
+ * table is then not printed at all: cli_print_whole drops it). */
+static int write_table(FILE *out, void *ctx, sim_err *err)
+{
+    const net_table *t = ctx;
+    const cluster_spec *c = &t->in->cluster;
+    const net_opts *o = t->o;
+    coll_kind k = t->k;
+    print_header(out, t->in, t->g, k, o);
+    double n = (double)t->g->size, busbw_sum = 0.0;
+    int rows = 0;
+    bool per_rank = k == COLL_ALL_GATHER || k == COLL_REDUCE_SCATTER || k == COLL_ALL_TO_ALL;
+    for (double size = o->min_bytes; size_in_sweep(o, size); size *= o->factor) {
+        /* Whole elements, and for the per-rank collectives whole elements
+         * per rank, as nccl-tests sizes its buffers. */
+        double count = floor(size / (double)o->type_bytes);
+        if (per_rank)
+            count = floor(count / n) * n;
+        double bytes = count * (double)o->type_bytes;
+        if (count < 1)
+            continue;
+        net_choice ch;
+        if (net_collective_choose(c, t->g, k, bytes, c->force_algo, c->force_proto, &ch) != 0)
+            return sim_err_set(err, SIM_ESIM, "no algorithm for %s at %.0f bytes", coll_kind_name(k), bytes);
+        int rc = net_check_duration(c, t->g, k, bytes, ch.time_s, err);
+        if (rc)
+            return rc;
+        double algbw = bytes / ch.time_s / GB;
+        double busbw = algbw * net_busbw_factor(k, t->g->size);
+        bool reduces = k == COLL_ALL_REDUCE || k == COLL_REDUCE_SCATTER;
+        fprintf(out, "  %10.0f  %12.0f  %8s  %6s  %6d  %10.2f  %7.2f  %7.2f  %-12s  %s\n", bytes, count,
+                o->type, reduces ? "sum" : "none", k == COLL_BROADCAST ? 0 : -1, ch.time_s * 1e6,
+                algbw, busbw, net_algo_name(ch.algo), net_proto_name(ch.proto));
+        busbw_sum += busbw;
+        rows++;
+    }
+    fprintf(out, "# Avg bus bandwidth    : %g\n", rows ? busbw_sum / rows : 0.0);
+    return SIM_OK;
+}
+
 int cmd_net(int argc, char **argv)
 {
     if (argc < 1 || argv[0][0] == '-')
@@ -231,37 +280,8 @@ int cmd_net(int argc, char **argv)
         goto out;
     }
 
-    print_header(stdout, &in, &g, k, &o);
-    double n = (double)g.size, busbw_sum = 0.0;
-    int rows = 0;
-    bool per_rank = k == COLL_ALL_GATHER || k == COLL_REDUCE_SCATTER || k == COLL_ALL_TO_ALL;
-    for (double size = o.min_bytes; size_in_sweep(&o, size); size *= o.factor) {
-        /* Whole elements, and for the per-rank collectives whole elements
-         * per rank, as nccl-tests sizes its buffers. */
-        double count = floor(size / (double)o.type_bytes);
-        if (per_rank)
-            count = floor(count / n) * n;
-        double bytes = count * (double)o.type_bytes;
-        if (count < 1)
-            continue;
-        net_choice ch;
-        if (net_collective_choose(c, &g, k, bytes, c->force_algo, c->force_proto, &ch) != 0) {
-            sim_err_set(&err, SIM_ESIM, "no algorithm for %s at %.0f bytes", coll_kind_name(k),
-                        bytes);
-            rc = cli_fail(&err);
-            goto out;
-        }
-        double algbw = bytes / ch.time_s / GB;
-        double busbw = algbw * net_busbw_factor(k, g.size);
-        bool reduces = k == COLL_ALL_REDUCE || k == COLL_REDUCE_SCATTER;
-        printf("  %10.0f  %12.0f  %8s  %6s  %6d  %10.2f  %7.2f  %7.2f  %-12s  %s\n", bytes, count,
-               o.type, reduces ? "sum" : "none", k == COLL_BROADCAST ? 0 : -1, ch.time_s * 1e6,
-               algbw, busbw, net_algo_name(ch.algo), net_proto_name(ch.proto));
-        busbw_sum += busbw;
-        rows++;
-    }
-    printf("# Avg bus bandwidth    : %g\n", rows ? busbw_sum / rows : 0.0);
-    rc = fflush(stdout) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    net_table t = { &in, &g, k, &o };
+    rc = cli_print_whole(write_table, &t, &err) == SIM_OK ? EXIT_SUCCESS : cli_fail(&err);
 out:
     cfg_destroy(cfg);
     return rc;

@@ -433,3 +433,17 @@ Test(hostile_sizes, a_collective_too_long_to_simulate_names_its_tier_and_key)
                                     net_collective_s(&in.cluster, &g, COLL_ALL_REDUCE, 1e9), &err), SIM_OK);
     cr_assert_eq(net_check_duration(&in.cluster, &g, COLL_ALL_REDUCE, 1e9, NAN, &err), SIM_EINVAL);
 }
+
+/* parsim net on a fabric too slow for simulated time: exit 2 naming the
+ * key, and no half table on stdout. */
+Test(hostile_sizes, cli_net_too_slow_prints_no_table)
+{
+    result r;
+    run(&r, "net all_reduce cluster.topology=dgx-h100 cluster.num_gpus=1024 "
+            "cluster.scaleout.nic_bw_gbytes_per_s=1e-300");
+    cr_expect_eq(r.status, 2, "%s", r.out);
+    cr_expect_null(strstr(r.out, "# parsim net"), "part of a table was printed: %s", r.out);
+    cr_expect(strstr(r.out, "parsim: cluster.scaleout.nic_bw_gbytes_per_s: all_reduce of 8 bytes over 1024 GPUs") &&
+                  strstr(r.out, "(limit 1.8e+07 s)") && strchr(r.out, '\n') == r.out + strlen(r.out) - 1,
+              "%s", r.out);
+}
