@@ -1,13 +1,15 @@
 /* parsim compare: what moved between two outputs of validate, sweep or
  * search (rules in compare.h). */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "compare.h"
 #include "csv.h"
+#include "numparse.h"
 
 int cmd_compare(int argc, char **argv)
 {
@@ -19,18 +21,26 @@ int cmd_compare(int argc, char **argv)
         if (!strcmp(a, "--fail-above") || !strcmp(a, "--key") || !strcmp(a, "--list")) {
             if (++i >= argc)
                 return cli_usage_error("%s needs a value", a);
-            char *end;
             if (!strcmp(a, "--key"))
                 o.key_cols = argv[i];
             else if (!strcmp(a, "--fail-above")) {
-                o.fail_above_pct = strtod(argv[i], &end);
-                if (*end == '%')
-                    end++;
-                if (*end || end == argv[i] || !(o.fail_above_pct >= 0))
-                    return cli_usage_error("--fail-above needs a percentage >= 0, got '%s'", argv[i]);
+                /* a finite decimal, optionally followed by one '%' */
+                char num[64];
+                size_t n = strlen(argv[i]);
+                if (n > 0 && argv[i][n - 1] == '%')
+                    n--;
+                bool ok = n < sizeof num;
+                if (ok) {
+                    memcpy(num, argv[i], n);
+                    num[n] = '\0';
+                    ok = num_parse_double(num, &o.fail_above_pct) && o.fail_above_pct >= 0;
+                }
+                if (!ok)
+                    return cli_usage_error("--fail-above needs a finite percentage >= 0, got '%s'",
+                                           argv[i]);
             } else {
                 long long n = 0; /* 0 = all */
-                int rc = cli_int_arg(a, argv[i], 0, LLONG_MAX, &n);
+                int rc = cli_int_arg(a, argv[i], 0, INT64_MAX, &n);
                 if (rc)
                     return rc;
                 o.max_listed = (size_t)n;

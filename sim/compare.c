@@ -1,6 +1,5 @@
 #include "compare.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,18 +38,12 @@ static bool is_text_result(const char *name)
     return false;
 }
 
-/* A number, or false for an empty or non-numeric cell. */
+/* A finite number, or false for an empty, non-numeric or non-finite cell
+ * ("nan", "inf"): such a value where the other file has a number is a
+ * change of status, never a quiet match. */
 static bool num(const char *s, double *out)
 {
-    if (!*s)
-        return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*end || errno == ERANGE)
-        return false;
-    *out = v;
-    return true;
+    return csv_num_double(s, out);
 }
 
 /* ------------------------------------------------------------- keys */
@@ -291,6 +284,16 @@ done:
 
 /* ------------------------------------------------------------ main */
 
+typedef struct pairidx {
+    size_t a, b;   /* old row, new row */
+} pairidx;
+
+static int pairidx_cmp(const void *x, const void *y)
+{
+    const pairidx *p = x, *q = y;
+    return p->b < q->b ? -1 : p->b > q->b;
+}
+
 int compare_tables(const csv_table *a, const char *an, const csv_table *b, const char *bn,
                    const compare_opts *o, FILE *out, compare_summary *sum, sim_err *err)
 {
@@ -489,15 +492,22 @@ int compare_tables(const csv_table *a, const char *an, const csv_table *b, const
     free(only_b);
 
     if (sum->validate_kind) {
-        /* groups in the order their rows appear in NEW, as validate prints them */
-        for (size_t p = 1; p < np; p++)
-            for (size_t q = p; q > 0 && pair_b[q - 1] > pair_b[q]; q--) {
-                size_t ta = pair_a[q], tb = pair_b[q];
-                pair_a[q] = pair_a[q - 1];
-                pair_b[q] = pair_b[q - 1];
-                pair_a[q - 1] = ta;
-                pair_b[q - 1] = tb;
-            }
+        /* groups in the order their rows appear in NEW, as validate prints
+         * them: the pairs sorted by their NEW row (each NEW row is in one
+         * pair), O(n log n) */
+        pairidx *pi = malloc((np ? np : 1) * sizeof *pi);
+        if (!pi) {
+            rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t p = 0; p < np; p++)
+            pi[p] = (pairidx){ pair_a[p], pair_b[p] };
+        qsort(pi, np, sizeof *pi, pairidx_cmp);
+        for (size_t p = 0; p < np; p++) {
+            pair_a[p] = pi[p].a;
+            pair_b[p] = pi[p].b;
+        }
+        free(pi);
         error_change(out, a, b, pair_a, pair_b, np);
     }
 

@@ -19,7 +19,9 @@
  * A row moved when a compared value changed by more than the threshold
  * (relative, percent of |old|; a change from or to zero is infinite), when
  * it went from a value to none or back (predicted <-> skipped, a run that
- * now fails), or when it is in one file only.  Text result columns
+ * now fails), or when it is in one file only.  A value is a finite number
+ * (blanks around it allowed); "nan", "inf" or any text where the other
+ * file has a number is such a change of status, so it fails the gate.  Text result columns
  * (skip_reason, error, assumed, overrides) that change are listed but do
  * not count as moved by themselves.
  */

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "limits.h"
+#include "numparse.h"
+
 /* A growable array of pointers (fields of one record, or all cells). */
 typedef struct ptrvec {
     char **v;
@@ -158,9 +161,41 @@ nomem:
     return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", name);
 }
 
+/* Bytes a text table never holds: C0 controls but tab, CR and LF, and DEL.
+ * A NUL would end a cell early (the record's text would no longer match
+ * its cells), and compare joins key cells with \x1f and \x1e. */
+static bool is_binary_byte(unsigned char c)
+{
+    return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+}
+
+/* Rejects a byte that cannot be in a text CSV and a text of more lines
+ * than an int counts, before parsing: a line break is LF, CRLF or a lone
+ * CR, as parse_record counts them. */
+static int check_text(const char *text, size_t len, const char *name, sim_err *err)
+{
+    size_t breaks = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '\n' || (c == '\r' && (i + 1 >= len || text[i + 1] != '\n'))) {
+            if (++breaks >= (size_t)__INT_MAX__)
+                return sim_err_set_at(err, SIM_EINVAL, name, 0, NULL,
+                                      "more than %d lines", __INT_MAX__ - 1);
+        } else if (is_binary_byte(c))
+            return sim_err_set_at(err, SIM_EINVAL, name, (int)breaks + 1, NULL,
+                                  "byte 0x%02x is not text (a CSV file holds no control "
+                                  "characters but tab, CR and LF)",
+                                  c);
+    }
+    return SIM_OK;
+}
+
 int csv_parse(const char *text, size_t len, const char *name, csv_table *out, sim_err *err)
 {
     memset(out, 0, sizeof *out);
+    int rc = check_text(text, len, name, err);
+    if (rc != SIM_OK)
+        return rc;
     size_t pos = 0;
     int line = 1;
     if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
@@ -170,7 +205,6 @@ int csv_parse(const char *text, size_t len, const char *name, csv_table *out, si
     ptrvec cells = { 0 }, raws = { 0 }, fields = { 0 };
     int *lines = NULL;
     size_t lines_cap = 0;
-    int rc = SIM_OK;
     bool have_header = false;
 
     while (pos < len) {
@@ -207,6 +241,12 @@ int csv_parse(const char *text, size_t len, const char *name, csv_table *out, si
         if ((int)fields.n != out->ncols) {
             rc = sim_err_set_at(err, SIM_EINVAL, name, rec_line, NULL,
                                 "record has %zu fields, the header has %d", fields.n, out->ncols);
+            ptrvec_free_all(&fields);
+            goto fail;
+        }
+        if (raws.n >= (size_t)LIMIT_CSV_ROWS) {
+            rc = sim_err_set_at(err, SIM_EINVAL, name, rec_line, NULL,
+                                "more than %lld data rows (LIMIT_CSV_ROWS)", LIMIT_CSV_ROWS);
             ptrvec_free_all(&fields);
             goto fail;
         }
@@ -301,6 +341,34 @@ int csv_col(const csv_table *t, const char *name)
         if (strcmp(t->header[c], name) == 0)
             return c;
     return -1;
+}
+
+/* The cell without the blanks (spaces, tabs) around it into buf; false
+ * if that does not fit (no number is that long). */
+static bool trimmed(const char *s, char *buf, size_t cap)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    if (n >= cap)
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return true;
+}
+
+bool csv_num_int(const char *cell, int64_t *out)
+{
+    char buf[64];
+    return trimmed(cell, buf, sizeof buf) && num_parse_int(buf, out);
+}
+
+bool csv_num_double(const char *cell, double *out)
+{
+    char buf[512];
+    return trimmed(cell, buf, sizeof buf) && num_parse_double(buf, out);
 }
 
 const char *csv_cell(const csv_table *t, size_t r, int c)

@@ -16,12 +16,17 @@
  * Ownership: csv_read_* fill a caller-owned csv_table, csv_free releases
  * everything it holds.  Cells are NUL-terminated copies; the empty string
  * stands for an empty field.
+ * Rejected as not text: a NUL byte, the other C0 control characters but
+ * tab, CR and LF, and DEL (the error names the line).  At most
+ * LIMIT_CSV_ROWS data records (sim/limits.h).
  * Complexity: one pass over the text, O(bytes).
  */
 #ifndef PARSIM_CSV_H
 #define PARSIM_CSV_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "err.h"
@@ -39,7 +44,7 @@ typedef struct csv_table {
 /* Parses text[0..len) (need not be NUL-terminated).  name is used in error
  * messages (a file name).  Returns SIM_OK, SIM_EINVAL for malformed input
  * (unterminated quote, a quote inside an unquoted field, wrong field count,
- * no header) or SIM_ENOMEM.  On error the table is left empty. */
+ * no header, a byte that is not text, too many records) or SIM_ENOMEM.  On error the table is left empty. */
 int csv_parse(const char *text, size_t len, const char *name, csv_table *out, sim_err *err);
 
 /* Reads and parses a whole file ("-" is stdin).  SIM_EIO if it cannot be
@@ -53,6 +58,12 @@ int csv_col(const csv_table *t, const char *name);
 
 /* Cell (row r, column c); "" when c < 0 (a missing optional column). */
 const char *csv_cell(const csv_table *t, size_t r, int c);
+
+/* A cell as a number (sim/numparse.h: whole, finite, decimal) after
+ * trimming the spaces and tabs around it; false for an empty cell or any
+ * other text.  *out is untouched then. */
+bool csv_num_int(const char *cell, int64_t *out);
+bool csv_num_double(const char *cell, double *out);
 
 /* Writes s as one CSV field: quoted (with doubled quotes) when it holds a
  * comma, quote, CR or LF, or starts or ends with a space; as it is

@@ -18,6 +18,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "cli.h"
+#include "limits.h"
 #include "model.h"
 #include "progress.h"
 #include "step.h"
@@ -195,37 +196,6 @@ static const char *topology_for(const char *gpu)
     return NULL;
 }
 
-/* Parses a whole cell as an integer; false if empty or not a number. */
-static bool cell_int(const char *s, int64_t *out)
-{
-    if (!*s)
-        return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    while (*end == ' ')
-        end++;
-    if (errno || *end)
-        return false;
-    *out = (int64_t)v;
-    return true;
-}
-
-static bool cell_double(const char *s, double *out)
-{
-    if (!*s)
-        return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    while (*end == ' ')
-        end++;
-    if (errno || *end || !isfinite(v))
-        return false;
-    *out = v;
-    return true;
-}
-
 static void add_over(vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_over(vcase *c, const char *fmt, ...)
 {
@@ -291,6 +261,19 @@ static bool note_layout(const char *notes, const char *what, int64_t *out)
         return false;
     *out = strtoll(p + strlen(what), NULL, 10);
     return *out > 0;
+}
+
+/* A GPU count or parallel size: an integer in 1..LIMIT_GPUS into *out;
+ * otherwise the row is skipped, naming the column, and *out is left. */
+static bool size_cell(vcase *c, const char *col, const char *cell, int64_t *out)
+{
+    int64_t v;
+    if (!csv_num_int(cell, &v) || v < 1 || v > LIMIT_GPUS) {
+        set_skip(c, "%s '%s' is not an integer in 1..%lld", col, cell, LIMIT_GPUS);
+        return false;
+    }
+    *out = v;
+    return true;
 }
 
 static bool is_fp8_family(const char *prec)
@@ -392,7 +375,7 @@ void validate_case_labels(const csv_table *t, size_t r, vcase *c)
     static const char *fcols[] = { "pp", "vp", "cp", "ep" };
     for (int k = 0; k < 4; k++) {
         int64_t v = 1;
-        c->feat[k] = cell_int(CELL(fcols[k]), &v) && v > 1;
+        c->feat[k] = csv_num_int(CELL(fcols[k]), &v) && v > 1;
     }
     c->feat[VFEAT_FP8] = is_fp8_family(CELL("precision"));
 #undef CELL
@@ -405,7 +388,7 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     const char *notes = CELL("notes");
     const vframework *fw = framework_for(c->prefix);
 
-    if (!cell_double(CELL("metric_value"), &c->measured) || c->measured <= 0)
+    if (!csv_num_double(CELL("metric_value"), &c->measured) || c->measured <= 0)
         set_skip(c, "metric_value '%s' is not a positive number", CELL("metric_value"));
     if (strstr(notes, "GiB"))
         c->mem_unit_bytes = GIB;
@@ -456,9 +439,11 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     add_over(c, "model.name=%s", c->model);
     add_over(c, "cluster.topology=%s", topology);
 
+    /* GPU counts and parallel sizes are bounded (LIMIT_GPUS), so that the
+     * products of up to three of them below cannot overflow; a row with
+     * one out of range is skipped and nothing is computed from them. */
     int64_t world = 0, gbs = 0, v = 0;
-    if (!cell_int(CELL("num_gpus"), &world) || world < 1)
-        set_skip(c, "num_gpus '%s' is not a positive integer", CELL("num_gpus"));
+    bool sizes_ok = size_cell(c, "num_gpus", CELL("num_gpus"), &world);
     add_over(c, "cluster.num_gpus=%" PRId64, world);
 
     /* LoRA rows: the adapters of the source's release.  NeMo 1.x (the
@@ -475,20 +460,20 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
         }
     }
 
-    if (cell_int(CELL("seq_len"), &v) && v > 0)
+    if (csv_num_int(CELL("seq_len"), &v) && v > 0)
         add_over(c, "model.seq_length=%" PRId64, v);
     else if (CELL("seq_len")[0])
         set_skip(c, "seq_len '%s' is not a positive integer", CELL("seq_len"));
     else
         add_assumed(c, "seq_len: the preset's");
 
-    if (!cell_int(CELL("gbs"), &gbs) || gbs < 1)
+    if (!csv_num_int(CELL("gbs"), &gbs) || gbs < 1)
         set_skip(c, "gbs '%s' is not a positive integer", CELL("gbs"));
     add_over(c, "train.global_batch_size=%" PRId64, gbs);
 
     int64_t mbs = 1;
     if (CELL("mbs")[0]) {
-        if (!cell_int(CELL("mbs"), &mbs) || mbs < 1)
+        if (!csv_num_int(CELL("mbs"), &mbs) || mbs < 1)
             set_skip(c, "mbs '%s' is not a positive integer", CELL("mbs"));
     } else
         add_assumed(c, "mbs=1 (%s default)", fw->name);
@@ -507,13 +492,17 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     for (int k = 0; k < 4; k++) {
         const char *cell = CELL(sizes[k].col);
         sz[k] = 1;
-        if (cell[0]) {
-            if (!cell_int(cell, &sz[k]) || sz[k] < 1)
-                set_skip(c, "%s '%s' is not a positive integer", sizes[k].col, cell);
-        } else if (k < 2 && note_layout(notes, k == 0 ? "TP" : "PP", &sz[k]))
+        if (cell[0])
+            sizes_ok = size_cell(c, sizes[k].col, cell, &sz[k]) && sizes_ok;
+        else if (k < 2 && note_layout(notes, k == 0 ? "TP" : "PP", &sz[k])) {
             add_assumed(c, "%s=%" PRId64 " (from the notes: %s)", sizes[k].col, sz[k],
                         "the source's table uses this layout for the model");
-        else if (k < 3 || moe)
+            if (sz[k] > LIMIT_GPUS) {
+                set_skip(c, "notes: %s%" PRId64 " is beyond LIMIT_GPUS (%lld)",
+                         k == 0 ? "TP" : "PP", sz[k], LIMIT_GPUS);
+                sizes_ok = false;
+            }
+        } else if (k < 3 || moe)
             add_assumed(c, "%s=1 (not stated)", sizes[k].col);
         if (sz[k] > 1)
             add_over(c, "%s=%" PRId64, sizes[k].key, sz[k]);
@@ -521,23 +510,21 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     int64_t tp = sz[0], pp = sz[1], cp = sz[2], ep = sz[3];
 
     int64_t vp = 1;
-    if (CELL("vp")[0]) {
-        if (!cell_int(CELL("vp"), &vp) || vp < 1)
-            set_skip(c, "vp '%s' is not a positive integer", CELL("vp"));
-    } else if (pp > 1)
+    if (CELL("vp")[0])
+        sizes_ok = size_cell(c, "vp", CELL("vp"), &vp) && sizes_ok;
+    else if (pp > 1)
         add_assumed(c, "vp: no interleaving (not stated)");
     if (vp > 1)
         add_over(c, "model.virtual_pipeline_model_parallel_size=%" PRId64, vp);
 
     if (moe) {
         int64_t etp = 0;
-        if (CELL("etp")[0]) {
-            if (!cell_int(CELL("etp"), &etp) || etp < 1)
-                set_skip(c, "etp '%s' is not a positive integer", CELL("etp"));
-        } else if (fw->moe_etp1) {
+        if (CELL("etp")[0])
+            sizes_ok = size_cell(c, "etp", CELL("etp"), &etp) && sizes_ok;
+        else if (fw->moe_etp1) {
             etp = 1;
             add_assumed(c, "etp=1 (%s MoE recipes)", fw->name);
-        } else if (world > 0 && world % (pp * ep * tp) != 0) {
+        } else if (sizes_ok && world % (pp * ep * tp) != 0) {
             etp = 1;
             add_assumed(c, "etp=1 (Megatron's default etp=tp does not fit %" PRId64 " GPUs)", world);
         } else
@@ -641,7 +628,11 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     int64_t layers = 0;
     if (note_int(notes, "layers_override=", &layers) && layers > 0) {
         add_over(c, "model.num_layers=%" PRId64, layers);
-        if (moe && layers <= MODEL_MAX_LAYERS)
+        if (layers > MODEL_MAX_LAYERS) {
+            set_skip(c, "notes: layers_override=%" PRId64 " is beyond MODEL_MAX_LAYERS (%d)",
+                     layers, MODEL_MAX_LAYERS);
+            layers = 0; /* nothing below is computed from it */
+        } else if (moe)
             moe_pattern_override(c, &m, layers);
     }
     int64_t vocab = 0;
@@ -658,7 +649,7 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
      * count the embedding and the loss as a layer each
      * (account_for_embedding/loss_in_pipeline_split).  Used once parsim has
      * the keys; until then strategy rejects the row and says why. */
-    int64_t L = layers > 0 ? layers : have_model ? m.num_layers : 0;
+    int64_t L = !sizes_ok ? 0 : layers > 0 ? layers : have_model ? m.num_layers : 0;
     if (L > 0 && L % (pp * vp) != 0 && (L + 2) % (pp * vp) == 0 && fw->sp_when_tp && fw->dist_opt) {
         add_over(c, "model.account_for_embedding_in_pipeline_split=true");
         add_over(c, "model.account_for_loss_in_pipeline_split=true");
@@ -682,8 +673,7 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
 
     /* DP column vs the GPU count */
     int64_t dp_cell = 0;
-    if (cell_int(CELL("dp"), &dp_cell) && tp * pp * cp > 0 && world > 0 &&
-        dp_cell != world / (tp * pp * cp))
+    if (sizes_ok && csv_num_int(CELL("dp"), &dp_cell) && dp_cell != world / (tp * pp * cp))
         add_assumed(c, "dp column %" PRId64 " ignored: num_gpus/(tp*pp*cp) = %" PRId64, dp_cell,
                     world / (tp * pp * cp));
 
