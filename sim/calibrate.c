@@ -17,7 +17,9 @@
 #include <gsl/gsl_vector.h>
 
 #include "config.h"
+#include "limits.h"
 #include "net.h"
+#include "numparse.h"
 #include "progress.h"
 #include "strategy.h"
 
@@ -690,6 +692,18 @@ static bool push_point(nccl_log *l, size_t *cap, double bytes, double time_s, bo
     return true;
 }
 
+/* A measured field of a data row: a finite number, > 0 (a time) or >= 0
+ * (a size).  SIM_EINVAL names the line and the field. */
+static int row_number(const char *tok, const char *field, bool zero_ok, const char *name,
+                      int line_no, double *out, sim_err *err)
+{
+    if (!num_parse_double(tok, out) || *out < 0 || (!zero_ok && *out == 0))
+        return sim_err_set_at(err, SIM_EINVAL, name, line_no, field,
+                              "'%s' is not a finite %s number", tok,
+                              zero_ok ? "non-negative" : "positive");
+    return SIM_OK;
+}
+
 int nccl_log_parse(const char *text, size_t len, const char *name, const char *op_hint,
                    nccl_log *out, sim_err *err)
 {
@@ -698,19 +712,39 @@ int nccl_log_parse(const char *text, size_t len, const char *name, const char *o
     int nhosts = 0;
     int col_size = -1, col_time[2] = { -1, -1 }, hdr_cols = 0;
     size_t cap = 0;
-    int line_no = 0;
+    long long line_no = 0;
     bool parsim_net = false; /* ranks taken from a parsim net header */
+    /* the line as written, and a copy that tokenize cuts up */
+    char *buf = NULL;
+    size_t buf_cap = 0;
+    int rc = SIM_OK;
     const char *p = text, *end = text + len;
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        line_no++;
-        char line[1024];
-        snprintf(line, sizeof line, "%.*s", (int)(ll < sizeof line - 1 ? ll : sizeof line - 1), p);
+        if (++line_no > LIMIT_LOG_LINES) {
+            rc = sim_err_set_at(err, SIM_EINVAL, name, (int)line_no, NULL,
+                                "more than %lld lines (LIMIT_LOG_LINES)", LIMIT_LOG_LINES);
+            goto fail;
+        }
+        if (memchr(p, '\0', ll)) {
+            rc = sim_err_set_at(err, SIM_EINVAL, name, (int)line_no, NULL,
+                                "a NUL byte: not a text log");
+            goto fail;
+        }
+        if (2 * (ll + 1) > buf_cap) {
+            char *nb = realloc(buf, 2 * (ll + 1));
+            if (!nb)
+                goto nomem;
+            buf = nb;
+            buf_cap = 2 * (ll + 1);
+        }
+        char *line = buf, *work = buf + ll + 1;
+        memcpy(line, p, ll);
+        line[ll] = '\0';
+        memcpy(work, line, ll + 1);
         p = nl ? nl + 1 : end;
         char *tok[64];
-        char work[1024];
-        snprintf(work, sizeof work, "%s", line);
         if (line[0] == '#') {
             /* the collective, from a "<op>_perf" word anywhere in a comment */
             char *perf = strstr(line, "_perf");
@@ -726,8 +760,15 @@ int nccl_log_parse(const char *text, size_t len, const char *name, const char *o
                 !strcmp(tok[3], "on") && !strcmp(tok[5], "GPUs")) {
                 if (!out->op[0])
                     snprintf(out->op, sizeof out->op, "%s", tok[2]);
+                int64_t r = 0;
+                if (!num_parse_int(tok[4], &r) || r < 1 || r > LIMIT_GPUS) {
+                    rc = sim_err_set_at(err, SIM_EINVAL, name, (int)line_no, "GPUs",
+                                        "'%s' is not a GPU count in 1..%lld (LIMIT_GPUS)",
+                                        tok[4], LIMIT_GPUS);
+                    goto fail;
+                }
                 if (out->ranks == 0)
-                    out->ranks = atoi(tok[4]);
+                    out->ranks = (int)r;
                 parsim_net = true;
             }
             /* "#  Rank  0 Group  0 Pid 123 on host device  0 [0x..] NVIDIA H100 ..." */
@@ -735,6 +776,11 @@ int nccl_log_parse(const char *text, size_t len, const char *name, const char *o
                 if (parsim_net) {
                     parsim_net = false;
                     out->ranks = 0;
+                }
+                if (out->ranks >= LIMIT_GPUS) {
+                    rc = sim_err_set_at(err, SIM_EINVAL, name, (int)line_no, "Rank",
+                                        "more than %lld ranks (LIMIT_GPUS)", LIMIT_GPUS);
+                    goto fail;
                 }
                 out->ranks++;
                 for (int k = 0; k + 1 < nt; k++)
@@ -775,41 +821,53 @@ int nccl_log_parse(const char *text, size_t len, const char *name, const char *o
         int nt = tokenize(work, tok, 64);
         if (nt == 0)
             continue;
+        /* a row of the table starts with what strtod takes for a number,
+         * "nan" and "-inf" included: those are rejected below, not passed
+         * over */
         char *e;
-        double size = strtod(tok[0], &e);
-        if (*e || col_size < 0)
+        (void)strtod(tok[0], &e);
+        if (*e || e == tok[0] || col_size < 0)
             continue; /* not a row of the table */
-        if (nt < col_time[0] + 1 || col_size >= nt)
-            return sim_err_set_at(err, SIM_EINVAL, name, line_no, NULL,
-                                  "row has %d columns, the header has %d", nt, hdr_cols);
-        size = strtod(tok[col_size], &e);
+        if (nt < col_time[0] + 1 || col_size >= nt) {
+            rc = sim_err_set_at(err, SIM_EINVAL, name, (int)line_no, NULL,
+                                "row has %d columns, the header has %d", nt, hdr_cols);
+            goto fail;
+        }
+        double size;
+        if ((rc = row_number(tok[col_size], "size", true, name, (int)line_no, &size, err)))
+            goto fail;
         for (int k = 0; k < 2; k++) {
             if (col_time[k] < 0 || col_time[k] >= nt)
                 continue;
-            double us = strtod(tok[col_time[k]], &e);
-            if (*e || !(us > 0))
-                return sim_err_set_at(err, SIM_EINVAL, name, line_no, NULL,
-                                      "time '%s' is not a positive number", tok[col_time[k]]);
-            if (!push_point(out, &cap, size, us * 1e-6, k == 1)) {
-                nccl_log_free(out);
-                return sim_err_set(err, SIM_ENOMEM, "out of memory");
-            }
+            double us;
+            if ((rc = row_number(tok[col_time[k]], "time", false, name, (int)line_no, &us, err)))
+                goto fail;
+            if (!push_point(out, &cap, size, us * 1e-6, k == 1))
+                goto nomem;
         }
     }
+    free(buf);
+    buf = NULL;
     out->nodes = nhosts;
     if (op_hint && *op_hint)
         snprintf(out->op, sizeof out->op, "%s", op_hint);
     if (col_size < 0 || col_time[0] < 0) {
-        nccl_log_free(out);
-        return sim_err_set_at(err, SIM_EINVAL, name, 0, NULL,
-                              "no nccl-tests table (a '#  size  count  type ... time  algbw  busbw' "
-                              "header) found");
+        rc = sim_err_set_at(err, SIM_EINVAL, name, 0, NULL,
+                            "no nccl-tests table (a '#  size  count  type ... time  algbw  busbw' "
+                            "header) found");
+        goto fail;
     }
     if (out->n == 0) {
-        nccl_log_free(out);
-        return sim_err_set_at(err, SIM_EINVAL, name, 0, NULL, "the table has no rows");
+        rc = sim_err_set_at(err, SIM_EINVAL, name, 0, NULL, "the table has no rows");
+        goto fail;
     }
     return SIM_OK;
+nomem:
+    rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
+fail:
+    free(buf);
+    nccl_log_free(out);
+    return rc;
 }
 
 static const struct {
@@ -1148,12 +1206,11 @@ static void put_sub_start(FILE *out, const calib_param *p, const calib_sub *sb)
     }
 }
 
-void calibrate_write_params(FILE *out, const calib_result *res)
+void calibrate_write_params(FILE *out, const calib_result *res, time_t when)
 {
-    time_t now = time(NULL);
     struct tm tmv;
     char date[32] = "";
-    if (gmtime_r(&now, &tmv))
+    if (gmtime_r(&when, &tmv))
         strftime(date, sizeof date, "%Y-%m-%d", &tmv);
     fprintf(out, "# parsim calibrate, %s: cost-model parameters fitted to measurements.\n", date);
     fprintf(out, "#   data: %s\n", res->source);

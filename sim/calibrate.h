@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "csv.h"
 #include "err.h"
@@ -121,7 +122,10 @@ typedef struct nccl_log {
  * "Collective test starting: <op>_perf" line if present, the column
  * header and the data rows (out-of-place and, when present, in-place
  * time).  op_hint (may be NULL) names the collective when the log does
- * not.  Returns SIM_OK or SIM_EINVAL naming the line. */
+ * not.  Returns SIM_OK or SIM_EINVAL naming the line (and the field): a
+ * size that is not a finite number >= 0 or a time that is not a finite
+ * number > 0, a row shorter than the header, a NUL byte, more ranks than
+ * LIMIT_GPUS, more lines than LIMIT_LOG_LINES.  On error *out is empty. */
 int nccl_log_parse(const char *text, size_t len, const char *name, const char *op_hint,
                    nccl_log *out, sim_err *err);
 void nccl_log_free(nccl_log *l);
@@ -145,8 +149,10 @@ int calibrate_nccl(const nccl_log *log, const char *const *overrides, const cali
 
 /* Writes the fitted keys as a libconfig parameter file with a header
  * saying what was fitted, the errors before and after and each key's
- * uncertainty and start value. */
-void calibrate_write_params(FILE *out, const calib_result *res);
+ * uncertainty and start value.  The header is dated `when` (UTC day);
+ * nothing else in the file depends on the time, so the same fit at the
+ * same `when` gives the same bytes. */
+void calibrate_write_params(FILE *out, const calib_result *res, time_t when);
 
 /* Prints the fit report (parameters, uncertainties, errors). */
 void calibrate_report(FILE *out, const calib_result *res);

@@ -1,23 +1,55 @@
 /* parsim calibrate: fit cost-model parameters to validation rows or to
  * nccl-tests output and write them as a parameter file (calibrate.h). */
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "calibrate.h"
 #include "cli.h"
 #include "csv.h"
+#include "numparse.h"
 #include "validate.h"
 
 typedef struct params_out {
     const calib_result *res;
+    time_t when;
 } params_out;
 
 static int params_writer(FILE *out, void *ctx, sim_err *err)
 {
     (void)err;
-    calibrate_write_params(out, ((const params_out *)ctx)->res);
+    const params_out *po = ctx;
+    calibrate_write_params(out, po->res, po->when);
     return SIM_OK;
+}
+
+/* The date of the parameter file: SOURCE_DATE_EPOCH when set (the
+ * reproducible-builds convention: a decimal count of seconds since 1970,
+ * read as UTC), so the same inputs give the same bytes; else now.  A
+ * malformed value is bad input. */
+static int file_date(time_t *when)
+{
+    const char *s = getenv("SOURCE_DATE_EPOCH");
+    if (!s) {
+        *when = time(NULL);
+        return 0;
+    }
+    /* up to the end of year 9999, what a four-digit date prints */
+    const int64_t max = 253402300799LL;
+    int64_t v = 0;
+    if (!s[0] || strspn(s, "0123456789") != strlen(s) || !num_parse_int(s, &v) || v > max) {
+        sim_err err;
+        sim_err_clear(&err);
+        sim_err_set_at(&err, SIM_EINVAL, NULL, 0, "SOURCE_DATE_EPOCH",
+                       "'%s' is not a decimal count of seconds since 1970 in 0..%lld", s,
+                       (long long)max);
+        return cli_fail(&err);
+    }
+    *when = (time_t)v;
+    return 0;
 }
 
 /* Reads a whole file (the nccl-tests log). */
@@ -25,7 +57,7 @@ static char *slurp(const char *path, size_t *len, sim_err *err)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!f) {
-        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot open");
+        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot open: %s", strerror(errno));
         return NULL;
     }
     char *buf = NULL;
@@ -50,8 +82,15 @@ static char *slurp(const char *path, size_t *len, sim_err *err)
         if (n == 0)
             break;
     }
+    int bad = ferror(f);
+    if (bad)
+        sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(errno));
     if (f != stdin)
         fclose(f);
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 
@@ -131,9 +170,13 @@ int cmd_calibrate(int argc, char **argv)
         goto out;
     }
 
+    params_out po;
+    if ((rc = file_date(&po.when)))
+        goto out;
     sim_err err;
     sim_err_clear(&err);
     calib_result res;
+    po.res = &res;
     if (in_path) {
         csv_table t;
         if (csv_read_file(in_path, &t, &err) != SIM_OK) {
@@ -169,7 +212,6 @@ int cmd_calibrate(int argc, char **argv)
     }
     calibrate_report(stdout, &res);
     if (out_path) {
-        params_out po = { &res };
         if (cli_write_file(out_path, params_writer, &po, &err) != SIM_OK) {
             rc = cli_fail(&err);
             goto out;
@@ -177,7 +219,7 @@ int cmd_calibrate(int argc, char **argv)
         printf("\nwrote %s (use: parsim run ... sim.params=%s)\n", out_path, out_path);
     } else {
         fputs("\n", stdout);
-        calibrate_write_params(stdout, &res);
+        calibrate_write_params(stdout, &res, po.when);
     }
     if (fflush(stdout) != 0) {
         fputs("parsim: cannot write the report\n", stderr);

@@ -98,7 +98,7 @@ Test(calibrate, recovers_sustained_fraction_from_synthetic_rows, .timeout = 600)
     int fd = mkstemps(path, 4);
     cr_assert_geq(fd, 0);
     FILE *f = fdopen(fd, "w");
-    calibrate_write_params(f, &res);
+    calibrate_write_params(f, &res, 0);
     fclose(f);
     cfg_t *cfg = cfg_create(PARSIM_SOURCE_DIR);
     char kv[600];
@@ -290,7 +290,7 @@ Test(calibrate_nccl, recovers_scaleout_bandwidth_and_latency)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    calibrate_write_params(f, &res);
+    calibrate_write_params(f, &res, 0);
     fclose(f);
     cr_assert(strstr(buf, "nic_bw_gbytes_per_s = 39.9") || strstr(buf, "nic_bw_gbytes_per_s = 40"),
               "%s", buf);
