@@ -216,8 +216,11 @@ static void print_row_changes(FILE *out, const cmpctx *x, const rowdiff *d)
             else
                 fprintf(out, "      %-24s %14.6g -> %-14.6g %+9.3f%%\n", name, vo, vn, ch);
         } else
-            fprintf(out, "      %-24s \"%.60s\" -> \"%.60s\"\n", name, so[0] ? so : "(empty)",
-                    sn[0] ? sn : "(empty)");
+            fprintf(out, "      %-24s \"%.60s\" -> \"%.60s\"%s\n", name, so[0] ? so : "(empty)",
+                    sn[0] ? sn : "(empty)",
+                    x->cmp_text[c] || ho == hn ? ""
+                    : ho                       ? " (no longer a finite number)"
+                                               : " (now a finite number)");
     }
 }
 
