@@ -531,7 +531,10 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     char topo2[64] = "";
     for (size_t r = 0; r < n; r++)
         validate_case(t, r, o->data_dir, &cases[r]);
-    validate_number_runs(cases, n);
+    if (validate_number_runs(cases, n) != SIM_OK) {
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
+        goto out;
+    }
     for (size_t r = 0; r < n; r++) {
         const vcase *c = &cases[r];
         if (c->skip[0] || c->family != VFAM_TIME || !validate_filter_match(t, c, o->rows))

@@ -99,7 +99,11 @@ int cmd_validate(int argc, char **argv)
     size_t nsel = 0;
     for (size_t r = 0; r < t.nrows; r++)
         validate_case(&t, r, NULL, &cases[r]);
-    validate_number_runs(cases, t.nrows);
+    if (validate_number_runs(cases, t.nrows) != SIM_OK) {
+        fputs("parsim: out of memory\n", stderr);
+        rc = EXIT_FAILURE;
+        goto out;
+    }
     for (size_t r = 0; r < t.nrows; r++) {
         select[r] = validate_filter_match(&t, &cases[r], rows);
         nsel += select[r];

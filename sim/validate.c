@@ -916,6 +916,76 @@ static void print_num(FILE *out, double v)
         fprintf(out, " %8.1f", v);
 }
 
+/* A skipped row, for grouping by reason. */
+typedef struct vskip {
+    const char *reason;
+    size_t row;
+} vskip;
+
+static int vskip_cmp(const void *x, const void *y)
+{
+    const vskip *a = x, *b = y;
+    int c = strcmp(a->reason, b->reason);
+    return c ? c : a->row < b->row ? -1 : a->row > b->row;
+}
+
+/* A group of the same reason: its first row, where it starts in the
+ * sorted rows. */
+typedef struct vskipgroup {
+    size_t row, start;
+} vskipgroup;
+
+static int vskipgroup_cmp(const void *x, const void *y)
+{
+    const vskipgroup *a = x, *b = y;
+    return a->row < b->row ? -1 : a->row > b->row;
+}
+
+/* Most reasons listed: the --out file has every row's. */
+#define VSKIP_MAX_LISTED 100
+
+/* The skipped rows grouped by reason, in order of first appearance, with
+ * the first ids of each; O(n log n). */
+static void print_skipped(FILE *out, const vcase *cases, const vpred *preds, size_t n)
+{
+    fprintf(out, "\nskipped rows by reason\n");
+    vskip *sk = malloc((n ? n : 1) * sizeof *sk);
+    vskipgroup *starts = malloc((n ? n : 1) * sizeof *starts);
+    if (!sk || !starts) {
+        free(sk);
+        free(starts);
+        fprintf(out, "  (out of memory grouping them)\n");
+        return;
+    }
+    size_t ns = 0, ng = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!preds[i].ok)
+            sk[ns++] = (vskip){ preds[i].skip, i };
+    qsort(sk, ns, sizeof *sk, vskip_cmp);
+    for (size_t k = 0; k < ns; k++)
+        if (k == 0 || strcmp(sk[k].reason, sk[k - 1].reason))
+            starts[ng++] = (vskipgroup){ sk[k].row, k };
+    qsort(starts, ng, sizeof *starts, vskipgroup_cmp);
+    for (size_t g = 0; g < ng && g < VSKIP_MAX_LISTED; g++) {
+        size_t k0 = starts[g].start, count = 0;
+        char ids[160] = "";
+        for (size_t k = k0; k < ns && !strcmp(sk[k].reason, sk[k0].reason); k++, count++) {
+            size_t len = strlen(ids);
+            if (count < 4)
+                snprintf(ids + len, sizeof ids - len, "%s%s", count ? " " : "",
+                         cases[sk[k].row].id);
+            else if (count == 4)
+                snprintf(ids + len, sizeof ids - len, " ...");
+        }
+        fprintf(out, "  %4zu  %s  [%s]\n", count, sk[k0].reason, ids);
+    }
+    if (ng > VSKIP_MAX_LISTED)
+        fprintf(out, "  ... and %zu more reasons (the skip_reason column of --out has each row's)\n",
+                ng - VSKIP_MAX_LISTED);
+    free(sk);
+    free(starts);
+}
+
 void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t n)
 {
     size_t predicted = 0, assumed = 0;
@@ -965,31 +1035,8 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
     free(bias);
 
     /* skipped rows, grouped by reason */
-    if (predicted < n) {
-        fprintf(out, "\nskipped rows by reason\n");
-        bool *done = calloc(n ? n : 1, sizeof *done);
-        if (!done)
-            return;
-        for (size_t i = 0; i < n; i++) {
-            if (preds[i].ok || done[i])
-                continue;
-            size_t count = 0;
-            char ids[160] = "";
-            for (size_t j = i; j < n; j++) {
-                if (preds[j].ok || done[j] || strcmp(preds[j].skip, preds[i].skip))
-                    continue;
-                done[j] = true;
-                size_t len = strlen(ids);
-                if (count < 4)
-                    snprintf(ids + len, sizeof ids - len, "%s%s", count ? " " : "", cases[j].id);
-                else if (count == 4)
-                    snprintf(ids + len, sizeof ids - len, " ...");
-                count++;
-            }
-            fprintf(out, "  %4zu  %s  [%s]\n", count, preds[i].skip, ids);
-        }
-        free(done);
-    }
+    if (predicted < n)
+        print_skipped(out, cases, preds, n);
 }
 
 void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds)
@@ -1055,25 +1102,54 @@ static bool next_cond(const char **p, vcond *cd, bool *malformed)
     return true;
 }
 
-static bool same_setup(const vcase *a, const vcase *b)
+/* Orders cases by their overrides (n_over, then each in turn); 0 for the
+ * same setup. */
+static int overrides_cmp(const vcase *a, const vcase *b)
 {
     if (a->n_over != b->n_over)
-        return false;
-    for (int i = 0; i < a->n_over; i++)
-        if (strcmp(a->over[i], b->over[i]))
-            return false;
-    return true;
+        return a->n_over < b->n_over ? -1 : 1;
+    for (int i = 0; i < a->n_over; i++) {
+        int c = strcmp(a->over[i], b->over[i]);
+        if (c)
+            return c;
+    }
+    return 0;
 }
 
-void validate_number_runs(vcase *cases, size_t n)
+/* qsort order of case pointers: by setup, then by place in the array. */
+static int setup_cmp(const void *x, const void *y)
 {
-    size_t next = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < i && !same_setup(&cases[j], &cases[i]))
-            j++;
-        cases[i].run = j < i ? cases[j].run : next++;
+    const vcase *a = *(const vcase *const *)x, *b = *(const vcase *const *)y;
+    int c = overrides_cmp(a, b);
+    return c ? c : a < b ? -1 : a > b;
+}
+
+int validate_number_runs(vcase *cases, size_t n)
+{
+    /* Sorted by setup, the rows of one setup are adjacent, the first of
+     * them in the array leading; O(n log n) comparisons. */
+    vcase **by = malloc((n ? n : 1) * sizeof *by);
+    size_t *first = malloc((n ? n : 1) * sizeof *first);
+    if (!by || !first) {
+        free(by);
+        free(first);
+        return SIM_ENOMEM;
     }
+    for (size_t i = 0; i < n; i++)
+        by[i] = &cases[i];
+    qsort(by, n, sizeof *by, setup_cmp);
+    for (size_t k = 0, lead = 0; k < n; k++) {
+        if (overrides_cmp(by[lead], by[k]) != 0)
+            lead = k;
+        first[by[k] - cases] = (size_t)(by[lead] - cases);
+    }
+    /* numbered in order of first appearance */
+    size_t next = 0;
+    for (size_t i = 0; i < n; i++)
+        cases[i].run = first[i] == i ? next++ : cases[first[i]].run;
+    free(by);
+    free(first);
+    return SIM_OK;
 }
 
 int validate_filter_check(const csv_table *t, const char *filter, sim_err *err)

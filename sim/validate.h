@@ -206,8 +206,10 @@ void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const
  * rows whose overrides are the same (one run reported as tokens/s and
  * TFLOP/s, or the same setup measured in two releases) share a run index.
  * Calibration holds out whole configurations by its parity, so no held-out
- * row is a second metric of a run the fit has seen.  O(n^2) comparisons. */
-void validate_number_runs(vcase *cases, size_t n);
+ * row is a second metric of a run the fit has seen.  O(n log n)
+ * comparisons.  SIM_OK or SIM_ENOMEM (the runs are then left as they
+ * were). */
+int validate_number_runs(vcase *cases, size_t n);
 
 /* Row filters (--rows): comma-separated conditions, all of which must
  * hold, each `NAME=PATTERN` or `NAME!=PATTERN`; PATTERN is a shell glob

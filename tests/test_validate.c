@@ -33,7 +33,7 @@ static void load(void)
     cr_assert_leq(table.nrows, 32);
     for (size_t r = 0; r < table.nrows; r++)
         validate_case(&table, r, PARSIM_SOURCE_DIR, &cases[r]);
-    validate_number_runs(cases, table.nrows);
+    cr_assert_eq(validate_number_runs(cases, table.nrows), SIM_OK);
 }
 
 static void unload(void)
