@@ -529,9 +529,7 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     size_t nsel = 0;
     const char *topo = NULL;
     char topo2[64] = "";
-    for (size_t r = 0; r < n; r++)
-        validate_case(t, r, o->data_dir, &cases[r]);
-    if (validate_number_runs(cases, n) != SIM_OK) {
+    if (validate_cases(t, o->data_dir, cases) != SIM_OK) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
         goto out;
     }

@@ -97,9 +97,7 @@ int cmd_validate(int argc, char **argv)
         goto out;
     }
     size_t nsel = 0;
-    for (size_t r = 0; r < t.nrows; r++)
-        validate_case(&t, r, NULL, &cases[r]);
-    if (validate_number_runs(cases, t.nrows) != SIM_OK) {
+    if (validate_cases(&t, NULL, cases) != SIM_OK) {
         fputs("parsim: out of memory\n", stderr);
         rc = EXIT_FAILURE;
         goto out;

@@ -308,6 +308,50 @@ static int probe_model(const char *data_dir, const char *model, const char *topo
     return rc;
 }
 
+/* Models probed for the rows of one table: a table holds a few dozen
+ * (model, topology) pairs, and loading their presets is most of the cost
+ * of a row that is not simulated.  The first VPROBE_CACHE pairs are kept. */
+#define VPROBE_CACHE 64
+
+typedef struct vprobe {
+    char model[64];
+    const char *topology;        /* a name of gpu_topologies (static) */
+    int rc;
+    sim_err err;
+    model_spec m;
+} vprobe;
+
+typedef struct vprobe_cache {
+    size_t n;
+    vprobe e[VPROBE_CACHE];
+} vprobe_cache;
+
+/* probe_model through the cache pc (may be NULL). */
+static int probe_cached(vprobe_cache *pc, const char *data_dir, const char *model,
+                        const char *topology, model_spec *out, sim_err *err)
+{
+    for (size_t k = 0; pc && k < pc->n; k++) {
+        const vprobe *e = &pc->e[k];
+        if (e->topology == topology && !strcmp(e->model, model)) {
+            if (e->rc == SIM_OK)
+                *out = e->m;
+            *err = e->err;
+            return e->rc;
+        }
+    }
+    int rc = probe_model(data_dir, model, topology, out, err);
+    if (pc && pc->n < VPROBE_CACHE && rc != SIM_ENOMEM) {
+        vprobe *e = &pc->e[pc->n++];
+        snprintf(e->model, sizeof e->model, "%s", model);
+        e->topology = topology;
+        e->rc = rc;
+        e->err = *err;
+        if (rc == SIM_OK)
+            e->m = *out;
+    }
+    return rc;
+}
+
 /* Writes model.moe_layer_freq for the first L layers of m's pattern: the
  * frequency f if the pattern is "every f-th layer", else the 0/1 list. */
 static void moe_pattern_override(vcase *c, const model_spec *m, int64_t L)
@@ -381,7 +425,8 @@ void validate_case_labels(const csv_table *t, size_t r, vcase *c)
 #undef CELL
 }
 
-void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
+static void build_case(const csv_table *t, size_t r, const char *data_dir, vprobe_cache *pc,
+                       vcase *c)
 {
     validate_case_labels(t, r, c);
 #define CELL(name) csv_cell(t, r, csv_col(t, name))
@@ -427,7 +472,7 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     sim_err err;
     sim_err_clear(&err);
     bool have_model = false;
-    if (probe_model(data_dir, c->model, topology, &m, &err) == SIM_OK)
+    if (probe_cached(pc, data_dir, c->model, topology, &m, &err) == SIM_OK)
         have_model = true;
     else {
         char buf[600];
@@ -684,6 +729,22 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
     c->feat[VFEAT_EP] = ep > 1;
     c->feat[VFEAT_FP8] = is_fp8_family(prec);
 #undef CELL
+}
+
+void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
+{
+    build_case(t, r, data_dir, NULL, c);
+}
+
+int validate_cases(const csv_table *t, const char *data_dir, vcase *cases)
+{
+    vprobe_cache *pc = calloc(1, sizeof *pc);
+    if (!pc)
+        return SIM_ENOMEM;
+    for (size_t r = 0; r < t->nrows; r++)
+        build_case(t, r, data_dir, pc, &cases[r]);
+    free(pc);
+    return validate_number_runs(cases, t->nrows);
 }
 
 /* ---------------------------------------------------------- FLOPs */

@@ -134,6 +134,11 @@ int validate_check_columns(const csv_table *t, const char *name, sim_err *err);
  * be turned into a run gets a skip reason. */
 void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c);
 
+/* validate_case for every row of t into cases[0..t->nrows), loading each
+ * (model, topology) preset once, then validate_number_runs.  SIM_OK or
+ * SIM_ENOMEM. */
+int validate_cases(const csv_table *t, const char *data_dir, vcase *cases);
+
 /* Fills only what a row says about itself (id, prefix, gpu, model,
  * metric, family, features from the cells; no preset is read), for
  * grouping rows of a validate output (compare).  validate_case does this

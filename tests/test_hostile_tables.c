@@ -12,6 +12,7 @@
 #include "cli_run.h"
 #include "csv.h"
 #include "limits.h"
+#include "validate.h"
 
 /* Lines of the output (one message is one line). */
 static int lines(const char *s)
@@ -123,6 +124,53 @@ Test(hostile_validate, zero_blank_and_huge_sizes_are_skipped_with_their_reason, 
     /* calibrate reads the same rows: none is left to fit */
     expect_bad("calibrate tests/data/hostile_validate_sizes.csv --quiet --jobs 1",
                "no time or throughput row to fit");
+}
+
+Test(hostile_validate, configurations_are_numbered_in_order_of_first_appearance)
+{
+    /* setups A B A C B A: runs 0 1 0 2 1 0 */
+    static const char *const setup[] = { "A", "B", "A", "C", "B", "A" };
+    static const size_t want[] = { 0, 1, 0, 2, 1, 0 };
+    size_t n = sizeof setup / sizeof setup[0];
+    vcase *cases = calloc(n, sizeof *cases);
+    cr_assert_not_null(cases);
+    for (size_t i = 0; i < n; i++) {
+        cases[i].n_over = 2;
+        snprintf(cases[i].over[0], VCASE_OVER_LEN, "model.name=x");
+        snprintf(cases[i].over[1], VCASE_OVER_LEN, "cluster.num_gpus=%s", setup[i]);
+        cases[i].run = 99;
+    }
+    cases[5].n_over = 1; /* a prefix of A's settings is another setup */
+    cr_assert_eq(validate_number_runs(cases, n), SIM_OK);
+    for (size_t i = 0; i < 5; i++)
+        cr_expect_eq(cases[i].run, want[i], "row %zu: run %zu", i, cases[i].run);
+    cr_expect_eq(cases[5].run, 3);
+    free(cases);
+}
+
+Test(hostile_validate, the_summary_lists_at_most_100_reasons, .timeout = 120)
+{
+    char path[200];
+    FILE *f = scratch_file("reasons.csv", path, sizeof path);
+    fputs("id,gpu_type,num_gpus,model,seq_len,gbs,mbs,tp,pp,vp,cp,ep,etp,dp,sp,recompute,"
+          "precision,distributed_optimizer,metric_name,metric_value,notes,flop_convention\n",
+          f);
+    for (int k = 0; k < 150; k++)
+        fprintf(f, "r-%d,H100,-%d,llama3-8b,4096,32,1,1,1,1,1,1,,8,,,bf16,,step_time_s,1,,megatron\n",
+                k, k + 1);
+    cr_assert_eq(fclose(f), 0);
+    char args[400];
+    snprintf(args, sizeof args, "validate %s --jobs 1", path);
+    result r;
+    run(&r, args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "150 rows, 0 predicted, 150 skipped"), "%s", r.out);
+    /* in order of first appearance: the first and the 100th, not the 101st */
+    cr_expect(strstr(r.out, "num_gpus '-1' is not an integer in 1..262144  [r-0]"), "%s", r.out);
+    cr_expect(strstr(r.out, "num_gpus '-100' is not an integer"), "%s", r.out);
+    cr_expect(!strstr(r.out, "num_gpus '-101'"), "%s", r.out);
+    cr_expect(strstr(r.out, "... and 50 more reasons"), "%s", r.out);
+    scratch_remove((const char *const[]){ "reasons.csv", NULL });
 }
 
 /* ----------------------------------------------------------------- CSV */
