@@ -323,12 +323,12 @@ int csv_read_file(const char *path, csv_table *out, sim_err *err)
         if (n == 0)
             break;
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0;
     if (f != stdin)
         fclose(f);
     if (bad) {
         free(buf);
-        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "read error");
+        return sim_err_set_at(err, SIM_EIO, path, 0, NULL, "cannot read: %s", strerror(bad));
     }
     int rc = csv_parse(buf, len, path, out, err);
     free(buf);

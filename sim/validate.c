@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "limits.h"
 #include "model.h"
+#include "numparse.h"
 #include "progress.h"
 #include "step.h"
 #include "strategy.h"
@@ -235,14 +236,31 @@ static void set_skip(vcase *c, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Finds "key=<int>" or "key <int>" in notes; false if absent. */
+/* The run of digits at q as an integer: *out, or -1 when it does not fit
+ * in int64. */
+static void digits_value(const char *q, int64_t *out)
+{
+    char buf[24];
+    size_t n = strspn(q, "0123456789");
+    if (n >= sizeof buf) {
+        *out = -1;
+        return;
+    }
+    memcpy(buf, q, n);
+    buf[n] = '\0';
+    if (!num_parse_int(buf, out))
+        *out = -1;
+}
+
+/* Finds "key=<int>" or "key <int>" in notes; false if absent.  *out is
+ * -1 for digits that do not fit in int64. */
 static bool note_int(const char *notes, const char *key, int64_t *out)
 {
     for (const char *p = strstr(notes, key); p; p = strstr(p + 1, key)) {
         const char *q = p + strlen(key);
         if (!isdigit((unsigned char)*q))
             continue;
-        *out = strtoll(q, NULL, 10);
+        digits_value(q, out);
         return true;
     }
     return false;
@@ -250,17 +268,22 @@ static bool note_int(const char *notes, const char *key, int64_t *out)
 
 /* A layout the notes give for rows that leave it out ("... uses TP8 PP6
  * for 177B"): the number after `what` (TP or PP) in the text after
- * "uses ". */
-static bool note_layout(const char *notes, const char *what, int64_t *out)
+ * "uses ".  1 with *out set, 0 if the notes give none, -1 if the number
+ * is not a size in 1..LIMIT_GPUS (*out is left then). */
+static int note_layout(const char *notes, const char *what, int64_t *out)
 {
     const char *u = strstr(notes, "uses ");
     if (!u)
-        return false;
+        return 0;
     const char *p = strstr(u, what);
     if (!p || !isdigit((unsigned char)p[strlen(what)]))
-        return false;
-    *out = strtoll(p + strlen(what), NULL, 10);
-    return *out > 0;
+        return 0;
+    int64_t v;
+    digits_value(p + strlen(what), &v);
+    if (v < 1 || v > LIMIT_GPUS)
+        return -1;
+    *out = v;
+    return 1;
 }
 
 /* A GPU count or parallel size: an integer in 1..LIMIT_GPUS into *out;
@@ -537,16 +560,16 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     for (int k = 0; k < 4; k++) {
         const char *cell = CELL(sizes[k].col);
         sz[k] = 1;
+        int from_notes = cell[0] || k >= 2 ? 0 : note_layout(notes, k == 0 ? "TP" : "PP", &sz[k]);
         if (cell[0])
             sizes_ok = size_cell(c, sizes[k].col, cell, &sz[k]) && sizes_ok;
-        else if (k < 2 && note_layout(notes, k == 0 ? "TP" : "PP", &sz[k])) {
+        else if (from_notes > 0)
             add_assumed(c, "%s=%" PRId64 " (from the notes: %s)", sizes[k].col, sz[k],
                         "the source's table uses this layout for the model");
-            if (sz[k] > LIMIT_GPUS) {
-                set_skip(c, "notes: %s%" PRId64 " is beyond LIMIT_GPUS (%lld)",
-                         k == 0 ? "TP" : "PP", sz[k], LIMIT_GPUS);
-                sizes_ok = false;
-            }
+        else if (from_notes < 0) {
+            set_skip(c, "notes: the %s size is not an integer in 1..%lld", k == 0 ? "TP" : "PP",
+                     LIMIT_GPUS);
+            sizes_ok = false;
         } else if (k < 3 || moe)
             add_assumed(c, "%s=1 (not stated)", sizes[k].col);
         if (sz[k] > 1)
@@ -671,17 +694,21 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
 
     /* notes: layers, vocabulary, MTP, routing */
     int64_t layers = 0;
-    if (note_int(notes, "layers_override=", &layers) && layers > 0) {
-        add_over(c, "model.num_layers=%" PRId64, layers);
-        if (layers > MODEL_MAX_LAYERS) {
-            set_skip(c, "notes: layers_override=%" PRId64 " is beyond MODEL_MAX_LAYERS (%d)",
-                     layers, MODEL_MAX_LAYERS);
+    if (note_int(notes, "layers_override=", &layers)) {
+        if (layers < 1 || layers > MODEL_MAX_LAYERS) {
+            set_skip(c, "notes: layers_override is not a layer count in 1..%d", MODEL_MAX_LAYERS);
             layers = 0; /* nothing below is computed from it */
-        } else if (moe)
-            moe_pattern_override(c, &m, layers);
+        } else {
+            add_over(c, "model.num_layers=%" PRId64, layers);
+            if (moe)
+                moe_pattern_override(c, &m, layers);
+        }
     }
     int64_t vocab = 0;
-    if (note_int(notes, "vocab ", &vocab) && vocab > 0)
+    bool vocab_note = note_int(notes, "vocab ", &vocab);
+    if (vocab_note && vocab < 1)
+        set_skip(c, "notes: vocab is not a positive integer that fits in 64 bits");
+    else if (vocab_note)
         add_over(c, "model.vocab_size=%" PRId64, vocab);
     else if (strstr(notes, "GPT2BPETokenizer"))
         add_over(c, "model.vocab_size=50257"); /* GPT-2 BPE */

@@ -92,7 +92,7 @@ Test(hostile_validate, zero_blank_and_huge_sizes_are_skipped_with_their_reason, 
     result r;
     run(&r, args);
     cr_assert_eq(r.status, 0, "%s", r.out);
-    cr_expect(strstr(r.out, "9 rows, 0 predicted, 9 skipped"), "%s", r.out);
+    cr_expect(strstr(r.out, "12 rows, 0 predicted, 12 skipped"), "%s", r.out);
 
     /* each row carries the reason that names its column */
     static const char *const reasons[][2] = {
@@ -103,8 +103,11 @@ Test(hostile_validate, zero_blank_and_huge_sizes_are_skipped_with_their_reason, 
         { "bad-005", "pp '99999999999999' is not an integer in 1..262144" },
         { "bad-006", "metric_value 'nan' is not a positive number" },
         { "bad-007", "metric_value 'inf' is not a positive number" },
-        { "bad-008", "notes: TP9223372036854775807 is beyond LIMIT_GPUS" },
-        { "bad-009", "notes: layers_override=9223372036854775807 is beyond MODEL_MAX_LAYERS" },
+        { "bad-008", "notes: the TP size is not an integer in 1..262144" },
+        { "bad-009", "notes: layers_override is not a layer count in 1..1024" },
+        { "bad-010", "notes: the TP size is not an integer in 1..262144" },
+        { "bad-011", "notes: vocab is not a positive integer that fits in 64 bits" },
+        { "bad-012", "notes: layers_override is not a layer count in 1..1024" },
     };
     csv_table t;
     sim_err err;
