@@ -224,6 +224,21 @@ static void print_row_changes(FILE *out, const cmpctx *x, const rowdiff *d)
     }
 }
 
+/* The rows of t in one file only (at most o->max_listed of them). */
+static void print_only(FILE *out, const cmpctx *x, const csv_table *t, const char *which,
+                       const size_t *rows, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (x->o->max_listed && k >= x->o->max_listed) {
+            fprintf(out, "  ... and %zu more only in %s\n", n - k, which);
+            break;
+        }
+        fprintf(out, k == 0 ? "\nonly in %s\n  " : "  ", which);
+        print_label(out, x, t, rows[k]);
+        fputc('\n', out);
+    }
+}
+
 /* ------------------------------------------- validate error change */
 
 static void error_change(FILE *out, const csv_table *a, const csv_table *b, const size_t *pair_a,
@@ -481,16 +496,8 @@ int compare_tables(const csv_table *a, const char *an, const csv_table *b, const
         print_row_changes(out, &x, &diffs[p]);
         listed++;
     }
-    for (size_t k = 0; k < sum->only_old; k++) {
-        fputs(k == 0 ? "\nonly in OLD\n  " : "  ", out);
-        print_label(out, &x, a, only_a[k]);
-        fputc('\n', out);
-    }
-    for (size_t k = 0; k < sum->only_new; k++) {
-        fputs(k == 0 ? "\nonly in NEW\n  " : "  ", out);
-        print_label(out, &x, b, only_b[k]);
-        fputc('\n', out);
-    }
+    print_only(out, &x, a, "OLD", only_a, sum->only_old);
+    print_only(out, &x, b, "NEW", only_b, sum->only_new);
     free(only_a);
     free(only_b);
 

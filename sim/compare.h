@@ -38,7 +38,8 @@
 typedef struct compare_opts {
     double fail_above_pct;   /* a row moved if |change| > this, percent; >= 0 */
     const char *key_cols;    /* comma-separated key columns, NULL = derived */
-    size_t max_listed;       /* rows listed in full, 0 = all */
+    size_t max_listed;       /* changed rows listed in full, and rows listed
+                                as in one file only (each), 0 = all */
 } compare_opts;
 
 typedef struct compare_summary {

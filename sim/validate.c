@@ -1161,7 +1161,8 @@ typedef struct vcond {
 } vcond;
 
 /* Reads the next condition at *p into cd; false at the end.  *malformed
- * is set for a condition without '='. */
+ * is set for a condition without '=' or longer than a vcond holds (cd->name
+ * then holds its start). */
 static bool next_cond(const char **p, vcond *cd, bool *malformed)
 {
     *malformed = false;
@@ -1171,8 +1172,12 @@ static bool next_cond(const char **p, vcond *cd, bool *malformed)
         return false;
     size_t n = strcspn(*p, ",");
     char buf[256];
-    if (n >= sizeof buf)
-        n = sizeof buf - 1;
+    if (n >= sizeof buf) {
+        *malformed = true;
+        snprintf(cd->name, sizeof cd->name, "%.40s...", *p);
+        *p += n;
+        return true;
+    }
     memcpy(buf, *p, n);
     buf[n] = '\0';
     *p += n;
@@ -1250,7 +1255,9 @@ int validate_filter_check(const csv_table *t, const char *filter, sim_err *err)
     while (next_cond(&p, &cd, &bad)) {
         if (bad)
             return sim_err_set(err, SIM_EINVAL,
-                               "--rows: '%s' is not NAME=PATTERN or NAME!=PATTERN", cd.name);
+                               "--rows: '%s' is not NAME=PATTERN or NAME!=PATTERN (at most %zu "
+                               "characters)",
+                               cd.name, sizeof cd.name - 1);
         if (strcmp(cd.name, "prefix") && strcmp(cd.name, "family") && strcmp(cd.name, "row") &&
             strcmp(cd.name, "run") && csv_col(t, cd.name) < 0)
             return sim_err_set(err, SIM_EINVAL,

@@ -176,6 +176,16 @@ Test(hostile_validate, the_summary_lists_at_most_100_reasons, .timeout = 120)
     scratch_remove((const char *const[]){ "reasons.csv", NULL });
 }
 
+Test(hostile_validate, a_rows_condition_too_long_is_not_cut_short)
+{
+    char args[1024];
+    int n = snprintf(args, sizeof args, "validate tests/data/validate_mini.csv --rows id=");
+    memset(args + n, 'x', 300);
+    args[n + 300] = '\0';
+    expect_bad(args, "--rows: 'id=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' is not NAME=PATTERN "
+                     "or NAME!=PATTERN (at most 255 characters)");
+}
+
 /* ----------------------------------------------------------------- CSV */
 
 Test(hostile_csv, a_nul_byte_is_rejected_naming_the_line)
@@ -298,6 +308,26 @@ Test(hostile_compare, fail_above_is_a_finite_percentage)
             "--fail-above 2.5%");
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "moved more than 2.5%"), "%s", r.out);
+}
+
+Test(hostile_compare, rows_in_one_file_only_are_listed_up_to_list)
+{
+    char path[200];
+    FILE *f = scratch_file("more.csv", path, sizeof path);
+    fputs("model,num_gpus,step_time_s\n", f);
+    for (int k = 0; k < 1000; k++)
+        fprintf(f, "m%d,8,1.0\n", k);
+    cr_assert_eq(fclose(f), 0);
+    char args[400];
+    snprintf(args, sizeof args, "compare tests/data/hostile_compare_base.csv %s --list 3", path);
+    result r;
+    run(&r, args);
+    cr_expect_eq(r.status, 1, "%s", r.out);
+    cr_expect(strstr(r.out, "  ... and 997 more only in NEW\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "only in OLD\n  model=llama3-70b num_gpus=128\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "  ... and 1 more only in OLD\n"), "%s", r.out);
+    cr_expect_lt(lines(r.out), 30, "%s", r.out);
+    scratch_remove((const char *const[]){ "more.csv", NULL });
 }
 
 /* ---------------------------------------------------- calibrate --nccl-tests */
