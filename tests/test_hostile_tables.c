@@ -23,14 +23,20 @@ static int lines(const char *s)
     return n;
 }
 
+/* Exit 2 with exactly one line holding want (args: what ran). */
+static void check_bad(const result *r, const char *args, const char *want)
+{
+    cr_expect_eq(r->status, 2, "%s: status %d: %s", args, r->status, r->out);
+    cr_expect(strstr(r->out, want), "%s: no '%s' in: %s", args, want, r->out);
+    cr_expect_eq(lines(r->out), 1, "%s: not one line: %s", args, r->out);
+}
+
 /* Runs args and expects exit 2 with exactly one line holding want. */
 static void expect_bad(const char *args, const char *want)
 {
     result r;
     run(&r, args);
-    cr_expect_eq(r.status, 2, "%s: status %d: %s", args, r.status, r.out);
-    cr_expect(strstr(r.out, want), "%s: no '%s' in: %s", args, want, r.out);
-    cr_expect_eq(lines(r.out), 1, "%s: not one line: %s", args, r.out);
+    check_bad(&r, args, want);
 }
 
 /* A scratch directory, and files in it. */
@@ -67,16 +73,26 @@ static FILE *scratch_file(const char *name, char *path, size_t len)
     return f;
 }
 
-/* Closes f (scratch file `name` at path), runs args_fmt with the path for
- * its %s and expects exit 2 naming "<path><tail>"; removes the scratch. */
+/* Closes f (the scratch file at path) and runs args_fmt with the path for
+ * its %s. */
+static void run_file(result *r, FILE *f, const char *path, const char *args_fmt)
+{
+    cr_assert_eq(fclose(f), 0);
+    char args[800];
+    snprintf(args, sizeof args, args_fmt, path);
+    run(r, args);
+}
+
+/* run_file, expecting exit 2 with one line naming "<path><tail>"; removes
+ * the scratch file `name`. */
 static void expect_bad_file(FILE *f, const char *name, const char *path, const char *args_fmt,
                             const char *tail)
 {
-    cr_assert_eq(fclose(f), 0);
-    char args[800], want[600];
-    snprintf(args, sizeof args, args_fmt, path);
+    static result r;
+    run_file(&r, f, path, args_fmt);
+    char want[600];
     snprintf(want, sizeof want, "%s%s", path, tail);
-    expect_bad(args, want);
+    check_bad(&r, args_fmt, want);
     scratch_remove((const char *const[]){ name, NULL });
 }
 
@@ -161,11 +177,8 @@ Test(hostile_validate, the_summary_lists_at_most_100_reasons, .timeout = 120)
     for (int k = 0; k < 150; k++)
         fprintf(f, "r-%d,H100,-%d,llama3-8b,4096,32,1,1,1,1,1,1,,8,,,bf16,,step_time_s,1,,megatron\n",
                 k, k + 1);
-    cr_assert_eq(fclose(f), 0);
-    char args[400];
-    snprintf(args, sizeof args, "validate %s --jobs 1", path);
     result r;
-    run(&r, args);
+    run_file(&r, f, path, "validate %s --jobs 1");
     cr_expect_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "150 rows, 0 predicted, 150 skipped"), "%s", r.out);
     /* in order of first appearance: the first and the 100th, not the 101st */
@@ -182,8 +195,13 @@ Test(hostile_validate, a_rows_condition_too_long_is_not_cut_short)
     int n = snprintf(args, sizeof args, "validate tests/data/validate_mini.csv --rows id=");
     memset(args + n, 'x', 300);
     args[n + 300] = '\0';
-    expect_bad(args, "--rows: 'id=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...' is not NAME=PATTERN "
-                     "or NAME!=PATTERN (at most 255 characters)");
+    /* the message quotes its first 40 characters */
+    char want[200];
+    n = snprintf(want, sizeof want, "--rows: 'id=");
+    memset(want + n, 'x', 37);
+    snprintf(want + n + 37, sizeof want - (size_t)n - 37,
+             "...' is not NAME=PATTERN or NAME!=PATTERN (at most 255 characters)");
+    expect_bad(args, want);
 }
 
 /* ----------------------------------------------------------------- CSV */
@@ -317,11 +335,8 @@ Test(hostile_compare, rows_in_one_file_only_are_listed_up_to_list)
     fputs("model,num_gpus,step_time_s\n", f);
     for (int k = 0; k < 1000; k++)
         fprintf(f, "m%d,8,1.0\n", k);
-    cr_assert_eq(fclose(f), 0);
-    char args[400];
-    snprintf(args, sizeof args, "compare tests/data/hostile_compare_base.csv %s --list 3", path);
     result r;
-    run(&r, args);
+    run_file(&r, f, path, "compare tests/data/hostile_compare_base.csv %s --list 3");
     cr_expect_eq(r.status, 1, "%s", r.out);
     cr_expect(strstr(r.out, "  ... and 997 more only in NEW\n"), "%s", r.out);
     cr_expect(strstr(r.out, "only in OLD\n  model=llama3-70b num_gpus=128\n"), "%s", r.out);
