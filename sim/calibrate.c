@@ -17,7 +17,7 @@
 #include <gsl/gsl_vector.h>
 
 #include "config.h"
-#include "limits.h"
+#include "bounds.h"
 #include "net.h"
 #include "numparse.h"
 #include "progress.h"

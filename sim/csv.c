@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "limits.h"
+#include "bounds.h"
 #include "numparse.h"
 
 /* A growable array of pointers (fields of one record, or all cells). */

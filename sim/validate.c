@@ -18,7 +18,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "cli.h"
-#include "limits.h"
+#include "bounds.h"
 #include "model.h"
 #include "numparse.h"
 #include "progress.h"
@@ -159,6 +159,10 @@ const char *vfamily_name(vfamily f) { return (unsigned)f < VFAM_COUNT ? family_n
 
 int validate_check_columns(const csv_table *t, const char *name, sim_err *err)
 {
+    if (t->nrows > (size_t)LIMIT_VALIDATE_ROWS)
+        return sim_err_set_at(err, SIM_EINVAL, name, t->line[LIMIT_VALIDATE_ROWS], NULL,
+                              "more than %lld rows to run (LIMIT_VALIDATE_ROWS)",
+                              LIMIT_VALIDATE_ROWS);
     for (size_t k = 0; k < sizeof needed_columns / sizeof needed_columns[0]; k++)
         if (csv_col(t, needed_columns[k]) < 0)
             return sim_err_set_at(err, SIM_EINVAL, name, 1, NULL,

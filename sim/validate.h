@@ -124,8 +124,9 @@ typedef struct vpred {
     char skip[320];
 } vpred;
 
-/* Checks that the columns validate needs are present.  SIM_EINVAL names
- * the first missing one. */
+/* Checks that the columns validate needs are present and that the table
+ * has at most LIMIT_VALIDATE_ROWS rows.  SIM_EINVAL names the first
+ * missing column, or the first row beyond the limit. */
 int validate_check_columns(const csv_table *t, const char *name, sim_err *err);
 
 /* Builds the case of data row r.  Loads the row's model preset (from

@@ -11,7 +11,7 @@
 
 #include "cli_run.h"
 #include "csv.h"
-#include "limits.h"
+#include "bounds.h"
 #include "validate.h"
 
 /* Lines of the output (one message is one line). */
@@ -98,6 +98,11 @@ static void expect_bad_file(FILE *f, const char *name, const char *path, const c
 
 /* ------------------------------------------------------------ validate */
 
+/* The columns validate reads. */
+#define VALIDATE_HEADER                                                                            \
+    "id,gpu_type,num_gpus,model,seq_len,gbs,mbs,tp,pp,vp,cp,ep,etp,dp,sp,recompute,precision,"   \
+    "distributed_optimizer,metric_name,metric_value,notes,flop_convention\n"
+
 Test(hostile_validate, zero_blank_and_huge_sizes_are_skipped_with_their_reason, .timeout = 120)
 {
     scratch_make();
@@ -171,9 +176,7 @@ Test(hostile_validate, the_summary_lists_at_most_100_reasons, .timeout = 120)
 {
     char path[200];
     FILE *f = scratch_file("reasons.csv", path, sizeof path);
-    fputs("id,gpu_type,num_gpus,model,seq_len,gbs,mbs,tp,pp,vp,cp,ep,etp,dp,sp,recompute,"
-          "precision,distributed_optimizer,metric_name,metric_value,notes,flop_convention\n",
-          f);
+    fputs(VALIDATE_HEADER, f);
     for (int k = 0; k < 150; k++)
         fprintf(f, "r-%d,H100,-%d,llama3-8b,4096,32,1,1,1,1,1,1,,8,,,bf16,,step_time_s,1,,megatron\n",
                 k, k + 1);
@@ -187,6 +190,19 @@ Test(hostile_validate, the_summary_lists_at_most_100_reasons, .timeout = 120)
     cr_expect(!strstr(r.out, "num_gpus '-101'"), "%s", r.out);
     cr_expect(strstr(r.out, "... and 50 more reasons"), "%s", r.out);
     scratch_remove((const char *const[]){ "reasons.csv", NULL });
+}
+
+Test(hostile_validate, more_rows_than_validate_runs_is_bad_input, .timeout = 120)
+{
+    char path[200], tail[200];
+    FILE *f = scratch_file("many.csv", path, sizeof path);
+    fputs(VALIDATE_HEADER, f);
+    for (long long k = 0; k <= LIMIT_VALIDATE_ROWS; k++)
+        fprintf(f, "r-%lld,H100,8,llama3-8b,4096,32,1,1,1,1,1,1,,8,,,bf16,,step_time_s,1,,megatron\n",
+                k);
+    snprintf(tail, sizeof tail, ":%lld: more than %lld rows to run (LIMIT_VALIDATE_ROWS)",
+             LIMIT_VALIDATE_ROWS + 2, LIMIT_VALIDATE_ROWS);
+    expect_bad_file(f, "many.csv", path, "validate %s", tail);
 }
 
 Test(hostile_validate, a_rows_condition_too_long_is_not_cut_short)
