@@ -693,15 +693,29 @@ static bool push_point(nccl_log *l, size_t *cap, double bytes, double time_s, bo
     return true;
 }
 
-/* A measured field of a data row: a finite number, > 0 (a time) or >= 0
- * (a size).  SIM_EINVAL names the line and the field. */
-static int row_number(const char *tok, const char *field, bool zero_ok, const char *name,
-                      int line_no, double *out, sim_err *err)
+/* Largest message size read: whole bytes stay exact in a double below
+ * 2^53 (9 PB; nccl-tests' largest sizes are GBs). */
+#define NCCL_MAX_BYTES 0x1p53
+
+/* The fields of a data row.  A size: whole bytes in 0..NCCL_MAX_BYTES; a
+ * time: microseconds, > 0 and at most LIMIT_DURATION_S.  SIM_EINVAL names
+ * the line and the field. */
+static int row_size(const char *tok, const char *name, int line_no, double *out, sim_err *err)
 {
-    if (!num_parse_double(tok, out) || *out < 0 || (!zero_ok && *out == 0))
-        return sim_err_set_at(err, SIM_EINVAL, name, line_no, field,
-                              "'%s' is not a finite %s number", tok,
-                              zero_ok ? "non-negative" : "positive");
+    if (!num_parse_double(tok, out) || *out < 0 || *out > NCCL_MAX_BYTES || *out != floor(*out))
+        return sim_err_set_at(err, SIM_EINVAL, name, line_no, "size",
+                              "'%s' is not a whole number of bytes in 0..2^53", tok);
+    return SIM_OK;
+}
+
+static int row_time_us(const char *tok, const char *name, int line_no, double *out,
+                       sim_err *err)
+{
+    if (!num_parse_double(tok, out) || !(*out > 0) || *out > LIMIT_DURATION_S * 1e6)
+        return sim_err_set_at(err, SIM_EINVAL, name, line_no, "time",
+                              "'%s' is not a time in microseconds, > 0 and at most %.3g "
+                              "(LIMIT_DURATION_S)",
+                              tok, LIMIT_DURATION_S * 1e6);
     return SIM_OK;
 }
 
@@ -835,13 +849,13 @@ int nccl_log_parse(const char *text, size_t len, const char *name, const char *o
             goto fail;
         }
         double size;
-        if ((rc = row_number(tok[col_size], "size", true, name, (int)line_no, &size, err)))
+        if ((rc = row_size(tok[col_size], name, (int)line_no, &size, err)))
             goto fail;
         for (int k = 0; k < 2; k++) {
             if (col_time[k] < 0 || col_time[k] >= nt)
                 continue;
             double us;
-            if ((rc = row_number(tok[col_time[k]], "time", false, name, (int)line_no, &us, err)))
+            if ((rc = row_time_us(tok[col_time[k]], name, (int)line_no, &us, err)))
                 goto fail;
             if (!push_point(out, &cap, size, us * 1e-6, k == 1))
                 goto nomem;

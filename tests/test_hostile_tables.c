@@ -369,17 +369,23 @@ Test(hostile_compare, rows_in_one_file_only_are_listed_up_to_list)
 Test(hostile_nccl, non_finite_and_negative_fields_name_line_and_field)
 {
     expect_bad("calibrate --nccl-tests tests/data/hostile_nccl_nan_size.log " NCCL_ARGS,
-               "tests/data/hostile_nccl_nan_size.log:10: size: 'nan' is not a finite "
-               "non-negative number");
+               "tests/data/hostile_nccl_nan_size.log:10: size: 'nan' is not a whole number of "
+               "bytes in 0..2^53");
     expect_bad("calibrate --nccl-tests tests/data/hostile_nccl_negative_size.log " NCCL_ARGS,
-               "tests/data/hostile_nccl_negative_size.log:10: size: '-65536' is not a finite "
-               "non-negative number");
+               "tests/data/hostile_nccl_negative_size.log:10: size: '-65536' is not a whole "
+               "number of bytes in 0..2^53");
     expect_bad("calibrate --nccl-tests tests/data/hostile_nccl_inf_time.log " NCCL_ARGS,
-               "tests/data/hostile_nccl_inf_time.log:10: time: 'inf' is not a finite positive "
-               "number");
+               "tests/data/hostile_nccl_inf_time.log:10: time: 'inf' is not a time in "
+               "microseconds, > 0 and at most 1.8e+13 (LIMIT_DURATION_S)");
     expect_bad("calibrate --nccl-tests tests/data/hostile_nccl_negative_time.log " NCCL_ARGS,
-               "tests/data/hostile_nccl_negative_time.log:10: time: '-46.80' is not a finite "
-               "positive number");
+               "tests/data/hostile_nccl_negative_time.log:10: time: '-46.80' is not a time in "
+               "microseconds, > 0");
+    expect_bad("calibrate --nccl-tests tests/data/hostile_nccl_huge_size.log " NCCL_ARGS,
+               "tests/data/hostile_nccl_huge_size.log:10: size: '1e300' is not a whole number of "
+               "bytes in 0..2^53");
+    expect_bad("calibrate --nccl-tests tests/data/hostile_nccl_huge_time.log " NCCL_ARGS,
+               "tests/data/hostile_nccl_huge_time.log:10: time: '1e300' is not a time in "
+               "microseconds, > 0 and at most 1.8e+13 (LIMIT_DURATION_S)");
 }
 
 Test(hostile_nccl, ranks_beyond_the_gpu_limit, .timeout = 120)
