@@ -36,8 +36,12 @@
  *  - World size is num_gpus.  A dp cell that contradicts
  *    num_gpus/(tp*pp*cp) is ignored (and the row counted as assumed): the
  *    sources state GPU counts more reliably than derived DP sizes.
- *  - Skipped, with the reason: LoRA rows (not modeled), unknown gpu_type or
- *    metric, unparsable numbers, a flop_convention of `unknown` on a
+ *  - Cells are numbers as sim/numparse.h reads them (finite, whole cell,
+ *    blanks around trimmed).  Skipped, with the reason: LoRA rows (not
+ *    modeled), unknown gpu_type or metric, unparsable numbers, a num_gpus
+ *    or parallel size (tp, pp, vp, cp, ep, etp, or TP/PP of the notes)
+ *    outside 1..LIMIT_GPUS, a layers_override outside 1..MODEL_MAX_LAYERS,
+ *    a vocab that does not fit in 64 bits, a flop_convention of `unknown` on a
  *    TFLOP/s or MFU row whose source's convention cannot be inferred, rows
  *    parsim's strategy check rejects (uneven pipeline layouts, ...), rows
  *    whose model has no preset.
