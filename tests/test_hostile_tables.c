@@ -143,6 +143,11 @@ Test(hostile_validate, zero_blank_and_huge_sizes_are_skipped_with_their_reason, 
         cr_expect_str_eq(csv_cell(&t, k, pred), "");
     }
     csv_free(&t);
+    /* parsim reads its own output back */
+    snprintf(args, sizeof args, "compare %s %s --fail-above 0", out, out);
+    run(&r, args);
+    cr_expect_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "12 matched, 0 only in OLD, 0 only in NEW; 0 moved"), "%s", r.out);
     scratch_remove((const char *const[]){ "pred.csv", NULL });
 
     /* calibrate reads the same rows: none is left to fit */
