@@ -124,8 +124,9 @@ typedef struct nccl_log {
  * time).  op_hint (may be NULL) names the collective when the log does
  * not.  Returns SIM_OK or SIM_EINVAL naming the line (and the field): a
  * size that is not whole bytes in 0..2^53 or a time that is not > 0 and
- * at most LIMIT_DURATION_S, a row shorter than the header, a NUL byte, more ranks than
- * LIMIT_GPUS, more lines than LIMIT_LOG_LINES.  On error *out is empty. */
+ * at most LIMIT_DURATION_S, a row shorter than the header, a NUL byte,
+ * more ranks than LIMIT_GPUS, more lines than LIMIT_LOG_LINES.  On error
+ * *out is empty. */
 int nccl_log_parse(const char *text, size_t len, const char *name, const char *op_hint,
                    nccl_log *out, sim_err *err);
 void nccl_log_free(nccl_log *l);

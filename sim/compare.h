@@ -21,9 +21,9 @@
  * it went from a value to none or back (predicted <-> skipped, a run that
  * now fails), or when it is in one file only.  A value is a finite number
  * (blanks around it allowed); "nan", "inf" or any text where the other
- * file has a number is such a change of status, so it fails the gate.  Text result columns
- * (skip_reason, error, assumed, overrides) that change are listed but do
- * not count as moved by themselves.
+ * file has a number is such a change of status, so it fails the gate.
+ * Text result columns (skip_reason, error, assumed, overrides) that change
+ * are listed but do not count as moved by themselves.
  */
 #ifndef PARSIM_COMPARE_H
 #define PARSIM_COMPARE_H

@@ -44,7 +44,8 @@ typedef struct csv_table {
 /* Parses text[0..len) (need not be NUL-terminated).  name is used in error
  * messages (a file name).  Returns SIM_OK, SIM_EINVAL for malformed input
  * (unterminated quote, a quote inside an unquoted field, wrong field count,
- * no header, a byte that is not text, too many records) or SIM_ENOMEM.  On error the table is left empty. */
+ * no header, a byte that is not text, too many records) or SIM_ENOMEM.  On
+ * error the table is left empty. */
 int csv_parse(const char *text, size_t len, const char *name, csv_table *out, sim_err *err);
 
 /* Reads and parses a whole file ("-" is stdin).  SIM_EIO if it cannot be

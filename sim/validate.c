@@ -4,7 +4,6 @@
 #include "validate.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
@@ -342,7 +341,7 @@ static int probe_model(const char *data_dir, const char *model, const char *topo
 
 typedef struct vprobe {
     char model[64];
-    const char *topology;        /* a name of gpu_topologies (static) */
+    const char *topology;        /* a static name: compared by address */
     int rc;
     sim_err err;
     model_spec m;
