@@ -385,15 +385,14 @@ void csv_write_field(FILE *out, const char *s)
     for (const char *p = s; *p && !quote; p++)
         if (*p == ',' || *p == '"' || *p == '\n' || *p == '\r')
             quote = true;
-    if (!quote) {
-        fputs(s, out);
-        return;
-    }
-    fputc('"', out);
+    if (quote)
+        fputc('"', out);
     for (const char *p = s; *p; p++) {
         if (*p == '"')
             fputc('"', out);
-        fputc(*p, out);
+        /* what parsim writes, parsim reads back */
+        fputc(is_binary_byte((unsigned char)*p) ? '?' : *p, out);
     }
-    fputc('"', out);
+    if (quote)
+        fputc('"', out);
 }

@@ -68,7 +68,8 @@ bool csv_num_double(const char *cell, double *out);
 
 /* Writes s as one CSV field: quoted (with doubled quotes) when it holds a
  * comma, quote, CR or LF, or starts or ends with a space; as it is
- * otherwise. */
+ * otherwise.  A byte that is not text (a control character but tab, CR and
+ * LF) is written as '?', so parsim's own reader takes every file it writes. */
 void csv_write_field(FILE *out, const char *s);
 
 #endif

@@ -365,13 +365,14 @@ Test(json_output, names_escaped_in_json_and_quoted_in_csv)
     free(text);
 
     text = render(OUT_CSV, &x.in, &x.s, r);
-    cr_expect(strstr(text, "\n\"a\"\"b,c\nd\001e\\f\",") != NULL, "%s", text);
+    /* the control byte is '?': parsim's CSV reader refuses control bytes */
+    cr_expect(strstr(text, "\n\"a\"\"b,c\nd?e\\f\",") != NULL, "%s", text);
     csv_table t;
     sim_err err;
     sim_err_clear(&err);
     cr_assert_eq(csv_parse(text, strlen(text), "report.csv", &t, &err), SIM_OK, "%s", err.msg);
     cr_assert_eq(t.nrows, 1);
-    cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "model")), HOSTILE_NAME);
+    cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "model")), "a\"b,c\nd?e\\f");
     cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "topology")), x.in.cluster.name);
     cr_expect_str_eq(csv_cell(&t, 0, csv_col(&t, "world_size")), "4");
     csv_free(&t);
