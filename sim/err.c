@@ -10,10 +10,20 @@ void sim_err_clear(sim_err *err)
         memset(err, 0, sizeof *err);
 }
 
+/* Messages quote input (a string value may hold a line break): control
+ * characters become '?' so that the printed error stays one line. */
+static void one_line(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            *s = '?';
+}
+
 static void vset(sim_err *err, int code, const char *fmt, va_list ap)
 {
     err->code = code;
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    one_line(err->msg);
 }
 
 int sim_err_set(sim_err *err, int code, const char *fmt, ...)
@@ -35,6 +45,8 @@ int sim_err_set_at(sim_err *err, int code, const char *file, int line,
     snprintf(err->file, sizeof err->file, "%s", file ? file : "");
     err->line = line;
     snprintf(err->key, sizeof err->key, "%s", key ? key : "");
+    one_line(err->file);
+    one_line(err->key);
     va_list ap;
     va_start(ap, fmt);
     vset(err, code, fmt, ap);

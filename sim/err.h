@@ -30,7 +30,8 @@ typedef struct sim_err {
     char file[256];     /* config file the error comes from, "" if none */
     int line;           /* line in file, 0 if unknown */
     char key[128];      /* config key concerned, "" if none */
-    char msg[512];      /* what is wrong, one line, no trailing newline */
+    char msg[512];      /* what is wrong, one line, no trailing newline
+                           (control characters are stored as '?') */
 } sim_err;
 
 /* Resets err to SIM_OK with empty fields. */
