@@ -16,6 +16,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_run.h"
+#include "err.h"
+
 #define PARSIM_FUZZ_NO_MAIN
 #include "fuzz/fuzz_config.c"
 #include "fuzz/fuzz_csv.c"
@@ -120,4 +123,34 @@ Test(fuzz_regressions, every_target_has_a_corpus)
         snprintf(dir, sizeof dir, "%s/tests/fuzz/corpus/%s", PARSIM_SOURCE_DIR, targets[t].name);
         cr_expect_gt(add_dir(NULL, 0, (int)t, dir), 0, "no seed inputs in %s", dir);
     }
+}
+
+/* Found by fuzz_config (regressions/config/newline-in-topology-name.cfg): a
+ * string value with a line break made a two-line error. */
+Test(fuzz_regressions, error_quoting_a_line_break_is_one_line)
+{
+    char dir[] = "/tmp/parsim-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/run.cfg", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("cluster: { topology = \"gb\n200\"; };\n", f);
+    fclose(f);
+    char args[128];
+    snprintf(args, sizeof args, "run '%s'", path);
+    result r;
+    run(&r, args);
+    remove(path);
+    rmdir(dir);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert_not_null(strstr(r.out, "run.cfg:1: cluster.topology: unknown topology preset \"gb?200\""), "%s", r.out);
+    cr_assert_eq(strchr(r.out, '\n'), r.out + strlen(r.out) - 1, "more than one line: %s", r.out);
+
+    sim_err err;
+    sim_err_clear(&err);
+    sim_err_set_at(&err, SIM_EINVAL, "a\rb.cfg", 3, "k\te", "x\ny\x7f");
+    char msg[256];
+    sim_err_format(&err, msg, sizeof msg);
+    cr_assert_str_eq(msg, "a?b.cfg:3: k?e: x?y?");
 }
