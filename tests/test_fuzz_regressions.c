@@ -3,8 +3,8 @@
  * crashed parsim stays fixed in every build, without libFuzzer.
  *
  * Each file of tests/fuzz/corpus/<target>/ and tests/fuzz/regressions/<target>/
- * is one parameter, run in its own process: a crash fails that parameter
- * (its path is printed first).  regressions/pending/ holds inputs that
+ * is one parameter, run in its own process: a crash (or, in the sanitizer
+ * build, a leak) fails that parameter (its path is printed first).  regressions/pending/ holds inputs that
  * still crash today; it is not replayed.
  */
 #include <criterion/criterion.h>
@@ -15,6 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+/* The sanitizer build checks each replay for leaks before the test ends
+ * (at exit, a leak report would come after the test has passed). */
+#include <sanitizer/lsan_interface.h>
+#define LEAKS() __lsan_do_recoverable_leak_check()
+#else
+#define LEAKS() 0
+#endif
 
 #include "cli_run.h"
 #include "err.h"
@@ -113,6 +122,7 @@ ParameterizedTest(replay *r, fuzz_regressions, replay)
     cr_assert_eq(targets[r->target].fn(buf, len), 0, "%s", r->path);
     free(buf);
     fuzz_scratch_remove();
+    cr_assert_eq(LEAKS(), 0, "%s leaks memory (report above)", r->path);
 }
 
 /* Every target has a seed corpus: a missing folder would replay nothing. */

@@ -8,7 +8,9 @@
  * the fuzz_* functions, so the normal test suite needs no libFuzzer.
  *
  * The scratch directory is mkdtemp("/tmp/parsim-fuzz-XXXXXX"), created on
- * first use and removed (with the files written into it) at exit.
+ * first use in an input and removed with its files when the target
+ * returns (fuzz_scratch_remove): libFuzzer ends its processes with _Exit,
+ * so an atexit handler alone would leave one directory per run.
  */
 #ifndef PARSIM_FUZZ_COMMON_H
 #define PARSIM_FUZZ_COMMON_H
@@ -68,7 +70,8 @@ static inline void fuzz_scratch_remove(void)
 }
 
 /* The scratch directory, created on first use; aborts if it cannot be (a
- * target without it would test nothing). */
+ * target without it would test nothing).  Removed at exit as well, for a
+ * target that stops half-way. */
 static inline const char *fuzz_scratch(void)
 {
     if (!fuzz_dir[0]) {
@@ -77,7 +80,10 @@ static inline const char *fuzz_scratch(void)
             perror("parsim fuzz: mkdtemp");
             abort();
         }
-        atexit(fuzz_scratch_remove);
+        static bool registered;
+        if (!registered)
+            atexit(fuzz_scratch_remove);
+        registered = true;
     }
     return fuzz_dir;
 }
@@ -111,7 +117,7 @@ static inline FILE *fuzz_out(void)
 static inline void fuzz_link(const char *target, const char *name)
 {
     char to[512];
-    snprintf(to, sizeof to, "%s/%s", fuzz_scratch(), name);
+    snprintf(to, sizeof to, "%s/%.255s", fuzz_scratch(), name);
     if (symlink(target, to) != 0) {
         perror("parsim fuzz: symlink");
         abort();

@@ -57,19 +57,14 @@ int fuzz_config(const uint8_t *data, size_t size)
     for (size_t k = 0; k + sizeof marker - 1 <= size; k++)
         if ((k == 0 || data[k - 1] == '\n') && !memcmp(data + k, marker, sizeof marker - 1))
             file_len = k;
-    static bool linked;
-    if (!linked) {
-        linked = true;
-        fuzz_link(PARSIM_SOURCE_DIR "/topologies/nccl", "nccl");
-    }
-    char path[512];
-    fuzz_write("run.cfg", data, file_len, path, sizeof path);
-
-    sim_err err;
-    sim_err_clear(&err);
     cfg_t *cfg = cfg_create(NULL);
     if (!cfg)
         return 0;
+    fuzz_link(PARSIM_SOURCE_DIR "/topologies/nccl", "nccl");
+    char path[512];
+    fuzz_write("run.cfg", data, file_len, path, sizeof path);
+    sim_err err;
+    sim_err_clear(&err);
     int rc = cfg_load_file(cfg, path, CFG_PRIO_FILE, &err);
     fuzz_check_err(rc, &err);
 
@@ -101,6 +96,7 @@ int fuzz_config(const uint8_t *data, size_t size)
         fuzz_simulate(&in, &s);
     }
     cfg_destroy(cfg);
+    fuzz_scratch_remove();
     return 0;
 }
 

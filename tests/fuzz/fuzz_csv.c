@@ -55,6 +55,7 @@ int fuzz_csv(const uint8_t *data, size_t size)
     csv_table t;
     int rc = csv_read_file(path, &t, &err);
     fuzz_check_err(rc, &err);
+    fuzz_scratch_remove();
     if (rc != SIM_OK)
         return 0;
     for (size_t r = 0; r < t.nrows; r++)
@@ -96,6 +97,7 @@ int fuzz_csv(const uint8_t *data, size_t size)
     free(cases);
     free(preds);
     csv_free(&t);
+    fuzz_scratch_remove();
     return 0;
 }
 

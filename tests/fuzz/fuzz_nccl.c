@@ -3,8 +3,8 @@
  * is given as it is (not NUL-terminated), once without and once with an
  * op hint.
  *
- * Checked beyond "no crash": a parsed log has points, each with a
- * positive time, as calibrate relies on.
+ * Checked beyond "no crash": a parsed log has points, each with a finite
+ * size >= 0 and a finite positive time, as calibrate relies on.
  */
 #include <math.h>
 #include <stdint.h>
@@ -33,11 +33,13 @@ static void fuzz_nccl_once(const uint8_t *data, size_t size, const char *op_hint
             fprintf(stderr, "parsim fuzz: a parsed log without points\n");
             abort();
         }
-        for (size_t k = 0; k < log.n; k++)
-            if (!(log.pts[k].time_s > 0)) {
-                fprintf(stderr, "parsim fuzz: point %zu has time %g s\n", k, log.pts[k].time_s);
+        for (size_t k = 0; k < log.n; k++) {
+            const nccl_point *pt = &log.pts[k];
+            if (!(pt->time_s > 0) || !isfinite(pt->time_s) || !(pt->bytes >= 0) || !isfinite(pt->bytes)) {
+                fprintf(stderr, "parsim fuzz: point %zu: %g bytes in %g s\n", k, pt->bytes, pt->time_s);
                 abort();
             }
+        }
         nccl_log_free(&log);
     }
     free(text);

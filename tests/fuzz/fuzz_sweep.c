@@ -20,27 +20,29 @@
 #include "fuzz_common.h"
 
 /* Links <scratch>/<name> -> PARSIM_SOURCE_DIR/configs/<name> for every
- * .cfg file of configs/, once per process. */
+ * .cfg file of configs/ (listed once per process). */
 static void fuzz_link_configs(void)
 {
-    static bool done;
-    if (done)
-        return;
-    done = true;
+    static char names[64][256];
+    static int n = -1;
     const char *configs = PARSIM_SOURCE_DIR "/configs";
-    DIR *d = opendir(configs);
-    if (!d)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".cfg"))
-            continue;
-        char from[512];
-        snprintf(from, sizeof from, "%s/%s", configs, e->d_name);
-        fuzz_link(from, e->d_name);
+    if (n < 0) {
+        n = 0;
+        DIR *d = opendir(configs);
+        struct dirent *e;
+        while (d && (e = readdir(d)) && n < 64) {
+            size_t len = strlen(e->d_name);
+            if (len > 4 && len < sizeof names[0] && !strcmp(e->d_name + len - 4, ".cfg"))
+                memcpy(names[n++], e->d_name, len + 1);
+        }
+        if (d)
+            closedir(d);
     }
-    closedir(d);
+    for (int k = 0; k < n; k++) {
+        char from[1024];
+        snprintf(from, sizeof from, "%s/%.255s", configs, names[k]);
+        fuzz_link(from, names[k]);
+    }
 }
 
 int fuzz_sweep(const uint8_t *data, size_t size)
@@ -53,8 +55,10 @@ int fuzz_sweep(const uint8_t *data, size_t size)
     sweep_t *sw = NULL;
     int rc = sweep_load(&sw, path, NULL, &err);
     fuzz_check_err(rc, &err);
-    if (rc != SIM_OK)
+    if (rc != SIM_OK) {
+        fuzz_scratch_remove();
         return 0;
+    }
     int64_t total = sweep_total(sw);
     const char *header = sweep_header(sw);
     if (total < 0 || !header || !strchr(header, '\n')) {
@@ -82,6 +86,7 @@ int fuzz_sweep(const uint8_t *data, size_t size)
         free(row);
     }
     sweep_destroy(sw);
+    fuzz_scratch_remove();
     return 0;
 }
 
