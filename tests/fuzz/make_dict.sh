@@ -27,7 +27,7 @@ config_words() {
     }' | sed 's/[,:()]*$//'
   # libconfig syntax and the target's override marker
   printf '%s\n' '@include "' ' = ' '; ' ': { ' ' }; ' '[ ' ' ]' '( ' ' )' ', ' 'true' 'false' '0x' 'L' \
-    '1e300' '-1' '9223372036854775807'
+    '1e300' '1e400' '-1' '9223372036854775807' '9223372036854775807L' '4611686018427387904' '2147483648'
   # preset names (model.name, cluster.topology)
   for f in models/*.cfg topologies/*.cfg; do basename "$f" .cfg; done
 }
@@ -41,7 +41,7 @@ config_words() {
 {
   echo "# sweep.dict: written by tests/fuzz/make_dict.sh (sweep spec members, then the keys)"
   {
-    printf '%s\n' sweep base set vary key keys values from to step mul rows '=' '"' \
+    printf '%s\n' sweep base set vary key keys values from to step mul rows '=' '"' '9223372036854775807L' \
       llama3-70b-h100x64.cfg sweep-scaling.cfg
     for k in $keys; do echo "$k"; echo "$k="; done
   } | entries
