@@ -1,5 +1,5 @@
-/* What the fuzz targets share: the entry functions, a per-process scratch
- * directory for APIs that take a path, and writing an input there.
+/* What the fuzz targets share: the entry functions, a scratch directory
+ * for APIs that take a path, and writing an input there.
  *
  * Each target file defines fuzz_<name>(data, size) and, unless
  * PARSIM_FUZZ_NO_MAIN is defined, libFuzzer's LLVMFuzzerTestOneInput
@@ -33,7 +33,7 @@ int fuzz_sweep(const uint8_t *data, size_t size);
 int fuzz_nccl(const uint8_t *data, size_t size);
 
 /* LeakSanitizer's suppressions, for the fuzzers and the replay test alike
- * (the sanitizer runtime calls this; without one it is never called).
+ * (ASan's runtime calls this; other builds never do).
  * libconfig 1.7's scanner leaks on a syntax error: the buffer of a quoted
  * string that the error breaks (strbuf_append) and an empty string between
  * adjacent quoted strings ("" "" ...: libconfig_yylex).  A program that

@@ -6,9 +6,9 @@
  * directory and loaded with cfg_load_file, the overrides applied with
  * cfg_set_override, then cfg_resolve + strategy_resolve (cli_resolve), as
  * cmd_run does.  A strategy that resolves and is small is simulated once
- * (step_run) and reported in every format (to a scratch file).  The scratch directory links
- * nccl/ to topologies/nccl, so a topology file given as the run file finds
- * the NCCL constants it includes.
+ * (step_run) and reported in every format (to a scratch file).  The
+ * scratch directory links nccl/ to topologies/nccl, so a topology file
+ * given as the run file finds the NCCL constants it includes.
  *
  * Checked beyond "no crash": every failure carries a message of one line,
  * as cli_fail prints it.
