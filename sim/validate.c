@@ -77,11 +77,23 @@ static const struct {
     { "B300", "dgx-b300" },       { "GB200", "gb200-nvl72" },  { "GB300", "gb300-nvl72" },
 };
 
+/* Which framework a source used: the rules that follow a framework's
+ * recipes (not its defaults, which are the fields below) ask this, never
+ * the display name. */
+typedef enum {
+    VFW_BRIDGE = 0,             /* Megatron Bridge */
+    VFW_NEMO,                   /* NeMo 2.0 recipes, also the DGX Cloud benchmarks */
+    VFW_MEGATRON_LM,            /* Megatron-LM's own scripts and tables */
+    VFW_DEEPSPEED,              /* Megatron-DeepSpeed */
+    VFW_MCORE,                  /* none known: Megatron Core's defaults */
+} vfw_family;
+
 /* What a source's framework did where a cell is empty.  Chosen by the id
  * prefix; the last row is the fallback (Megatron Core's own defaults). */
 typedef struct vframework {
     const char *prefix;
     const char *name;           /* framework, for the assumed text */
+    vfw_family family;
     bool sp_when_tp;            /* sequence parallel when TP > 1 */
     bool dist_opt;              /* distributed optimizer */
     const char *recompute;      /* none | selective | full */
@@ -89,41 +101,56 @@ typedef struct vframework {
     bool overlap_dp;            /* overlap_grad_reduce (+ param gather with dist-opt) */
     bool tp_comm_overlap;       /* with SP and TP > 1 */
     bool moe_etp1;              /* MoE recipes set expert_tensor_parallel_size = 1 */
+    bool moe_alltoall;          /* MoE recipes dispatch with all-to-all, not allgather */
     flop_conv infer;            /* what `unknown` means for this source */
     const char *infer_why;
     bool unfused_attention;     /* scores materialized (before flash attention) */
 } vframework;
 
+/* Megatron Bridge perf recipes (bridge/recipes, perf configs): SP with TP,
+ * distributed optimizer, DP and TP comm overlap, no recompute, ETP 1 and
+ * all-to-all dispatch for DeepSeek/Qwen3/gpt-oss/Moonlight. */
+#define VFW_BRIDGE_RECIPES                                                                      \
+    .name = "Megatron Bridge", .family = VFW_BRIDGE, .sp_when_tp = true, .dist_opt = true,      \
+    .recompute = "none", .precision = "bf16", .overlap_dp = true, .tp_comm_overlap = true,      \
+    .moe_etp1 = true, .moe_alltoall = true, .infer = FC_MEGATRON,                               \
+    .infer_why = "Bridge's logger uses num_floating_point_operations (causal attention at half)"
+/* NeMo 2.0 recipes (24.07-25.02 containers), the same behind the DGX Cloud
+ * benchmarks: as Bridge's, but Megatron's ETP (= TP) for MoE. */
+#define VFW_NEMO_RECIPES                                                                        \
+    .family = VFW_NEMO, .sp_when_tp = true, .dist_opt = true, .recompute = "none",              \
+    .precision = "bf16", .overlap_dp = true, .tp_comm_overlap = true, .moe_alltoall = true,     \
+    .infer = FC_NEMO_FULL
+/* Megatron-LM and Megatron-DeepSpeed of 2021-2022: --checkpoint-activations,
+ * no SP, the old DDP (no overlap), no distributed optimizer, no flash
+ * attention. */
+#define VFW_2021_SCRIPTS .recompute = "full", .unfused_attention = true
+
 static const vframework frameworks[] = {
-    /* Megatron Bridge perf recipes (bridge/recipes, perf configs): SP with
-     * TP, distributed optimizer, DP and TP comm overlap, no recompute, ETP 1
-     * for DeepSeek/Qwen3/gpt-oss/Moonlight. */
-    { "mbridge-meas", "Megatron Bridge", true, true, "none", "bf16", true, true, true, FC_MEGATRON,
-      "Bridge's logger uses num_floating_point_operations (causal attention at half)", false },
-    { "mbridge", "Megatron Bridge", true, true, "none", "bf16", true, true, true, FC_MEGATRON,
-      "Bridge's logger uses num_floating_point_operations (causal attention at half)", false },
-    /* NeMo 2.0 recipes (24.07-25.02 containers), also behind dgxc. */
-    { "nemo", "NeMo", true, true, "none", "bf16", true, true, false, FC_NEMO_FULL,
-      "NeMo <= 25.07 counted full attention", false },
-    { "dgxc", "NeMo (DGX Cloud recipe)", true, true, "none", "bf16", true, true, false,
-      FC_NEMO_FULL, "the DGX Cloud READMEs count full attention", false },
-    /* Megatron-LM of 2021-2022: --checkpoint-activations, fp16, no SP, the
-     * old DDP (no overlap), no distributed optimizer. */
-    { "sc21", "Megatron-LM 2021", false, false, "full", "fp16", false, false, false, FC_UNKNOWN,
-      NULL, true },
-    { "korthikanti", "Megatron-LM 2022", false, false, "full", "fp16", false, false, false,
-      FC_NEMO_FULL, "Korthikanti et al.'s MFU is 72 B s L h^2 (1 + s/6h + V/12Lh), full attention", true },
-    { "mtnlg", "Megatron-DeepSpeed 2021", false, false, "full", "fp16", false, false, false,
-      FC_UNKNOWN, NULL, true },
-    { "bloom", "Megatron-DeepSpeed 2022", false, false, "full", "bf16", false, false, false,
-      FC_UNKNOWN, NULL, true },
+    { .prefix = "mbridge-meas", VFW_BRIDGE_RECIPES },
+    { .prefix = "mbridge", VFW_BRIDGE_RECIPES },
+    { .prefix = "nemo", .name = "NeMo", VFW_NEMO_RECIPES,
+      .infer_why = "NeMo <= 25.07 counted full attention" },
+    { .prefix = "dgxc", .name = "NeMo (DGX Cloud recipe)", VFW_NEMO_RECIPES,
+      .infer_why = "the DGX Cloud READMEs count full attention" },
+    { .prefix = "sc21", .name = "Megatron-LM 2021", .family = VFW_MEGATRON_LM, VFW_2021_SCRIPTS,
+      .precision = "fp16", .infer = FC_UNKNOWN },
+    { .prefix = "korthikanti", .name = "Megatron-LM 2022", .family = VFW_MEGATRON_LM,
+      VFW_2021_SCRIPTS, .precision = "fp16", .infer = FC_NEMO_FULL,
+      .infer_why = "Korthikanti et al.'s MFU is 72 B s L h^2 (1 + s/6h + V/12Lh), full attention" },
+    { .prefix = "mtnlg", .name = "Megatron-DeepSpeed 2021", .family = VFW_DEEPSPEED,
+      VFW_2021_SCRIPTS, .precision = "fp16", .infer = FC_UNKNOWN },
+    { .prefix = "bloom", .name = "Megatron-DeepSpeed 2022", .family = VFW_DEEPSPEED,
+      VFW_2021_SCRIPTS, .precision = "bf16", .infer = FC_UNKNOWN },
     /* Megatron-LM README 2024 table: notes say overlap-grad-reduce,
      * overlap-param-gather (needs the distributed optimizer) and
      * tp-comm-overlap (needs SP). */
-    { "mlm-h100", "Megatron-LM r0.8", true, true, "none", "bf16", true, true, false, FC_NEMO_FULL,
-      "Megatron-LM r0.8 num_floating_point_operations counted full attention", false },
-    { "", "Megatron Core", false, false, "none", "bf16", false, false, false, FC_UNKNOWN,
-      NULL, false },
+    { .prefix = "mlm-h100", .name = "Megatron-LM r0.8", .family = VFW_MEGATRON_LM,
+      .sp_when_tp = true, .dist_opt = true, .recompute = "none", .precision = "bf16",
+      .overlap_dp = true, .tp_comm_overlap = true, .infer = FC_NEMO_FULL,
+      .infer_why = "Megatron-LM r0.8 num_floating_point_operations counted full attention" },
+    { .prefix = "", .name = "Megatron Core", .family = VFW_MCORE, .recompute = "none",
+      .precision = "bf16", .infer = FC_UNKNOWN },
 };
 
 static const char *metric_names[VM_COUNT] = {
@@ -585,6 +612,13 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         sizes_ok = size_cell(c, "vp", CELL("vp"), &vp) && sizes_ok;
     else if (pp > 1)
         add_assumed(c, "vp: no interleaving (not stated)");
+    if (vp > 1 && pp == 1) {
+        /* Tables copied from a README list VP for every row; Megatron
+         * rejects interleaving without a pipeline, so the run had none. */
+        add_assumed(c, "VP %" PRId64 " listed with PP 1: Megatron interleaves only with PP > 1; "
+                       "run without", vp);
+        vp = 1;
+    }
     if (vp > 1)
         add_over(c, "model.virtual_pipeline_model_parallel_size=%" PRId64, vp);
 
@@ -685,7 +719,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     /* MoE: Megatron Bridge and NeMo MoE recipes dispatch tokens with
      * all-to-all (alltoall, or flex = DeepEP / HybridEP), not Megatron
      * Core's allgather default. */
-    if (moe && (fw->moe_etp1 || !strcmp(fw->name, "NeMo"))) {
+    if (moe && fw->moe_alltoall) {
         /* DeepSeek-architecture recipes (DeepSeek-V3, Kimi K2, Moonlight)
          * use the flex dispatcher: DeepEP, or HybridEP on GB200/GB300. */
         bool deepseek_arch = !strncmp(c->model, "deepseek", 8) || !strncmp(c->model, "kimi", 4) ||
@@ -715,17 +749,18 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         add_over(c, "model.vocab_size=%" PRId64, vocab);
     else if (strstr(notes, "GPT2BPETokenizer"))
         add_over(c, "model.vocab_size=50257"); /* GPT-2 BPE */
-    else if (!strcmp(c->model, "gpt-oss-120b") && !strcmp(fw->name, "Megatron Bridge")) {
+    else if (!strcmp(c->model, "gpt-oss-120b") && fw->family == VFW_BRIDGE) {
         add_over(c, "model.vocab_size=128256");
         add_assumed(c, "vocab 128256 (Bridge gpt-oss perf recipes)");
     }
-    /* Uneven pipelines: Megatron Bridge recipes whose layers do not split
+    /* Uneven pipelines: Megatron Bridge and NeMo recipes whose layers do not split
      * evenly over PP x VP (Llama 3.1 405B's 126 on PP 8, Qwen3 235B's 94)
      * count the embedding and the loss as a layer each
      * (account_for_embedding/loss_in_pipeline_split).  Used once parsim has
      * the keys; until then strategy rejects the row and says why. */
     int64_t L = !sizes_ok ? 0 : layers > 0 ? layers : have_model ? m.num_layers : 0;
-    if (L > 0 && L % (pp * vp) != 0 && (L + 2) % (pp * vp) == 0 && fw->sp_when_tp && fw->dist_opt) {
+    bool recipe_split = fw->family == VFW_BRIDGE || fw->family == VFW_NEMO;
+    if (L > 0 && L % (pp * vp) != 0 && (L + 2) % (pp * vp) == 0 && recipe_split) {
         add_over(c, "model.account_for_embedding_in_pipeline_split=true");
         add_over(c, "model.account_for_loss_in_pipeline_split=true");
         add_assumed(c, "uneven pipeline: embedding and loss counted as layers (%s recipes)",

@@ -26,7 +26,13 @@
  *    with TP, distributed optimizer, overlaps on (its notes); unset TP, PP,
  *    CP, EP 1 (or the layout the notes give: "... uses TP8 PP6"), no
  *    interleaving; ETP 1 for Megatron Bridge MoE recipes, Megatron's
- *    default (= TP) elsewhere.  Bridge and NeMo rows whose layers do not
+ *    default (= TP) elsewhere; MoE rows of Bridge and NeMo recipes (dgxc
+ *    included) the all-to-all dispatcher (flex, DeepEP / HybridEP, for
+ *    DeepSeek-architecture models), Megatron Core's allgather elsewhere.
+ *    The framework is a field of the table (vframework.family), never
+ *    read from its display name.  A VP > 1 listed with PP 1 (a README
+ *    table's column) is dropped: Megatron interleaves only with PP > 1,
+ *    so the run had no interleaving (assumed, with a note).  Bridge and NeMo rows whose layers do not
  *    split evenly over PP x VP count the embedding and the loss as layers
  *    (model.account_for_embedding/loss_in_pipeline_split), as their
  *    recipes do.  A note that parsim can only

@@ -25,15 +25,21 @@
 static csv_table table;
 static vcase cases[32];
 
-static void load(void)
+/* The cases of a fixture into table and cases. */
+static void load_from(const char *path)
 {
     sim_err err;
-    cr_assert_eq(csv_read_file(FIXTURE, &table, &err), SIM_OK, "%s", err.msg);
-    cr_assert_eq(validate_check_columns(&table, FIXTURE, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(csv_read_file(path, &table, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(validate_check_columns(&table, path, &err), SIM_OK, "%s", err.msg);
     cr_assert_leq(table.nrows, 32);
     for (size_t r = 0; r < table.nrows; r++)
         validate_case(&table, r, PARSIM_SOURCE_DIR, &cases[r]);
     cr_assert_eq(validate_number_runs(cases, table.nrows), SIM_OK);
+}
+
+static void load(void)
+{
+    load_from(FIXTURE);
 }
 
 static void unload(void)
@@ -386,4 +392,60 @@ Test(validate, bias_is_signed_ape)
     vpred q = predict("t-002"); /* tokens_per_s_per_gpu, measured 5000 */
     cr_assert(q.ok, "%s", q.skip);
     cr_assert(fabs(q.bias - 100.0 * (q.value / 5000.0 - 1.0)) < 1e-9, "bias %g for %g", q.bias, q.value);
+}
+
+/* ------------------------------------------------- framework recipes */
+
+#define RECIPES PARSIM_SOURCE_DIR "/tests/data/validate_recipes.csv"
+
+static void load_recipes(void)
+{
+    load_from(RECIPES);
+}
+
+/* The override that starts with `key=`, or NULL. */
+static const char *override_of(const vcase *c, const char *key)
+{
+    size_t n = strlen(key);
+    for (int k = 0; k < c->n_over; k++)
+        if (!strncmp(c->over[k], key, n) && c->over[k][n] == '=')
+            return c->over[k] + n + 1;
+    return NULL;
+}
+
+TestSuite(validate_recipes, .init = load_recipes, .fini = unload);
+
+/* DGX Cloud rows are NeMo runs: their MoE recipes dispatch with
+ * all-to-all like NeMo's own, not with Megatron Core's allgather. */
+Test(validate_recipes, nemo_and_dgx_cloud_moe_rows_use_alltoall)
+{
+    const char *d = override_of(by_id("dgxc-901"), "model.moe_token_dispatcher_type");
+    cr_assert_not_null(d, "dgxc MoE row runs the allgather default");
+    cr_assert_str_eq(d, "alltoall");
+    d = override_of(by_id("nemo-901"), "model.moe_token_dispatcher_type");
+    cr_assert_not_null(d);
+    cr_assert_str_eq(d, "alltoall");
+    /* a source of unknown framework keeps Megatron Core's default */
+    cr_assert_null(override_of(by_id("x-901"), "model.moe_token_dispatcher_type"));
+    /* dense rows of the same frameworks set no dispatcher */
+    cr_assert_null(override_of(by_id("nemo-904"), "model.moe_token_dispatcher_type"));
+}
+
+/* VP listed with PP 1 (a README table's column): run without
+ * interleaving, say so, and predict the row as the same run without VP. */
+Test(validate_recipes, vp_with_pp1_runs_without_interleaving)
+{
+    const vcase *c = by_id("nemo-902");
+    cr_assert_str_empty(c->skip);
+    cr_assert_null(override_of(c, "model.virtual_pipeline_model_parallel_size"));
+    cr_assert(strstr(c->assumed, "VP 5 listed with PP 1: Megatron interleaves only with PP > 1; "
+                                 "run without"),
+              "%s", c->assumed);
+    cr_assert_not(c->feat[VFEAT_VP]);
+    vpred p, q;
+    cr_assert_eq(validate_predict(c, PARSIM_SOURCE_DIR, NULL, &p), SIM_OK);
+    cr_assert(p.ok, "%s", p.skip);
+    cr_assert_eq(validate_predict(by_id("nemo-904"), PARSIM_SOURCE_DIR, NULL, &q), SIM_OK);
+    cr_assert(q.ok, "%s", q.skip);
+    cr_assert_eq(p.value, q.value, "VP row %.9g vs the same row without VP %.9g", p.value, q.value);
 }
