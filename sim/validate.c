@@ -922,6 +922,7 @@ int validate_predict(const vcase *c, const char *data_dir, const char *const *ex
     const step_result *r = step_result_get(st);
     p->step_time_s = r->step_time_s;
     p->peak_bytes = r->peak_bytes;
+    p->hbm_bytes = in.cluster.gpu.hbm_capacity_bytes;
     double world = (double)s.world;
     switch (c->metric) {
     case VM_STEP_TIME:
@@ -1112,6 +1113,38 @@ static void print_skipped(FILE *out, const vcase *cases, const vpred *preds, siz
     free(starts);
 }
 
+bool validate_pred_fits(const vpred *p)
+{
+    return p->peak_bytes <= p->hbm_bytes;
+}
+
+/* Most ids listed after the count of predicted rows that do not fit. */
+#define VUNFIT_MAX_LISTED 12
+
+/* A configuration that needs more memory than the GPU has did not run as
+ * simulated: some setting parsim filled in (or the model) differs from
+ * the measured run. */
+static void print_unfit(FILE *out, const vcase *cases, const vpred *preds, size_t n)
+{
+    size_t unfit = 0;
+    for (size_t i = 0; i < n; i++)
+        unfit += preds[i].ok && !validate_pred_fits(&preds[i]);
+    if (unfit == 0)
+        return;
+    fprintf(out, "\n%zu predicted row%s do%s not fit in HBM (peak > capacity): their assumed "
+                 "settings are likely wrong\n ",
+            unfit, unfit == 1 ? "" : "s", unfit == 1 ? "es" : "");
+    size_t listed = 0;
+    for (size_t i = 0; i < n && listed < VUNFIT_MAX_LISTED; i++)
+        if (preds[i].ok && !validate_pred_fits(&preds[i])) {
+            fprintf(out, " %s", cases[i].id);
+            listed++;
+        }
+    if (unfit > listed)
+        fprintf(out, " ... (the fits column of --out has every row's)");
+    fputc('\n', out);
+}
+
 void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t n)
 {
     size_t predicted = 0, assumed = 0;
@@ -1160,6 +1193,7 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
     free(ape);
     free(bias);
 
+    print_unfit(out, cases, preds, n);
     /* skipped rows, grouped by reason */
     if (predicted < n)
         print_skipped(out, cases, preds, n);
@@ -1167,7 +1201,8 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
 
 void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds)
 {
-    fprintf(out, "%s,predicted_value,ape_percent,skip_reason,assumed,overrides\n", t->header_raw);
+    fprintf(out, "%s,predicted_value,ape_percent,skip_reason,assumed,overrides,peak_gib,hbm_gib,fits\n",
+            t->header_raw);
     for (size_t r = 0; r < t->nrows; r++) {
         fputs(t->raw[r], out);
         if (preds[r].ok)
@@ -1185,7 +1220,11 @@ void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const
         for (int k = 0; k < cases[r].n_over; k++)
             n += (size_t)snprintf(ov + n, sizeof ov - n, "%s%s", k ? " " : "", cases[r].over[k]);
         csv_write_field(out, ov);
-        fputc('\n', out);
+        if (preds[r].ok)
+            fprintf(out, ",%.2f,%.2f,%s\n", preds[r].peak_bytes / GIB, preds[r].hbm_bytes / GIB,
+                    validate_pred_fits(&preds[r]) ? "yes" : "no");
+        else
+            fputs(",,,\n", out);
     }
 }
 

@@ -130,9 +130,13 @@ typedef struct vpred {
     double bias;                 /* the same, signed: + when parsim predicts a
                                     faster step, more throughput or more memory */
     double step_time_s;
-    double peak_bytes;
+    double peak_bytes;           /* largest per-stage peak of the simulated step */
+    double hbm_bytes;            /* the GPU's memory (topology preset) */
     char skip[320];
 } vpred;
+
+/* Whether a predicted row's simulated peak fits in its GPU's memory. */
+bool validate_pred_fits(const vpred *p);
 
 /* Checks that the columns validate needs are present and that the table
  * has at most LIMIT_VALIDATE_ROWS rows.  SIM_EINVAL names the first
@@ -211,11 +215,15 @@ size_t validate_groups(const vcase *cases, size_t n, vgroup *groups, size_t max)
 bool validate_in_group(const vgroup *g, const vcase *c);
 
 /* Prints the summary table: per group rows, predicted, assumed, median,
- * p90 and mean APE, and the median signed error (bias). */
+ * p90 and mean APE, and the median signed error (bias); then the number
+ * of predicted rows whose peak exceeds the GPU's memory, with the first
+ * ids; then the skipped rows by reason. */
 void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t n);
 
 /* Writes the input table with predicted_value, ape_percent, skip_reason,
- * assumed and overrides appended (input rows byte for byte). */
+ * assumed, overrides, peak_gib, hbm_gib and fits (yes/no: peak_gib <=
+ * hbm_gib; the last three empty for rows not predicted) appended (input
+ * rows byte for byte). */
 void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds);
 
 /* Numbers the configurations of cases[0..n) in order of first appearance:

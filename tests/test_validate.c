@@ -339,7 +339,7 @@ Test(validate_cli, out_file_keeps_every_row)
     cr_assert_eq(csv_read_file(FIXTURE, &in, &err), SIM_OK);
     cr_assert_eq(csv_read_file(path, &out, &err), SIM_OK, "%s", err.msg);
     cr_assert_eq(out.nrows, in.nrows);
-    cr_assert_eq(out.ncols, in.ncols + 5);
+    cr_assert_eq(out.ncols, in.ncols + 8);
     int pv = csv_col(&out, "predicted_value"), sk = csv_col(&out, "skip_reason");
     cr_assert_geq(pv, 0);
     for (size_t k = 0; k < out.nrows; k++) {
@@ -448,4 +448,86 @@ Test(validate_recipes, vp_with_pp1_runs_without_interleaving)
     cr_assert_eq(validate_predict(by_id("nemo-904"), PARSIM_SOURCE_DIR, NULL, &q), SIM_OK);
     cr_assert(q.ok, "%s", q.skip);
     cr_assert_eq(p.value, q.value, "VP row %.9g vs the same row without VP %.9g", p.value, q.value);
+}
+
+/* Runs validate on a fixture with --out into a scratch folder dir (a
+ * mkdtemp template) and reads the output into out; the caller removes
+ * path and dir. */
+static void validate_to_scratch(const char *fixture, char *dir, char *path, size_t len,
+                                result *r, csv_table *out)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, len, "%s/out.csv", dir);
+    char args[256];
+    snprintf(args, sizeof args, "validate %s --jobs 1 --out %s", fixture, path);
+    run(r, args);
+    cr_assert_eq(r->status, 0, "%s", r->out);
+    sim_err err;
+    cr_assert_eq(csv_read_file(path, out, &err), SIM_OK, "%s", err.msg);
+}
+
+/* A predicted configuration whose peak exceeds the GPU's memory is
+ * flagged in --out (peak_gib, hbm_gib, fits) and in the summary. */
+Test(validate_recipes, rows_that_do_not_fit_are_flagged)
+{
+    vpred p;
+    cr_assert_eq(validate_predict(by_id("nemo-903"), PARSIM_SOURCE_DIR, NULL, &p), SIM_OK);
+    cr_assert(p.ok, "%s", p.skip);
+    cr_assert_gt(p.peak_bytes, p.hbm_bytes);
+    cr_assert_not(validate_pred_fits(&p));
+    cr_assert_eq(validate_predict(by_id("nemo-904"), PARSIM_SOURCE_DIR, NULL, &p), SIM_OK);
+    cr_assert(p.ok, "%s", p.skip);
+    cr_assert_gt(p.hbm_bytes, 70e9); /* H100: 80 GB */
+    cr_assert(validate_pred_fits(&p), "%g of %g bytes", p.peak_bytes, p.hbm_bytes);
+
+    char dir[] = "/tmp/parsim-XXXXXX", path[64], args[256];
+    result r;
+    csv_table out;
+    validate_to_scratch("tests/data/validate_recipes.csv", dir, path, sizeof path, &r, &out);
+    cr_assert(strstr(r.out, "\n3 predicted rows do not fit in HBM (peak > capacity): their assumed "
+                            "settings are likely wrong\n  nemo-901 x-901 nemo-903\n"),
+              "%s", r.out);
+    int fits = csv_col(&out, "fits"), peak = csv_col(&out, "peak_gib"), hbm = csv_col(&out, "hbm_gib");
+    cr_assert_eq(fits, out.ncols - 1, "fits is the last column");
+    cr_assert_eq(peak, csv_col(&out, "overrides") + 1, "after the existing columns");
+    cr_assert_eq(hbm, peak + 1);
+    for (size_t k = 0; k < out.nrows; k++) {
+        const char *id = csv_cell(&out, k, csv_col(&out, "id"));
+        double pg, hg;
+        cr_assert(csv_num_double(csv_cell(&out, k, peak), &pg), "%s", id);
+        cr_assert(csv_num_double(csv_cell(&out, k, hbm), &hg), "%s", id);
+        cr_assert(fabs(hg - 74.51) < 0.01, "%s: %g GiB", id, hg);
+        bool expect_no = !strcmp(id, "nemo-901") || !strcmp(id, "x-901") || !strcmp(id, "nemo-903");
+        cr_assert_str_eq(csv_cell(&out, k, fits), expect_no ? "no" : "yes", "%s", id);
+        cr_assert_eq(pg > hg, expect_no, "%s: %g of %g GiB", id, pg, hg);
+    }
+    csv_free(&out);
+    /* compare reads the new columns */
+    snprintf(args, sizeof args, "compare %s %s", path, path);
+    run(&r, args);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.out, "6 matched"), "%s", r.out);
+    remove(path);
+    rmdir(dir);
+}
+
+/* A row that is not predicted has empty memory columns. */
+Test(validate_cli, skipped_rows_have_no_fit_verdict)
+{
+    char dir[] = "/tmp/parsim-XXXXXX", path[64];
+    result r;
+    csv_table out;
+    validate_to_scratch("tests/data/validate_rows.csv", dir, path, sizeof path, &r, &out);
+    int fits = csv_col(&out, "fits"), sk = csv_col(&out, "skip_reason");
+    size_t skipped = 0;
+    for (size_t k = 0; k < out.nrows; k++) {
+        bool skip = csv_cell(&out, k, sk)[0] != '\0';
+        skipped += skip;
+        cr_assert_eq(csv_cell(&out, k, fits)[0] == '\0', skip, "row %zu", k);
+        cr_assert_eq(csv_cell(&out, k, csv_col(&out, "peak_gib"))[0] == '\0', skip, "row %zu", k);
+    }
+    cr_assert_eq(skipped, 3);
+    csv_free(&out);
+    remove(path);
+    rmdir(dir);
 }
