@@ -4,7 +4,7 @@
 #   bench/validation/run.sh [--build DIR] [--calibrate GPU_TYPE] [KEY=VALUE ...]
 #
 # Writes bench/validation/predictions.csv (validate --out: every input row plus
-# predicted_value, ape_percent, skip_reason, assumed, overrides) and
+# predicted_value, ape_percent, skip_reason, assumed, overrides, peak_gib, hbm_gib, fits) and
 # bench/validation/ERRORS.md (the error table, with the commit and date it was made at).
 # If predictions.csv already existed, first shows what moved (parsim compare old -> new), so a
 # cost-model change can be judged before committing the new table.
@@ -12,8 +12,10 @@
 # --calibrate GPU[,GPU...] also fits the sustained compute fraction to the even configurations of
 # each GPU type (parsim calibrate --train-half even; both metrics of a run fall in the same
 # half), reports the error on the odd configurations it did not see, per GPU type and over
-# the whole set, adds that to ERRORS.md and keeps the parameters in
-# bench/validation/calibrated-GPU.cfg.
+# the whole set, writes that as the calibrated section of ERRORS.md (with the commit and date
+# it was made at) and keeps the parameters in bench/validation/calibrated-GPU.cfg.
+# Without --calibrate the calibrated section of the existing ERRORS.md is kept as it is (the
+# lines between its two "calibrated section" markers), still naming the commit it was made at.
 # KEY=VALUE settings apply to every row (e.g. sim.params=PARAMS.cfg).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +26,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --calibrate) calib=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -77,11 +79,28 @@ fi
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -1)
 [ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
+today=$(date -u +%Y-%m-%d)
+
+# The calibrated section lies between these two lines of ERRORS.md; a run without --calibrate
+# copies it from the ERRORS.md it replaces.
+cal_begin='<!-- calibrated section: written by run.sh --calibrate, kept by runs without it -->'
+cal_end='<!-- end of the calibrated section -->'
+if [ -z "$calib" ]; then
+  : > "$tmp/calibrated.md"
+  if [ -f "$here/ERRORS.md" ]; then
+    awk -v b="$cal_begin" -v e="$cal_end" '$0 == b { on = 1 } on { print } $0 == e { on = 0 }' \
+        "$here/ERRORS.md" > "$tmp/calibrated.md"
+  fi
+  if ! grep -qxF "$cal_end" "$tmp/calibrated.md"; then
+    : > "$tmp/calibrated.md"
+    echo "run.sh: ERRORS.md has no calibrated section to keep (run.sh --calibrate GPU,... writes one)" >&2
+  fi
+fi
 {
   cat <<HDR
 # parsim against published measurements
 
-Made by \`bench/validation/run.sh\` at commit $commit on $(date -u +%Y-%m-%d), with the
+Made by \`bench/validation/run.sh\` at commit $commit on $today, with the
 default parameters of the topology presets$( [ $# -gt 0 ] && printf ' and %s' "$*" ).
 Rows, their sources and columns: \`bench/validation/README.md\`; per-row predictions, skip
 reasons and the settings each row was run with: \`bench/validation/predictions.csv\`.
@@ -117,9 +136,14 @@ HDR
   cat "$tmp/summary.txt"
   echo '```'
   if [ -n "$calib" ]; then
+    echo
+    echo "$cal_begin"
     cat <<CAL
 
 ## Calibrated on half of the configurations, evaluated on the other half
+
+Made by \`bench/validation/run.sh --calibrate $calib\` at commit $commit on $today; a later
+run without \`--calibrate\` keeps this section as it is, so it may be older than the table above.
 
 Per GPU type: \`parsim calibrate bench/validation/public.csv --rows gpu_type=GPU --train-half even
 --params $params\` (parameter files: \`bench/validation/calibrated-GPU.cfg\`). Halves are
@@ -145,6 +169,10 @@ CAL
       echo '```'
       echo
     done
+    echo "$cal_end"
+  elif [ -s "$tmp/calibrated.md" ]; then
+    echo
+    cat "$tmp/calibrated.md"
   fi
   echo
   cat "$here/GAPS.md"
