@@ -33,6 +33,12 @@ done
 parsim="$build/parsim"
 [ -x "$parsim" ] || { echo "run.sh: $parsim not found (build first: cmake --build build)" >&2; exit 2; }
 cd "$root"
+# The commit the tables are made at, before this script rewrites its own outputs (which would
+# make every run look like one with uncommitted changes).
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -1)
+[ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
+today=$(date -u +%Y-%m-%d)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -76,10 +82,6 @@ if [ -n "$calib" ]; then
       > "$tmp/heldout.txt"
 fi
 
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -1)
-[ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
-today=$(date -u +%Y-%m-%d)
 
 # The calibrated section lies between these two lines of ERRORS.md; a run without --calibrate
 # copies it from the ERRORS.md it replaces.
