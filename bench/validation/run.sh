@@ -118,7 +118,13 @@ How rows become runs (the full rules are in \`sim/validate.h\`):
   Megatron-LM 2021-22 rows (sc21, korthikanti, mtnlg) full recompute, fp16, no SP, no
   distributed optimizer; the 2024 Megatron-LM table (mlm-h100) bf16, SP, distributed
   optimizer, overlaps (its notes). Megatron-FSDP rows run as the distributed optimizer and
-  token-drop rows as balanced dropless routing (assumed). World size is num_gpus.
+  token-drop rows as balanced dropless routing (assumed). World size is num_gpus. MoE rows of
+  Bridge, NeMo and DGX Cloud recipes dispatch with all-to-all (flex for DeepSeek-architecture
+  models), others with Megatron Core's allgather. A VP listed with PP 1 is dropped (Megatron
+  interleaves only with PP > 1; assumed).
+- \`fits\` in predictions.csv: the simulated peak (\`peak_gib\`) within the GPU's memory
+  (\`hbm_gib\`); the summary lists the predicted rows that do not fit, whose assumed settings
+  are likely not those of the measured run.
 - FLOPs of TFLOP/s and MFU rows follow the row's flop_convention: megatron (causal attention
   at half), nemo-full-attention (full attention), sc21-hardware (96 B s L h^2 (1 + s/6h +
   V/16Lh)), hardware (full-attention model FLOPs plus the recomputed forward). \`unknown\` is
