@@ -564,46 +564,75 @@ int net_check_duration(const cluster_spec *c, const group_span *g, coll_kind k, 
 
 /* ------------------------------------------------------------- spans */
 
-/* Members sit at ranks 0, s, 2s, .. up to the extent E = (n-1)s; a tier
- * cuts the ranks into blocks of m.  Runs of consecutive members in one
- * block: how many (= distinct blocks touched, since ranks increase) and
- * the sum of their squared lengths, in closed form.  With s >= m every
- * member has a block of its own.  With s < m the blocks 0 .. K-1, K =
- * floor(E/m), are whole and each holds floor(m/s) or one more members;
- * block K holds the rest. */
-static void block_runs(int64_t n, int64_t s, int64_t E, int64_t m, int64_t *runs, double *sum_sq)
+/* Members of the group with base b below rank x: those b + t*s < x,
+ * t in [0, n). */
+static int64_t members_below(int64_t n, int64_t s, int64_t b, int64_t x)
+{
+    if (x <= b)
+        return 0;
+    int64_t t = imath_ceil_div(x - b, s);
+    return t < n ? t : n;
+}
+
+/* Members sit at ranks b, b+s, .. up to b+E, E = (n-1)s; a tier cuts the
+ * ranks into blocks of m.  Runs of consecutive members in one block: how
+ * many (= distinct blocks touched, since ranks increase), the sum of their
+ * squared lengths and the longest, in closed form.  With s >= m every
+ * member has a block of its own.  With s < m the first and last blocks
+ * touched may be partial; each block between them is whole and holds
+ * floor(m/s) or one more members. */
+static void block_runs(int64_t n, int64_t s, int64_t b, int64_t E, int64_t m, int64_t *runs,
+                       double *sum_sq, int64_t *longest)
 {
     if (s >= m) {
         *runs = n;
         *sum_sq = (double)n;
+        *longest = 1;
         return;
     }
-    int64_t K = E / m, q = m / s, before = K * m; /* K*m <= E: no overflow */
-    int64_t in_whole = imath_ceil_div(before, s); /* members below K*m */
-    int64_t longer = in_whole - K * q, last = n - in_whole;
-    *runs = K + 1;
-    *sum_sq = (double)K * (double)q * (double)q + (double)longer * (2.0 * (double)q + 1.0) +
-              (double)last * (double)last;
+    int64_t top;
+    if (__builtin_add_overflow(b, E, &top))
+        top = INT64_MAX;
+    int64_t k0 = b / m, k1 = top / m;
+    if (k0 == k1) {
+        *runs = 1;
+        *sum_sq = (double)n * (double)n;
+        *longest = n;
+        return;
+    }
+    /* k0 < k1: (k0+1)*m <= k1*m <= top, no overflow. */
+    int64_t first = members_below(n, s, b, (k0 + 1) * m);
+    int64_t below_last = members_below(n, s, b, k1 * m), last = n - below_last;
+    int64_t whole = k1 - k0 - 1, q = m / s, longer = below_last - first - whole * q;
+    *runs = k1 - k0 + 1;
+    *sum_sq = (double)first * (double)first + (double)whole * (double)q * (double)q +
+              (double)longer * (2.0 * (double)q + 1.0) + (double)last * (double)last;
+    int64_t mid = whole > 0 ? q + (longer > 0) : 0;
+    *longest = first > last ? first : last;
+    if (mid > *longest)
+        *longest = mid;
 }
 
 /* Steps between consecutive members that cross both a domain boundary
  * (a multiple of dg) and a unit boundary (a multiple of w), for s < dg,
  * s < w, where neither block size divides the other (else the answer is
  * the number of crossings of the coarser).  Each of the J unit boundaries
- * jw lies in one step, ending at member position s*ceil(jw/s); that step
- * also crosses a domain boundary iff the position is < s past a multiple
- * of dg.  The test depends on ceil(jw/s) mod dg/gcd(s,dg), which is
- * periodic in j, so one period is counted and repeated. */
-static int64_t shared_crossings(int64_t s, int64_t dg, int64_t w, int64_t J)
+ * jw the group spans (j from floor(b/w)+1) lies in one step, ending at
+ * member position p = b + s*ceil((jw-b)/s); that step also crosses a
+ * domain boundary iff p is < s past a multiple of dg.  After t0 =
+ * s/gcd(s,w) boundaries p has moved by t0*w, a multiple of s, so the test
+ * is periodic in j; one period is counted and repeated. */
+static int64_t shared_crossings(int64_t s, int64_t dg, int64_t w, int64_t b, int64_t J)
 {
     int64_t t0 = s / imath_gcd(s, w), shift = w / imath_gcd(s, w), mod = dg / imath_gcd(s, dg);
     int64_t period;
     if (__builtin_mul_overflow(t0, mod / imath_gcd(mod, shift), &period))
         period = J;
     int64_t len = J < period ? J : period, in_period = 0, in_rest = 0, rest = J % len;
+    int64_t j0 = b / w;
     for (int64_t j = 1; j <= len; j++) {
-        int64_t jw = j * w; /* <= J*w <= E */
-        int64_t pos = imath_ceil_div(jw, s) * s;
+        int64_t jw = (j0 + j) * w; /* <= b + E: no overflow */
+        int64_t pos = b + imath_ceil_div(jw - b, s) * s;
         if (pos % dg < s) {
             in_period++;
             if (j <= rest)
@@ -613,40 +642,46 @@ static int64_t shared_crossings(int64_t s, int64_t dg, int64_t w, int64_t J)
     return J / len * in_period + in_rest;
 }
 
-void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out)
+/* GPUs per scalable unit; one unit for the whole cluster when unset or
+ * past any rank. */
+static int64_t su_gpus(const cluster_spec *c, int64_t gpn)
+{
+    int64_t w = INT64_MAX;
+    if (c->scaleout.su_nodes > 0 && __builtin_mul_overflow(c->scaleout.su_nodes, gpn, &w))
+        w = INT64_MAX;
+    return w;
+}
+
+void net_group_span_at(const cluster_spec *c, int64_t size, int64_t stride, int64_t base,
+                       group_span *out)
 {
     memset(out, 0, sizeof *out);
     out->size = size;
     out->stride = stride;
+    out->base = base > 0 ? base : 0;
     out->concurrent = size > 0 && c->num_gpus >= size ? c->num_gpus / size : 1;
     out->in_nvlink_domain = true;
     if (size <= 0)
         return;
-    const int64_t n = size, s = stride > 0 ? stride : 0;
+    const int64_t n = size, s = stride > 0 ? stride : 0, b = out->base;
     const int64_t gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
     const int64_t dg = c->nvlink_domain_gpus > 0 ? c->nvlink_domain_gpus : 1;
-    /* GPUs per scalable unit; one unit for the whole cluster when unset or
-     * past any rank. */
-    int64_t w = INT64_MAX;
-    if (c->scaleout.su_nodes > 0 && __builtin_mul_overflow(c->scaleout.su_nodes, gpn, &w))
-        w = INT64_MAX;
-    /* The last member's rank; a group reaching past int64 ranks is cut at
-     * the largest rank (no world is that large). */
+    const int64_t w = su_gpus(c, gpn);
+    /* The last member's distance from the base; a group reaching past
+     * int64 ranks is cut at the largest rank (no world is that large). */
     int64_t E;
     if (__builtin_mul_overflow(n - 1, s, &E))
         E = INT64_MAX;
-    if (s == 0) { /* every member on rank 0 */
+    if (s == 0) { /* every member on the base rank */
         out->nodes = out->domains = out->sus = 1;
         out->ranks_per_node = n;
         return;
     }
     double sq_dom, sq_su, sq_node;
-    block_runs(n, s, E, gpn, &out->nodes, &sq_node);
-    block_runs(n, s, E, dg, &out->domains, &sq_dom);
-    block_runs(n, s, E, w, &out->sus, &sq_su);
-    /* Node 0 starts at a member and holds the most: ceil(gpn/s). */
-    int64_t first_node = imath_ceil_div(gpn, s);
-    out->ranks_per_node = first_node < n ? first_node : n;
+    int64_t long_dom, long_su;
+    block_runs(n, s, b, E, gpn, &out->nodes, &sq_node, &out->ranks_per_node);
+    block_runs(n, s, b, E, dg, &out->domains, &sq_dom, &long_dom);
+    block_runs(n, s, b, E, w, &out->sus, &sq_su, &long_su);
     out->in_nvlink_domain = out->domains <= 1;
 
     if (out->domains > 1) {
@@ -660,7 +695,7 @@ void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_s
         else if (s >= w || dg % w == 0)
             spine = dom_steps;
         else
-            spine = su_steps > 0 ? shared_crossings(s, dg, w, su_steps) : 0;
+            spine = su_steps > 0 ? shared_crossings(s, dg, w, b, su_steps) : 0;
         spine += out->sus > 1;
         out->spine_hop_fraction = (double)spine / (double)hops;
     }
@@ -670,4 +705,138 @@ void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_s
     double other_dom = n2 - sq_dom, other_su = n2 - sq_su;
     double f = other_dom > 0 ? other_su / other_dom : 0.0;
     out->spine_peer_fraction = f > 1.0 ? 1.0 : f;
+}
+
+void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out)
+{
+    net_group_span_at(c, size, stride, 0, out);
+}
+
+/* --------------------------------------------------------- placements */
+
+static bool same_place(const group_span *a, const group_span *b)
+{
+    return a->nodes == b->nodes && a->ranks_per_node == b->ranks_per_node &&
+           a->domains == b->domains && a->sus == b->sus &&
+           a->spine_hop_fraction == b->spine_hop_fraction &&
+           a->spine_peer_fraction == b->spine_peer_fraction;
+}
+
+/* Whether a is slower than b: more domains crossed, then the larger
+ * spine share, then more units, then more nodes. */
+static bool slower_place(const group_span *a, const group_span *b)
+{
+    if (a->domains != b->domains)
+        return a->domains > b->domains;
+    double sa = fmax(a->spine_hop_fraction, a->spine_peer_fraction);
+    double sb = fmax(b->spine_hop_fraction, b->spine_peer_fraction);
+    if (sa != sb)
+        return sa > sb;
+    if (a->sus != b->sus)
+        return a->sus > b->sus;
+    return a->nodes > b->nodes;
+}
+
+#define MAX_OF(a, b) ((a) > (b) ? (a) : (b))
+
+static void envelope_add(group_span *e, const group_span *g)
+{
+    e->nodes = MAX_OF(e->nodes, g->nodes);
+    e->ranks_per_node = MAX_OF(e->ranks_per_node, g->ranks_per_node);
+    e->domains = MAX_OF(e->domains, g->domains);
+    e->sus = MAX_OF(e->sus, g->sus);
+    e->spine_hop_fraction = fmax(e->spine_hop_fraction, g->spine_hop_fraction);
+    e->spine_peer_fraction = fmax(e->spine_peer_fraction, g->spine_peer_fraction);
+    e->in_nvlink_domain = e->domains <= 1;
+    e->base = e->base < g->base ? e->base : g->base;
+}
+
+static void place_add(group_placements *p, const group_span *g, int64_t count)
+{
+    for (int i = 0; i < p->n; i++) {
+        if (!(p->envelope && i == p->n - 1) && same_place(&p->span[i], g)) {
+            p->groups[i] += count;
+            if (g->base < p->span[i].base)
+                p->span[i].base = g->base;
+            return;
+        }
+    }
+    if (p->n < STRATEGY_MAX_PLACEMENTS) {
+        p->span[p->n] = *g;
+        p->groups[p->n++] = count;
+        return;
+    }
+    p->envelope = true;
+    envelope_add(&p->span[p->n - 1], g);
+    p->groups[p->n - 1] += count;
+}
+
+/* lcm of the block sizes below `world` (a block at least the world holds
+ * every group whole); 0 when it overflows or reaches the world, where no
+ * two bases are known to repeat. */
+static int64_t place_period(int64_t world, const int64_t *m, int k)
+{
+    int64_t L = 1;
+    for (int i = 0; i < k; i++) {
+        if (m[i] <= 1 || m[i] >= world)
+            continue;
+        int64_t t;
+        if (__builtin_mul_overflow(L / imath_gcd(L, m[i]), m[i], &t) || t >= world)
+            return 0;
+        L = t;
+    }
+    return L;
+}
+
+void net_group_placements_of(const cluster_spec *c, int64_t size, int64_t stride, int64_t first,
+                             int64_t repeat, int64_t count, group_placements *out)
+{
+    memset(out, 0, sizeof *out);
+    const int64_t si = first > 0 ? first : 1, G = count > 0 ? count : 1;
+    const int64_t B = repeat > 0 ? repeat : 1;
+    const int64_t gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    const int64_t m[3] = { gpn, c->nvlink_domain_gpus, su_gpus(c, gpn) };
+    int64_t world; /* past the last base's group: no boundary beyond it counts */
+    if (__builtin_mul_overflow(G, B, &world))
+        world = INT64_MAX;
+    int64_t L = place_period(world, m, 3);
+    /* Base i + j*B has the placement of base (i mod L) + (j mod P)*B,
+     * P = L/gcd(B, L): the visited bases are those of one period, each
+     * counted for the groups it stands for. */
+    int64_t ni = L > 0 && L < si ? L : si;
+    int64_t P = L > 0 ? L / imath_gcd(B, L) : G;
+    int64_t nj = P < G ? P : G;
+    for (int64_t i = 0; i < ni; i++) {
+        int64_t ci = L > 0 && L < si ? (si - 1 - i) / L + 1 : 1;
+        for (int64_t j = 0; j < nj; j++) {
+            int64_t cj = P < G ? (G - 1 - j) / P + 1 : 1;
+            group_span g;
+            net_group_span_at(c, size, stride, i + j * B, &g);
+            place_add(out, &g, ci * cj);
+        }
+    }
+    out->total = si * G;
+    for (int i = 1; i < out->n; i++)
+        if (slower_place(&out->span[i], &out->span[out->worst]))
+            out->worst = i;
+}
+
+void net_group_placements(const cluster_spec *c, int64_t world, int64_t size, int64_t stride,
+                          group_placements *out)
+{
+    int64_t B, si = stride > 0 ? stride : 1;
+    if (size > 0 && !__builtin_mul_overflow(size, si, &B) && B <= world)
+        net_group_placements_of(c, size, stride, si, B, world / B, out);
+    else /* no room for more than the group from rank 0 */
+        net_group_placements_of(c, size, stride, 1, 1, 1, out);
+}
+
+double net_collective_worst_s(const cluster_spec *c, const group_placements *p, coll_kind k,
+                              double bytes)
+{
+    double t = net_collective_s(c, &p->span[p->worst], k, bytes);
+    for (int i = 0; i < p->n; i++)
+        if (i != p->worst)
+            t = fmax(t, net_collective_s(c, &p->span[i], k, bytes));
+    return t;
 }

@@ -100,11 +100,32 @@ bool net_proto_from_name(const char *name, net_proto *out);
 int net_check_duration(const cluster_spec *c, const group_span *g, coll_kind k, double bytes,
                        double seconds, sim_err *err);
 
-/* Where the group of `size` ranks, `stride` apart, that holds rank 0 sits:
+/* Where the group of `size` ranks, `stride` apart, from rank `base` sits:
  * nodes, NVLink domains, scalable units, members per node and the share of
- * its traffic that crosses the spine.  Groups of Megatron's rank order are
- * congruent, so this describes every group of the kind.  Closed forms:
- * the cost does not grow with size or stride. */
+ * its traffic that crosses the spine.  Closed forms: the cost does not
+ * grow with size or stride.  net_group_span is the group from rank 0. */
+void net_group_span_at(const cluster_spec *c, int64_t size, int64_t stride, int64_t base,
+                       group_span *out);
 void net_group_span(const cluster_spec *c, int64_t size, int64_t stride, group_span *out);
+
+/* Every distinct placement of the groups of `size` ranks, `stride` apart,
+ * in a world of `world` ranks laid out in Megatron's order: the groups'
+ * bases are i + j*size*stride, i < stride, j < world/(size*stride).  A
+ * placement depends only on the base modulo L = lcm(node, domain, unit
+ * sizes), so only the bases of one period are visited: the work is at most
+ * min(world/size, stride mod L classes x L/gcd(size*stride, L)), not
+ * growing with the number of groups once they repeat. */
+void net_group_placements(const cluster_spec *c, int64_t world, int64_t size, int64_t stride,
+                          group_placements *out);
+
+/* The same for groups whose bases are i + j*repeat, i < first, j < count
+ * (the groups of a kind are first*count of them). */
+void net_group_placements_of(const cluster_spec *c, int64_t size, int64_t stride, int64_t first,
+                             int64_t repeat, int64_t count, group_placements *out);
+
+/* Time of collective k on the slowest of the placements: the kind's
+ * collective step ends when its last group's does. */
+double net_collective_worst_s(const cluster_spec *c, const group_placements *p, coll_kind k,
+                              double bytes);
 
 #endif

@@ -465,17 +465,24 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                    "model.sequence_parallel");
 
     /* Groups, Megatron's default order: dense tp-cp-dp-pp, expert
-     * etp-ep-edp-pp, leftmost fastest. */
+     * etp-ep-edp-pp, leftmost fastest.  Each kind's collective steps are
+     * paced by its slowest placement. */
     int64_t tpcp = s->tp * s->cp, tpcpdp = tpcp * s->dp;
-    group_span *gs = s->groups;
-    net_group_span(c, s->tp, 1, &gs[GROUP_TP]);
-    net_group_span(c, s->cp, s->tp, &gs[GROUP_CP]);
-    net_group_span(c, s->dp, tpcp, &gs[GROUP_DP]);
-    net_group_span(c, s->cp * s->dp, s->tp, &gs[GROUP_DP_CP]);
-    net_group_span(c, s->pp, tpcpdp, &gs[GROUP_PP]);
-    net_group_span(c, s->etp, 1, &gs[GROUP_ETP]);
-    net_group_span(c, s->ep, s->etp, &gs[GROUP_EP]);
-    net_group_span(c, s->edp, s->etp * s->ep, &gs[GROUP_EDP]);
+    const struct { int64_t size, stride; } dims[GROUP_COUNT] = {
+        [GROUP_TP] = { s->tp, 1 },
+        [GROUP_CP] = { s->cp, s->tp },
+        [GROUP_DP] = { s->dp, tpcp },
+        [GROUP_DP_CP] = { s->cp * s->dp, s->tp },
+        [GROUP_PP] = { s->pp, tpcpdp },
+        [GROUP_ETP] = { s->etp, 1 },
+        [GROUP_EP] = { s->ep, s->etp },
+        [GROUP_EDP] = { s->edp, s->etp * s->ep },
+    };
+    for (int k = 0; k < GROUP_COUNT; k++) {
+        group_placements *p = &s->places[k];
+        net_group_placements(c, s->world, dims[k].size, dims[k].stride, p);
+        s->groups[k] = p->span[p->worst];
+    }
     return SIM_OK;
 }
 

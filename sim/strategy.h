@@ -110,16 +110,19 @@ typedef struct ddp_spec {
     int64_t bucket_size;        /* parameters per DP bucket; 0 = Megatron default */
 } ddp_spec;
 
-/* How one communication group of a kind sits on the fabric (filled by
- * net_group_span).  All groups of a kind are congruent under Megatron's
- * order and run their collectives at the same time, so one description
- * serves for all of them, and the fields below say what they share:
- * every GPU of a node drives the node's NICs at once (each gets its share,
- * cluster_nic_bw_per_gpu), and a leaf's uplinks to the spine carry the
- * share of its traffic that leaves the scalable unit. */
+/* How one communication group sits on the fabric (filled by
+ * net_group_span_at).  Groups of a kind are translates of each other under
+ * Megatron's order (same size and stride, another base) and run their
+ * collectives at the same time; where the base falls against node, domain
+ * and unit boundaries can differ, so a kind can have several placements
+ * (group_placements).  What the groups share: every GPU of a node drives
+ * the node's NICs at once (each gets its share, cluster_nic_bw_per_gpu),
+ * and a leaf's uplinks to the spine carry the share of its traffic that
+ * leaves the scalable unit. */
 typedef struct group_span {
     int64_t size;            /* ranks in the group */
     int64_t stride;          /* rank distance between consecutive members */
+    int64_t base;            /* lowest member's rank */
     int64_t nodes;           /* distinct nodes the group touches */
     int64_t ranks_per_node;  /* max members on one node */
     int64_t domains;         /* distinct NVLink domains touched */
@@ -131,6 +134,23 @@ typedef struct group_span {
     double spine_peer_fraction; /* all-to-all: share of a member's peers in
                                    other domains that sit in other units */
 } group_span;
+
+/* The distinct placements of the groups of one kind (net_group_placements)
+ * and how many groups have each.  span[worst] has the most domains, then
+ * the largest spine share, units and nodes: it paces the kind's collective
+ * steps.  When a kind has more than STRATEGY_MAX_PLACEMENTS distinct
+ * placements, the last entry is the envelope of the rest (each field its
+ * largest value over them: no faster than any of them) and `envelope` is
+ * set. */
+#define STRATEGY_MAX_PLACEMENTS 8
+typedef struct group_placements {
+    int n;                   /* entries in span[] (>= 1) */
+    int worst;               /* index of the slowest placement */
+    bool envelope;           /* span[n-1] stands for several placements */
+    int64_t total;           /* groups of the kind: world / size */
+    int64_t groups[STRATEGY_MAX_PLACEMENTS]; /* groups with each placement */
+    group_span span[STRATEGY_MAX_PLACEMENTS]; /* the lowest base of each */
+} group_placements;
 
 typedef enum {
     GROUP_TP = 0, GROUP_CP, GROUP_DP, GROUP_DP_CP, GROUP_PP,
@@ -153,7 +173,8 @@ typedef struct strategy {
     /* Layers of virtual stage vs = chunk*pp + rank are
      * [vstage_start[vs], vstage_start[vs+1]). */
     int32_t vstage_start[MODEL_MAX_LAYERS + 3];
-    group_span groups[GROUP_COUNT];
+    group_span groups[GROUP_COUNT];   /* the worst placement of each kind */
+    group_placements places[GROUP_COUNT];
 } strategy_t;
 
 struct cfg;

@@ -168,7 +168,7 @@ static double coll(const ctx *x, group_kind g, coll_kind k, double bytes)
 {
     if (x->ideal)
         return 0.0;
-    return net_collective_s(x->c, &x->s->groups[g], k, bytes);
+    return net_collective_worst_s(x->c, &x->s->places[g], k, bytes);
 }
 
 /* A communication op exists only when its group has more than one rank
@@ -366,8 +366,8 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
         a2a_size = cp;
         ring = 1;
     }
-    group_span a2a_span;
-    net_group_span(x->c, a2a_size, s->tp, &a2a_span);
+    group_placements a2a_span;
+    net_group_placements(x->c, s->world, a2a_size, s->tp, &a2a_span);
     double a2a_qkv = 2.0 * x->T * (x->q + x->kv_k + x->kv_v) / x->t;
     double a2a_out = 2.0 * x->T * x->core_out / x->t;
 
@@ -383,7 +383,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
     if (a2a_size > 1) {
         /* Ulysses: scatter heads, gather sequence (q, k, v in; out back). */
         double in_bytes = bwd ? a2a_out : a2a_qkv;
-        then(b, "cp_a2a", STREAM_CP, net_collective_s(x->c, &a2a_span, COLL_ALL_TO_ALL, in_bytes));
+        then(b, "cp_a2a", STREAM_CP, net_collective_worst_s(x->c, &a2a_span, COLL_ALL_TO_ALL, in_bytes));
         kv_bytes *= (double)a2a_size; /* the ring then moves the gathered K, V */
     }
     if (ring <= 1) {
@@ -415,7 +415,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
     }
     if (a2a_size > 1) {
         double out_bytes = bwd ? a2a_qkv : a2a_out;
-        then(b, "cp_a2a", STREAM_CP, net_collective_s(x->c, &a2a_span, COLL_ALL_TO_ALL, out_bytes));
+        then(b, "cp_a2a", STREAM_CP, net_collective_worst_s(x->c, &a2a_span, COLL_ALL_TO_ALL, out_bytes));
     }
 }
 
@@ -489,10 +489,10 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
      * (hidden states and routing) and reduce-scatters the results back;
      * alltoall (and flex, DeepEP's fused form) move only the routed rows. */
     bool allgather = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLGATHER && s->ep * s->etp > 1;
-    group_span tp_ep;
+    group_placements tp_ep;
     double ag_bytes = x->T_sp * x->h * 2.0 * (double)(s->ep * s->etp);
     if (allgather)
-        net_group_span(x->c, s->ep * s->etp, 1, &tp_ep);
+        net_group_placements(x->c, s->world, s->ep * s->etp, 1, &tp_ep);
     const char *gather = allgather ? "ep_allgather" : "ep_dispatch";
     const char *scatter = allgather ? "ep_reduce_scatter" : "ep_combine";
     /* Both directions of one exchange: (all-to-all, or the allgather
@@ -500,7 +500,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 #define EP_EXCHANGE(name, coll_a2a, coll_ag)                                                                 \
     do {                                                                                                     \
         if (allgather && !x->ideal)                                                                          \
-            then(b, name, STREAM_EP, net_collective_s(x->c, &tp_ep, coll_ag, ag_bytes));                     \
+            then(b, name, STREAM_EP, net_collective_worst_s(x->c, &tp_ep, coll_ag, ag_bytes));                     \
         else if (!allgather && has(x, GROUP_EP))                                                             \
             then(b, name, STREAM_EP, coll(x, GROUP_EP, coll_a2a, a2a_bytes));                                \
     } while (0)
@@ -1155,11 +1155,13 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
         st->optimizer_s = optimizer_s(&x, r);
         if (in->model.share_embeddings_and_output_weights && s->pp > 1 && (r == 0 || r == s->pp - 1) && !x.ideal &&
             !x.frozen) {
-            group_span pair;
-            net_group_span(x.c, 2, (s->pp - 1) * s->groups[GROUP_PP].stride, &pair);
+            /* first and last stage of each pipeline: bases 0 .. world/pp - 1 */
+            group_placements pair;
+            int64_t per_stage = s->groups[GROUP_PP].stride;
+            net_group_placements_of(x.c, 2, (s->pp - 1) * per_stage, per_stage, s->world, 1, &pair);
             double params = x.h * (double)model_padded_vocab(x.m, s->tp) / x.t;
             double grad_bytes = in->ddp.grad_reduce_in_fp32 ? 4.0 : 2.0;
-            st->embedding_grad_s = net_collective_s(x.c, &pair, COLL_ALL_REDUCE, params * grad_bytes);
+            st->embedding_grad_s = net_collective_worst_s(x.c, &pair, COLL_ALL_REDUCE, params * grad_bytes);
         }
         if ((rc = stage_check(st, r, err)) != SIM_OK)
             goto fail;
