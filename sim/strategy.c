@@ -15,6 +15,7 @@
 #include "strategy.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -522,31 +523,119 @@ static const char *const group_label[GROUP_COUNT] = {
  * layout view warns when they leave the NVLink domain. */
 static const group_kind warn_kinds[] = { GROUP_TP, GROUP_EP, GROUP_ETP };
 
+static bool is_warn_kind(int k)
+{
+    for (size_t i = 0; i < sizeof warn_kinds / sizeof warn_kinds[0]; i++)
+        if ((int)warn_kinds[i] == k)
+            return true;
+    return false;
+}
+
+/* Groups of kind k placed like the slowest on `domains`: with more than
+ * one domain when `crossing`, else with as many as the slowest. */
+static int64_t groups_with_domains(const group_placements *p, bool crossing)
+{
+    int64_t d = p->span[p->worst].domains, count = 0;
+    for (int i = 0; i < p->n; i++)
+        if (crossing ? p->span[i].domains > 1 : p->span[i].domains == d)
+            count += p->groups[i];
+    return count;
+}
+
+/* The warning about a kind whose groups are placed differently, or 0
+ * characters when they all sit alike.  Sets *crossing when some groups
+ * stay in one NVLink domain and others leave it. */
+static size_t placement_warning(const strategy_t *s, int k, char *buf, size_t len, bool *crossing)
+{
+    const group_placements *p = &s->places[k];
+    const group_span *w = &p->span[p->worst];
+    *crossing = false;
+    if (w->size <= 1 || p->n <= 1)
+        return 0;
+    int64_t fewest = w->domains;
+    for (int i = 0; i < p->n; i++)
+        if (p->span[i].domains < fewest)
+            fewest = p->span[i].domains;
+    int r;
+    if (fewest <= 1 && w->domains > 1) {
+        *crossing = true;
+        r = snprintf(buf, len, "warning: %" PRId64 " of %" PRId64 " %s groups cross an NVLink "
+                     "domain boundary; the step is paced by those\n",
+                     groups_with_domains(p, true), p->total, group_label[k]);
+    } else if (fewest < w->domains) {
+        r = snprintf(buf, len, "warning: %" PRId64 " of %" PRId64 " %s groups span %" PRId64
+                     " NVLink domains, the others fewer; the step is paced by those\n",
+                     groups_with_domains(p, false), p->total, group_label[k], w->domains);
+    } else {
+        r = snprintf(buf, len, "warning: %s groups are placed %d ways (nodes, scalable units "
+                     "or spine share differ); the step is paced by the slowest, %" PRId64
+                     " of %" PRId64 " groups\n", group_label[k], p->n, p->groups[p->worst],
+                     p->total);
+    }
+    return r > 0 ? (size_t)r : 0;
+}
+
 int strategy_layout_warnings(const strategy_t *s, char *buf, size_t len)
 {
     int count = 0;
     size_t w = 0;
+    char line[256];
     if (buf && len)
         buf[0] = '\0';
-    for (size_t k = 0; k < sizeof warn_kinds / sizeof warn_kinds[0]; k++) {
-        const group_span *g = &s->groups[warn_kinds[k]];
-        if (g->size <= 1 || g->in_nvlink_domain)
+    for (int k = 0; k < GROUP_COUNT; k++) {
+        bool crossing;
+        size_t n = placement_warning(s, k, line, sizeof line, &crossing);
+        const group_span *g = &s->groups[k];
+        if (!crossing && is_warn_kind(k) && g->size > 1 && !g->in_nvlink_domain) {
+            /* every group of the kind leaves the domain */
+            count++;
+            if (buf && w < len) {
+                if (g->nodes > 1)
+                    w += (size_t)snprintf(buf + w, len - w,
+                                          "warning: %s group spans %" PRId64 " nodes: its "
+                                          "collectives leave the NVLink domain\n",
+                                          group_label[k], g->nodes);
+                else
+                    w += (size_t)snprintf(buf + w, len - w,
+                                          "warning: %s group spans %" PRId64 " NVLink domains: "
+                                          "its collectives leave the NVLink domain\n",
+                                          group_label[k], g->domains);
+            }
+        }
+        if (n == 0)
             continue;
         count++;
-        if (!buf || w >= len)
-            continue;
-        if (g->nodes > 1)
-            w += (size_t)snprintf(buf + w, len - w,
-                                  "warning: %s group spans %" PRId64 " nodes: its collectives "
-                                  "leave the NVLink domain\n", group_label[warn_kinds[k]],
-                                  g->nodes);
-        else
-            w += (size_t)snprintf(buf + w, len - w,
-                                  "warning: %s group spans %" PRId64 " NVLink domains: its "
-                                  "collectives leave the NVLink domain\n",
-                                  group_label[warn_kinds[k]], g->domains);
+        if (buf && w < len)
+            w += (size_t)snprintf(buf + w, len - w, "%s", line);
     }
     return count;
+}
+
+/* Every distinct placement of each kind: how many groups have it, the
+ * lowest base, and what it spans. */
+static void print_placements(const strategy_t *s, FILE *out)
+{
+    fprintf(out, "\nplacements (groups of a kind that sit alike on nodes, NVLink domains and "
+                 "scalable units)\n");
+    fprintf(out, "%-6s %15s %10s %6s %8s %6s %6s  %s\n", "group", "groups", "from rank", "nodes",
+            "domains", "units", "spine", "");
+    for (int k = 0; k < GROUP_COUNT; k++) {
+        const group_placements *p = &s->places[k];
+        if (p->span[0].size <= 1)
+            continue;
+        for (int i = 0; i < p->n; i++) {
+            const group_span *g = &p->span[i];
+            char count[48];
+            snprintf(count, sizeof count, "%" PRId64 " of %" PRId64, p->groups[i], p->total);
+            const char *note = p->envelope && i == p->n - 1 ? "(the most over the rest)" : "";
+            if (p->n > 1 && i == p->worst)
+                note = p->envelope && i == p->n - 1 ? "(the most over the rest; slowest)"
+                                                    : "(slowest)";
+            fprintf(out, "%-6s %15s %10" PRId64 " %6" PRId64 " %8" PRId64 " %6" PRId64
+                         " %6.3f  %s\n", i ? "" : group_label[k], count, g->base, g->nodes,
+                    g->domains, g->sus, fmax(g->spine_hop_fraction, g->spine_peer_fraction), note);
+        }
+    }
 }
 
 void strategy_print_layout(const strategy_t *s, const cluster_spec *c, FILE *out)
@@ -574,7 +663,7 @@ void strategy_print_layout(const strategy_t *s, const cluster_spec *c, FILE *out
         fprintf(out, "  ... %" PRId64 " more ranks omitted\n", s->world - shown);
 
     fprintf(out, "\n%-6s %6s %7s %6s  %-16s %s\n", "group", "size", "stride", "nodes", "tier",
-            "group of rank 0");
+            "slowest group (the lowest of its placement)");
     for (int k = 0; k < GROUP_COUNT; k++) {
         const group_span *g = &s->groups[k];
         char tier[32];
@@ -590,13 +679,15 @@ void strategy_print_layout(const strategy_t *s, const cluster_spec *c, FILE *out
                 g->size, g->stride, g->nodes, tier);
         int64_t n = g->size < MAX_MEMBERS ? g->size : MAX_MEMBERS;
         for (int64_t m = 0; m < n; m++)
-            fprintf(out, "%s%" PRId64, m ? ", " : "", m * g->stride);
+            fprintf(out, "%s%" PRId64, m ? ", " : "", g->base + m * g->stride);
         if (g->size > n)
             fprintf(out, ", ... %" PRId64 " more", g->size - n);
         fprintf(out, "]\n");
     }
 
-    char warn[1024];
+    print_placements(s, out);
+
+    char warn[2048];
     if (strategy_layout_warnings(s, warn, sizeof warn) > 0)
         fprintf(out, "\n%s", warn);
 }
