@@ -771,14 +771,23 @@ static void place_add(group_placements *p, const group_span *g, int64_t count)
     p->groups[p->n - 1] += count;
 }
 
-/* lcm of the block sizes below `world` (a block at least the world holds
- * every group whole); 0 when it overflows or reaches the world, where no
- * two bases are known to repeat. */
-static int64_t place_period(int64_t world, const int64_t *m, int k)
+/* lcm of the block sizes that can place the groups of bases i + j*B
+ * (i < stride) differently; 1 for a group of one rank.  A block size m
+ * places every group alike when m <= stride (each member has a block of
+ * its own), m >= world (a block holds every group whole), B divides m
+ * (each group lies inside one block), or m divides B and stride divides m
+ * (each group meets the same boundaries after the same members).  0 when
+ * the lcm overflows or reaches the world, where no two bases are known to
+ * repeat. */
+static int64_t place_period(int64_t world, int64_t size, int64_t stride, int64_t B,
+                            const int64_t *m, int k)
 {
     int64_t L = 1;
+    if (size <= 1 || stride <= 0)
+        return 1;
     for (int i = 0; i < k; i++) {
-        if (m[i] <= 1 || m[i] >= world)
+        if (m[i] <= stride || m[i] >= world || m[i] % B == 0 ||
+            (B % m[i] == 0 && m[i] % stride == 0))
             continue;
         int64_t t;
         if (__builtin_mul_overflow(L / imath_gcd(L, m[i]), m[i], &t) || t >= world)
@@ -799,21 +808,45 @@ void net_group_placements_of(const cluster_spec *c, int64_t size, int64_t stride
     int64_t world; /* past the last base's group: no boundary beyond it counts */
     if (__builtin_mul_overflow(G, B, &world))
         world = INT64_MAX;
-    int64_t L = place_period(world, m, 3);
+    int64_t L = place_period(world, size, stride, B, m, 3);
     /* Base i + j*B has the placement of base (i mod L) + (j mod P)*B,
      * P = L/gcd(B, L): the visited bases are those of one period, each
      * counted for the groups it stands for. */
     int64_t ni = L > 0 && L < si ? L : si;
     int64_t P = L > 0 ? L / imath_gcd(B, L) : G;
     int64_t nj = P < G ? P : G;
+    /* Distinct pairs (i, j) can still meet in one residue mod L: with a
+     * short period the groups are counted per residue first, and each
+     * residue's placement is computed once, from its lowest base. */
+    enum { RESIDUES = 1024 };
+    int32_t res_count[RESIDUES];
+    int64_t res_base[RESIDUES];
+    bool by_residue = L > 0 && L <= RESIDUES && ni * nj > L;
+    if (by_residue)
+        for (int64_t r = 0; r < L; r++)
+            res_count[r] = 0;
     for (int64_t i = 0; i < ni; i++) {
         int64_t ci = L > 0 && L < si ? (si - 1 - i) / L + 1 : 1;
         for (int64_t j = 0; j < nj; j++) {
-            int64_t cj = P < G ? (G - 1 - j) / P + 1 : 1;
+            int64_t cj = P < G ? (G - 1 - j) / P + 1 : 1, b = i + j * B;
+            if (by_residue) {
+                int64_t r = b % L;
+                if (res_count[r] == 0 || b < res_base[r])
+                    res_base[r] = b;
+                res_count[r] += (int32_t)(ci * cj); /* <= world / size */
+                continue;
+            }
             group_span g;
-            net_group_span_at(c, size, stride, i + j * B, &g);
+            net_group_span_at(c, size, stride, b, &g);
             place_add(out, &g, ci * cj);
         }
+    }
+    for (int64_t r = 0; by_residue && r < L; r++) {
+        if (res_count[r] == 0)
+            continue;
+        group_span g;
+        net_group_span_at(c, size, stride, res_base[r], &g);
+        place_add(out, &g, res_count[r]);
     }
     out->total = si * G;
     for (int i = 1; i < out->n; i++)

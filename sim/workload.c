@@ -116,6 +116,12 @@ typedef struct ctx {
     double lora_dim;       /* LoRA adapter rank */
     unsigned lora_targets; /* LORA_* bits */
     struct layer_cache *cache; /* op lists of one layer, built once per type */
+    /* Context parallelism: a ring of cp_ring steps over Ulysses all-to-alls
+     * of cp_a2a ranks; where their groups and the allgather dispatcher's
+     * ETP x EP group sit (set once: the placements are the same for every
+     * layer). */
+    int64_t cp_ring, cp_a2a;
+    group_placements cp_a2a_places, cp_ring_places, tp_ep_places;
 } ctx;
 
 static double gemm(const ctx *x, wl_opbuf *b, double m, double n, double k)
@@ -182,7 +188,7 @@ static bool has(const ctx *x, group_kind g)
  * runs at (1 - share) of its speed while they overlap: the collective's
  * kernels hold SMs (Calculon's processor_usage).  The group decides the
  * tier. */
-static double contended(const ctx *x, const group_span *g, double comp, double comm)
+static double contended_one(const ctx *x, const group_span *g, double comp, double comm)
 {
     const compute_params *p = &x->c->compute;
     double share = g->in_nvlink_domain ? p->overlap_sm_share_nvlink : p->overlap_sm_share_network;
@@ -190,6 +196,17 @@ static double contended(const ctx *x, const group_span *g, double comp, double c
         return comp;
     double overlap = fmin(comp, comm);
     return comp + overlap * share / (1.0 - share);
+}
+
+/* The same paced by the slowest placement of the group kind: groups on
+ * NVLink and groups on the network take different shares of the SMs. */
+static double contended(const ctx *x, const group_placements *p, double comp, double comm)
+{
+    double t = contended_one(x, &p->span[p->worst], comp, comm);
+    for (int i = 0; i < p->n; i++)
+        if (i != p->worst)
+            t = fmax(t, contended_one(x, &p->span[i], comp, comm));
+    return t;
 }
 
 /* TP entry into a column-parallel region: SP all-gather of the sequence. */
@@ -232,7 +249,7 @@ static void column_fwd(const ctx *x, wl_opbuf *b, const char *name, double m, do
     if (x->sp && has(x, GROUP_TP) && x->s->par.tp_comm_overlap) {
         double ag = coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0);
         side_by_side(b, "tp_ag", STREAM_TP, ag, name, STREAM_COMPUTE,
-                     contended(x, &x->s->groups[GROUP_TP], g, ag));
+                     contended(x, &x->s->places[GROUP_TP], g, ag));
         return;
     }
     tp_enter(x, b, "tp_ag");
@@ -250,7 +267,7 @@ static void row_fwd(const ctx *x, wl_opbuf *b, const char *name, double m, doubl
         return;
     }
     if (x->sp && x->s->par.tp_comm_overlap) {
-        side_by_side(b, name, STREAM_COMPUTE, contended(x, &x->s->groups[GROUP_TP], g, tp_exit_s(x)),
+        side_by_side(b, name, STREAM_COMPUTE, contended(x, &x->s->places[GROUP_TP], g, tp_exit_s(x)),
                      tp_exit_name(x), STREAM_TP, tp_exit_s(x));
         return;
     }
@@ -295,7 +312,7 @@ static void column_bwd(const ctx *x, wl_opbuf *b, const char *dgrad, const char 
         return;
     }
     int32_t prev = b->n - 1;
-    const group_span *tp = &x->s->groups[GROUP_TP];
+    const group_placements *tp = &x->s->places[GROUP_TP];
     double ag_s = x->sp ? coll(x, GROUP_TP, COLL_ALL_GATHER, x->T * x->h * 2.0) : 0.0;
     int32_t ag = x->sp ? wl_push(b, "tp_ag", STREAM_TP, ag_s, prev, WL_NONE) : WL_NONE;
     int32_t d = wl_push(b, dgrad, STREAM_COMPUTE, contended(x, tp, dg, ag_s), prev, WL_NONE);
@@ -358,16 +375,8 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
         return;
     }
     cp_comm_kind kind = s->par.cp_comm_type;
-    int64_t ring = cp, a2a_size = 1;
-    if (kind == CP_COMM_A2A_P2P && s->par.n_hierarchical_cp_sizes > 0) {
-        a2a_size = s->par.hierarchical_cp_sizes[0];
-        ring = cp / a2a_size;
-    } else if (kind == CP_COMM_A2A) {
-        a2a_size = cp;
-        ring = 1;
-    }
-    group_placements a2a_span;
-    net_group_placements(x->c, s->world, a2a_size, s->tp, &a2a_span);
+    const int64_t ring = x->cp_ring, a2a_size = x->cp_a2a;
+    const group_placements *a2a_span = &x->cp_a2a_places;
     double a2a_qkv = 2.0 * x->T * (x->q + x->kv_k + x->kv_v) / x->t;
     double a2a_out = 2.0 * x->T * x->core_out / x->t;
 
@@ -383,7 +392,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
     if (a2a_size > 1) {
         /* Ulysses: scatter heads, gather sequence (q, k, v in; out back). */
         double in_bytes = bwd ? a2a_out : a2a_qkv;
-        then(b, "cp_a2a", STREAM_CP, net_collective_worst_s(x->c, &a2a_span, COLL_ALL_TO_ALL, in_bytes));
+        then(b, "cp_a2a", STREAM_CP, net_collective_worst_s(x->c, a2a_span, COLL_ALL_TO_ALL, in_bytes));
         kv_bytes *= (double)a2a_size; /* the ring then moves the gathered K, V */
     }
     if (ring <= 1) {
@@ -399,9 +408,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
         double send_s = net_p2p_s(x->c, s->tp * a2a_size, kv_bytes);
         if (bwd)
             send_s *= 2.0;
-        group_span ring_span;
-        net_group_span(x->c, ring, s->tp * a2a_size, &ring_span);
-        step_s = contended(x, &ring_span, step_s, send_s);
+        step_s = contended(x, &x->cp_ring_places, step_s, send_s);
         int32_t start = b->n - 1, prev_attn = WL_NONE, prev_send = WL_NONE;
         for (int64_t i = 0; i < ring; i++) {
             int32_t send = WL_NONE;
@@ -415,7 +422,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
     }
     if (a2a_size > 1) {
         double out_bytes = bwd ? a2a_qkv : a2a_out;
-        then(b, "cp_a2a", STREAM_CP, net_collective_worst_s(x->c, &a2a_span, COLL_ALL_TO_ALL, out_bytes));
+        then(b, "cp_a2a", STREAM_CP, net_collective_worst_s(x->c, a2a_span, COLL_ALL_TO_ALL, out_bytes));
     }
 }
 
@@ -489,10 +496,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
      * (hidden states and routing) and reduce-scatters the results back;
      * alltoall (and flex, DeepEP's fused form) move only the routed rows. */
     bool allgather = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLGATHER && s->ep * s->etp > 1;
-    group_placements tp_ep;
     double ag_bytes = x->T_sp * x->h * 2.0 * (double)(s->ep * s->etp);
-    if (allgather)
-        net_group_placements(x->c, s->world, s->ep * s->etp, 1, &tp_ep);
     const char *gather = allgather ? "ep_allgather" : "ep_dispatch";
     const char *scatter = allgather ? "ep_reduce_scatter" : "ep_combine";
     /* Both directions of one exchange: (all-to-all, or the allgather
@@ -500,7 +504,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 #define EP_EXCHANGE(name, coll_a2a, coll_ag)                                                                 \
     do {                                                                                                     \
         if (allgather && !x->ideal)                                                                          \
-            then(b, name, STREAM_EP, net_collective_worst_s(x->c, &tp_ep, coll_ag, ag_bytes));                     \
+            then(b, name, STREAM_EP, net_collective_worst_s(x->c, &x->tp_ep_places, coll_ag, ag_bytes));                     \
         else if (!allgather && has(x, GROUP_EP))                                                             \
             then(b, name, STREAM_EP, coll(x, GROUP_EP, coll_a2a, a2a_bytes));                                \
     } while (0)
@@ -717,6 +721,18 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
     x->lora_dim = in->peft.lora ? (double)in->peft.dim : 0.0;
     x->lora_targets = in->peft.lora ? in->peft.targets : 0u;
     x->h = (double)x->m->hidden_size;
+    x->cp_ring = s->cp;
+    x->cp_a2a = 1;
+    if (s->par.cp_comm_type == CP_COMM_A2A_P2P && s->par.n_hierarchical_cp_sizes > 0) {
+        x->cp_a2a = s->par.hierarchical_cp_sizes[0];
+        x->cp_ring = s->cp / x->cp_a2a;
+    } else if (s->par.cp_comm_type == CP_COMM_A2A) {
+        x->cp_a2a = s->cp;
+        x->cp_ring = 1;
+    }
+    net_group_placements(x->c, s->world, x->cp_a2a, s->tp, &x->cp_a2a_places);
+    net_group_placements(x->c, s->world, x->cp_ring, s->tp * x->cp_a2a, &x->cp_ring_places);
+    net_group_placements(x->c, s->world, s->ep * s->etp, 1, &x->tp_ep_places);
     double s_loc = (double)x->m->seq_length / (double)s->cp;
     double b = (double)in->train.micro_batch_size;
     x->T = s_loc * b;
