@@ -617,8 +617,8 @@ static void print_placements(const strategy_t *s, FILE *out)
 {
     fprintf(out, "\nplacements (groups of a kind that sit alike on nodes, NVLink domains and "
                  "scalable units)\n");
-    fprintf(out, "%-6s %15s %10s %6s %8s %6s %6s  %s\n", "group", "groups", "from rank", "nodes",
-            "domains", "units", "spine", "");
+    fprintf(out, "%-6s %15s %10s %6s %8s %6s %6s\n", "group", "groups", "from rank", "nodes",
+            "domains", "units", "spine");
     for (int k = 0; k < GROUP_COUNT; k++) {
         const group_placements *p = &s->places[k];
         if (p->span[0].size <= 1)
@@ -632,8 +632,9 @@ static void print_placements(const strategy_t *s, FILE *out)
                 note = p->envelope && i == p->n - 1 ? "(the most over the rest; slowest)"
                                                     : "(slowest)";
             fprintf(out, "%-6s %15s %10" PRId64 " %6" PRId64 " %8" PRId64 " %6" PRId64
-                         " %6.3f  %s\n", i ? "" : group_label[k], count, g->base, g->nodes,
-                    g->domains, g->sus, fmax(g->spine_hop_fraction, g->spine_peer_fraction), note);
+                         " %6.3f%s%s\n", i ? "" : group_label[k], count, g->base, g->nodes,
+                    g->domains, g->sus, fmax(g->spine_hop_fraction, g->spine_peer_fraction),
+                    *note ? "  " : "", note);
         }
     }
 }

@@ -207,11 +207,13 @@ void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, in
 
 const char *group_kind_name(group_kind g);
 
-/* Prints the layout view: rank table, groups and the fabric tier each group
- * spans, with warnings for TP or EP groups leaving the NVLink domain. */
+/* Prints the layout view: rank table, groups and the fabric tier the
+ * slowest group of each kind spans, every distinct placement of each kind
+ * with how many groups have it, and the warnings. */
 void strategy_print_layout(const strategy_t *s, const cluster_spec *c, FILE *out);
 
-/* Number of warnings the layout would print (TP/EP/ETP outside NVLink). */
+/* Number of warnings the layout would print (TP/EP/ETP groups outside
+ * NVLink; groups of one kind placed differently), written to buf. */
 int strategy_layout_warnings(const strategy_t *s, char *buf, size_t len);
 
 #endif
