@@ -797,8 +797,8 @@ static int64_t place_period(int64_t world, int64_t size, int64_t stride, int64_t
     return L;
 }
 
-static void placements_compute(const cluster_spec *c, int64_t size, int64_t stride, int64_t first,
-                               int64_t repeat, int64_t count, group_placements *out)
+void net_group_placements_of(const cluster_spec *c, int64_t size, int64_t stride, int64_t first,
+                             int64_t repeat, int64_t count, group_placements *out)
 {
     memset(out, 0, sizeof *out);
     const int64_t si = first > 0 ? first : 1, G = count > 0 ? count : 1;
@@ -879,35 +879,4 @@ double net_collective_worst_s(const cluster_spec *c, const group_placements *p, 
         t = fmax(t, net_collective_s(c, g, k, bytes));
     }
     return t;
-}
-
-/* A search resolves tens of thousands of layouts on one cluster, and the
- * same groups recur in them: each thread keeps the placements it computed
- * last, keyed by every input they depend on (the same inputs give the
- * same answer, so callers see a pure function). */
-enum { MEMO_SLOTS = 64, MEMO_KEY = 9 };
-typedef struct place_memo {
-    bool used;
-    int64_t key[MEMO_KEY];
-    group_placements p;
-} place_memo;
-static _Thread_local place_memo memo[MEMO_SLOTS];
-
-void net_group_placements_of(const cluster_spec *c, int64_t size, int64_t stride, int64_t first,
-                             int64_t repeat, int64_t count, group_placements *out)
-{
-    const int64_t key[MEMO_KEY] = { c->gpus_per_node, c->nvlink_domain_gpus, c->scaleout.su_nodes,
-                                    c->num_gpus, size, stride, first, repeat, count };
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < MEMO_KEY; i++)
-        h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
-    place_memo *m = &memo[(h ^ (h >> 29)) % MEMO_SLOTS];
-    if (m->used && memcmp(m->key, key, sizeof key) == 0) {
-        *out = m->p;
-        return;
-    }
-    placements_compute(c, size, stride, first, repeat, count, out);
-    m->used = true;
-    memcpy(m->key, key, sizeof key);
-    m->p = *out;
 }

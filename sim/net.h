@@ -30,9 +30,9 @@
  * reduce-scatter, the per-rank send buffer for all-to-all, the message for
  * p2p.  A group of size 1 costs nothing.  Units: bytes, seconds.
  *
- * Every function here is pure: no allocation, the same answer for the same
- * inputs, so it can be called for every op of a workload (the placements
- * of groups are remembered per thread, a memo invisible to callers).
+ * Every function here is pure: no allocation, no state between calls, the
+ * same answer for the same inputs, so it can be called for every op of a
+ * workload.
  */
 #ifndef PARSIM_NET_H
 #define PARSIM_NET_H
