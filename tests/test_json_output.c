@@ -27,6 +27,7 @@
 #include "step.h"
 #include "strategy.h"
 #include "trace.h"
+#include "sim_run.h"
 
 #define SMALL "model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=4 " \
               "model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 train.global_batch_size=4"
@@ -78,34 +79,6 @@ static bool has_nonfinite_word(const char *text)
     return false;
 }
 
-typedef struct sim {
-    cfg_t *cfg;
-    run_inputs in;
-    strategy_t s;
-    step_t *st;
-} sim;
-
-static void sim_run(sim *x, const char *const *kv)
-{
-    sim_err err;
-    sim_err_clear(&err);
-    x->cfg = cfg_create(PARSIM_SOURCE_DIR);
-    cr_assert_not_null(x->cfg);
-    for (; *kv; kv++)
-        cr_assert_eq(cfg_set_override(x->cfg, *kv, &err), SIM_OK, "%s: %s", *kv, err.msg);
-    char buf[1024];
-    int rc = cli_resolve(x->cfg, &x->in, &x->s, &err);
-    if (rc == SIM_OK)
-        rc = step_run(&x->st, &x->in, &x->s, &err);
-    sim_err_format(&err, buf, sizeof buf);
-    cr_assert_eq(rc, SIM_OK, "%s", buf);
-}
-
-static void sim_free(sim *x)
-{
-    step_destroy(x->st);
-    cfg_destroy(x->cfg);
-}
 
 static const char *const SMALL_KV[] = { "model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=4",
                                         "model.pipeline_model_parallel_size=2",

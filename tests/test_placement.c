@@ -15,6 +15,7 @@
 #include "net.h"
 #include "step.h"
 #include "strategy.h"
+#include "sim_run.h"
 
 /* --- brute force ---------------------------------------------------------- */
 
@@ -212,39 +213,6 @@ Test(placement, large_world_counts_every_group)
 
 /* --- whole steps ---------------------------------------------------------- */
 
-typedef struct sim {
-    cfg_t *cfg;
-    run_inputs in;
-    strategy_t s;
-    step_t *st;
-} sim;
-
-static void sim_run(sim *x, const char *const *kv)
-{
-    sim_err err;
-    sim_err_clear(&err);
-    x->cfg = cfg_create(PARSIM_SOURCE_DIR);
-    cr_assert_not_null(x->cfg);
-    for (; *kv; kv++)
-        cr_assert_eq(cfg_set_override(x->cfg, *kv, &err), SIM_OK, "%s: %s", *kv, err.msg);
-    char buf[1024];
-    int rc = cfg_resolve(x->cfg, &x->in, &err);
-    sim_err_format(&err, buf, sizeof buf);
-    cr_assert_eq(rc, SIM_OK, "%s", buf);
-    rc = strategy_resolve(&x->s, &x->in.model, &x->in.cluster, &x->in.par, &x->in.train,
-                          &x->in.ddp, x->cfg, &err);
-    sim_err_format(&err, buf, sizeof buf);
-    cr_assert_eq(rc, SIM_OK, "%s", buf);
-    rc = step_run(&x->st, &x->in, &x->s, &err);
-    sim_err_format(&err, buf, sizeof buf);
-    cr_assert_eq(rc, SIM_OK, "%s", buf);
-}
-
-static void sim_free(sim *x)
-{
-    step_destroy(x->st);
-    cfg_destroy(x->cfg);
-}
 
 #define DSV3_ARGS                                                                                  \
     "model.name=deepseek-v3", "cluster.topology=gb200-nvl72", "cluster.num_gpus=256",             \

@@ -1,0 +1,43 @@
+/* Test helper: resolves KEY=VALUE overrides (NULL-terminated, presets from
+ * the source tree PARSIM_SOURCE_DIR) the way the command line does
+ * (cli_resolve) and runs the step, asserting each stage succeeds. */
+#ifndef PARSIM_TESTS_SIM_RUN_H
+#define PARSIM_TESTS_SIM_RUN_H
+
+#include <criterion/criterion.h>
+
+#include "cli.h"
+#include "config.h"
+#include "step.h"
+#include "strategy.h"
+
+typedef struct sim {
+    cfg_t *cfg;
+    run_inputs in;
+    strategy_t s;
+    step_t *st;
+} sim;
+
+static inline void sim_run(sim *x, const char *const *kv)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    x->cfg = cfg_create(PARSIM_SOURCE_DIR);
+    cr_assert_not_null(x->cfg);
+    for (; *kv; kv++)
+        cr_assert_eq(cfg_set_override(x->cfg, *kv, &err), SIM_OK, "%s: %s", *kv, err.msg);
+    char buf[1024];
+    int rc = cli_resolve(x->cfg, &x->in, &x->s, &err);
+    if (rc == SIM_OK)
+        rc = step_run(&x->st, &x->in, &x->s, &err);
+    sim_err_format(&err, buf, sizeof buf);
+    cr_assert_eq(rc, SIM_OK, "%s", buf);
+}
+
+static inline void sim_free(sim *x)
+{
+    step_destroy(x->st);
+    cfg_destroy(x->cfg);
+}
+
+#endif
