@@ -123,7 +123,7 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
     if (b->rc != SIM_OK)
         return NO_TASK;
     double work_s = time_as_s(b->work_ps) + time_as_s(d);
-    if (!wl_duration_ok(work_s)) {
+    if (!time_s_fits(work_s)) {
         fail(b, wl_duration_err(b->err, work_s, "the step's kernels and transfers together"));
         return NO_TASK;
     }
@@ -151,8 +151,9 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
  * [0, LIMIT_DURATION_S] it fails the build naming what it is. */
 static sim_time_ps duration_ps(builder *b, double seconds, const char *what, int64_t stage)
 {
-    if (wl_duration_ok(seconds))
-        return time_from_s(seconds);
+    sim_time_ps t;
+    if (time_from_s_checked(seconds, &t))
+        return t;
     if (b->rc == SIM_OK) {
         char buf[160];
         snprintf(buf, sizeof buf, "%s of stage %lld", what, (long long)stage);

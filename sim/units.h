@@ -21,9 +21,16 @@ typedef uint64_t sim_time_ps;
 
 #define PS_PER_S 1e12
 
+/* Whether s seconds may become simulated time: in [0, LIMIT_DURATION_S]
+ * (false for NaN). */
+static inline bool time_s_fits(double s)
+{
+    return s >= 0.0 && s <= LIMIT_DURATION_S;
+}
+
 static inline bool time_from_s_checked(double s, sim_time_ps *out)
 {
-    if (!(s >= 0.0 && s <= LIMIT_DURATION_S)) /* also NaN */
+    if (!time_s_fits(s))
         return false;
     /* round(), not llround(): above 9.2e6 s the count passes int64. */
     *out = (sim_time_ps)round(s * PS_PER_S);

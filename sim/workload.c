@@ -76,11 +76,8 @@ int32_t wl_push(wl_opbuf *b, const char *name, stream_kind st, double seconds, i
     memset(op, 0, sizeof *op);
     op->name = name;
     op->stream = (uint8_t)st;
-    if (!(seconds >= 0.0 && seconds <= LIMIT_DURATION_S)) { /* also catches NaN */
-        too_long(b, name, seconds);
-        seconds = 0.0;
-    }
-    op->duration_ps = time_from_s(seconds);
+    if (!time_from_s_checked(seconds, &op->duration_ps))
+        too_long(b, name, seconds); /* duration_ps stays 0 */
     int32_t d[2] = {d0, d1};
     for (int j = 0; j < 2; j++)
         op->dep_back[j] = d[j] < 0 || d[j] >= b->n ? 0 : b->n - d[j];
@@ -870,11 +867,6 @@ int wl_duration_err(sim_err *err, double seconds, const char *what)
                        what, seconds, LIMIT_DURATION_S);
 }
 
-bool wl_duration_ok(double seconds)
-{
-    return seconds >= 0.0 && seconds <= LIMIT_DURATION_S; /* false for NaN */
-}
-
 /* A finished pass template: out of memory, an op outside the duration
  * range, or ops that add up past it (the pass alone could then overflow
  * simulated time). */
@@ -891,7 +883,7 @@ static int pass_check(const wl_opbuf *p, const char *kind, int64_t stage, int64_
     double total = 0;
     for (int32_t i = 0; i < p->n; i++)
         total += time_as_s(p->ops[i].duration_ps);
-    if (!wl_duration_ok(total)) {
+    if (!time_s_fits(total)) {
         snprintf(what, sizeof what, "the %s pass of stage %lld chunk %lld (its kernels and transfers together)",
                  kind, (long long)stage, (long long)chunk);
         return wl_duration_err(err, total, what);
@@ -905,8 +897,8 @@ static int pass_check(const wl_opbuf *p, const char *kind, int64_t stage, int64_
 static int buckets_check(const wl_bucket *bk, int32_t n, int64_t stage, int64_t chunk, sim_err *err)
 {
     for (int32_t k = 0; k < n; k++) {
-        bool reduce_ok = wl_duration_ok(bk[k].reduce_s);
-        if (reduce_ok && wl_duration_ok(bk[k].gather_s))
+        bool reduce_ok = time_s_fits(bk[k].reduce_s);
+        if (reduce_ok && time_s_fits(bk[k].gather_s))
             continue;
         char what[256];
         snprintf(what, sizeof what,
@@ -1117,7 +1109,7 @@ static int stage_check(const wl_stage *st, int64_t stage, sim_err *err)
         {st->optimizer_s, "the optimizer step"},
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
-        if (!wl_duration_ok(d[i].s)) {
+        if (!time_s_fits(d[i].s)) {
             char what[160];
             snprintf(what, sizeof what, "%s of stage %lld", d[i].what, (long long)stage);
             return wl_duration_err(err, d[i].s, what);

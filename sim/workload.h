@@ -84,11 +84,8 @@ typedef struct workload {
 int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
 void workload_destroy(workload_t *w);
 
-/* Whether a duration in seconds may become simulated time: finite and in
- * [0, LIMIT_DURATION_S]. */
-bool wl_duration_ok(double seconds);
-
-/* The error for one that may not: SIM_EINVAL, "<what> would take ... s". */
+/* The error for a duration that may not become simulated time
+ * (time_s_fits false): SIM_EINVAL, "<what> would take ... s". */
 int wl_duration_err(sim_err *err, double seconds, const char *what);
 
 /* Same ops, field by field (names compared as the static strings they
