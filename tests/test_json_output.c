@@ -199,27 +199,21 @@ Test(json_output, cli_trace_parses_with_every_event_whole)
     free(text);
 }
 
-/* A capacity beyond double range (1e306 GB = inf bytes): either the
- * config refuses it, naming the key, or every output carries no inf. */
-Test(json_output, cli_infinite_capacity_is_null_or_refused)
+Test(json_output, cli_infinite_capacity_is_refused)
 {
+    /* 1e306 GB is inf bytes: the key's range refuses it before any output
+     * exists (a non-finite value that does reach a writer is tested below,
+     * library level). */
     static const char *const fmts[] = { "json", "text", "csv" };
     for (size_t i = 0; i < 3; i++) {
         char args[512];
         snprintf(args, sizeof args, "run " SMALL " cluster.gpu.hbm_gbytes=1e306 --format %s", fmts[i]);
         result r;
         run(&r, args);
-        if (r.status == 2) {
-            cr_expect(strstr(r.out, "cluster.gpu.hbm_gbytes") != NULL, "%s", r.out);
-            continue;
-        }
-        cr_assert_eq(r.status, 0, "%s: %s", fmts[i], r.out);
-        cr_expect(!has_nonfinite_word(r.out), "%s output has inf/nan:\n%s", fmts[i], r.out);
-        if (i == 0) {
-            yajl_val v = parse(r.out);
-            cr_expect(YAJL_IS_NULL(member(v, "memory", "hbm_capacity_bytes")));
-            yajl_tree_free(v);
-        }
+        cr_expect_eq(r.status, 2, "%s: %s", fmts[i], r.out);
+        cr_expect(strstr(r.out, "command line: cluster.gpu.hbm_gbytes: must be in (0, 100000]") != NULL &&
+                      strchr(r.out, '\n') == r.out + strlen(r.out) - 1,
+                  "%s: %s", fmts[i], r.out);
     }
 }
 
