@@ -15,8 +15,9 @@
  *
  * Presets are ordinary libconfig files using the full key names
  * (`model: { num_layers = 80; ... };`), loaded at CFG_PRIO_PRESET, in the
- * order model.name, cluster.topology, sim.params (so a parameter file from
- * `parsim calibrate` overrides the topology's efficiencies).
+ * order model.name, cluster.topology, cluster.fitted (the topology's fitted
+ * file, if it is there), sim.params (so a parameter file from `parsim
+ * calibrate` overrides the topology's efficiencies).
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -837,6 +838,7 @@ static int set_window_size(const cfg_t *, const key_def *, const cfg_value *, ru
 static int set_window_skip(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_microbench(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_fitted(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_precision(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                          sim_err *);
 static int set_floats(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
@@ -1050,7 +1052,7 @@ static const key_def keys[] = {
           "achievable / peak HBM bandwidth"),
     K_SET("cluster.compute.microbench", KT_STRING, "\"\"", set_microbench,
           "measured GEMM/attention efficiency table (bench/gpu_microbench.py --format cfg); \"\" = none"),
-    K_FLT("cluster.compute.sustained_fraction", cluster.compute.sustained_fraction, "1", RG_POS, LIMIT_FACTOR, 1,
+    K_FLT("cluster.compute.sustained_fraction", cluster.compute.sustained_fraction, "1", RG_UNIT, 1, 1,
           "share of the benchmarked GEMM and attention ceilings a training job sustains (fit with calibrate)"),
     K_FLT("cluster.compute.kernel_overhead_us", cluster.compute.kernel_overhead_s, NULL, RG_GE0, LIMIT_LATENCY_US,
           1e-6, "fixed cost per kernel launch, us"),
@@ -1139,6 +1141,9 @@ static const key_def keys[] = {
     K_BOOL("sim.ideal_pipeline", sim.ideal_pipeline, "false",
            "zero communication, identical work per stage and chunk"),
     K_INT("sim.seed", sim.seed, "1", RG_ANY, 0, "seed for any randomness"),
+    K_SET("cluster.fitted", KT_STRING, "\"\"", set_fitted,
+          "parameter file fitted to measurements (topologies/fitted/, written by "
+          "bench/validation/fit_defaults.sh), relative to the topology; absent = the topology's values"),
     K_STR("sim.params", sim.params_file, "\"\"",
           "parameter file loaded as a preset (e.g. from parsim calibrate)"),
     K_SET("sim.nccl_algo", KT_STRING, "\"auto\"", set_algo,
@@ -1277,6 +1282,17 @@ static void range_text(const key_def *k, char *buf, size_t len)
     snprintf(buf, len, "%s%s, %.0f]", open ? "(" : "[", k->range == RG_GE1 ? "1" : "0", hi);
 }
 
+bool cfg_key_range(const char *key, double *lo, bool *lo_open, double *hi)
+{
+    const key_def *k = key_lookup(key);
+    if (!k || !numeric_key(k) || k->range == RG_ANY)
+        return false;
+    *lo = k->range == RG_GE1 ? 1.0 : 0.0;
+    *lo_open = k->range == RG_POS || k->range == RG_UNIT;
+    *hi = range_max(k);
+    return true;
+}
+
 /* x (in config units) is inside the key's range and finite in SI units:
  * the upper bound is what keeps 1e308 GB from becoming inf bytes, and the
  * comparison itself refuses libconfig's inf for 1e400. */
@@ -1398,6 +1414,15 @@ static int set_pos_emb(const cfg_t *c, const key_def *k, const cfg_value *v, run
         snprintf(in->model.position_embedding_type, sizeof in->model.position_embedding_type,
                  "%s", names[i]);
     return rc;
+}
+
+/* cluster.fitted is loaded with the presets (load_presets); nothing to
+ * store. */
+static int set_fitted(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in,
+                      sim_err *err)
+{
+    (void)c, (void)k, (void)v, (void)in, (void)err;
+    return SIM_OK;
 }
 
 /* A relative table path is taken relative to the file that names it (a
@@ -1676,12 +1701,16 @@ typedef struct preset_key {
     const char *key;
     const char *subdir;  /* under data_dir; NULL = key is a path */
     const char *what;
+    bool optional;       /* a file that is not there loads nothing */
 } preset_key;
 
+/* Loaded in this order, later winning among presets: the fitted file of
+ * a topology above the topology, a parameter file above both. */
 static const preset_key preset_keys[] = {
-    { "model.name", "models", "model" },
-    { "cluster.topology", "topologies", "topology" },
-    { "sim.params", NULL, "parameter file" },
+    { "model.name", "models", "model", false },
+    { "cluster.topology", "topologies", "topology", false },
+    { "cluster.fitted", NULL, "fitted parameter file", true },
+    { "sim.params", NULL, "parameter file", false },
 };
 
 /* The file a key names: a relative name is taken relative to the file that
@@ -1753,7 +1782,18 @@ static int load_presets(cfg_t *c, sim_err *err)
                                    "not starting with '.'; a file of your own goes as the config file "
                                    "argument)", e->v.s, pk->what);
             char path[1024], tried[2100];
-            if (!preset_path(c, pk, e, path, sizeof path, tried, sizeof tried)) {
+            if (pk->optional) {
+                /* only beside the file that names it: a stray file of the
+                 * same name in the working directory is not the fit */
+                const char *slash = strrchr(e->file, '/');
+                if (e->v.s[0] == '/' || !slash)
+                    snprintf(path, sizeof path, "%s", e->v.s);
+                else
+                    snprintf(path, sizeof path, "%.*s/%s", (int)(slash - e->file), e->file,
+                             e->v.s);
+                if (access(path, F_OK) != 0)
+                    continue;
+            } else if (!preset_path(c, pk, e, path, sizeof path, tried, sizeof tried)) {
                 if (!pk->subdir)
                     return cfg_err_key(c, err, SIM_EINVAL, pk->key,
                                        "cannot open %s \"%s\" (looked for %s)", pk->what,

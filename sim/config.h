@@ -88,6 +88,11 @@ int cfg_err_key(const cfg_t *c, sim_err *err, int code, const char *key,
 /* Writes the resolved settings as "key = value;  # file:line" lines. */
 void cfg_dump(const cfg_t *c, FILE *out);
 
+/* The range of a numeric key (or of each element of a numeric list key),
+ * in config units: [lo, hi], or (lo, hi] when *lo_open.  False for a key
+ * that is not in the table or not a bounded number. */
+bool cfg_key_range(const char *key, double *lo, bool *lo_open, double *hi);
+
 /* Prints the key table (key, type, default, range, help) for --help-config. */
 void cfg_print_keys(FILE *out);
 

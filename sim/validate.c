@@ -163,7 +163,7 @@ static const char *conv_names[FC_COUNT] = {
 
 static const char *family_names[VFAM_COUNT] = { "time", "memory", "tflops-flagged" };
 
-static const char *feature_names[VFEAT_COUNT] = { "PP>1", "VP", "CP", "EP", "FP8" };
+static const char *feature_names[VFEAT_COUNT] = { "PP>1", "VP", "CP", "EP", "FP8", "MoE" };
 
 /* Models whose published tokens/s and TFLOP/s imply a different FLOPs per
  * token than the stated convention (bench/validation/README.md): their
@@ -793,6 +793,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     c->feat[VFEAT_CP] = cp > 1;
     c->feat[VFEAT_EP] = ep > 1;
     c->feat[VFEAT_FP8] = is_fp8_family(prec);
+    c->feat[VFEAT_MOE] = moe;
 #undef CELL
 }
 
@@ -977,7 +978,17 @@ void validate_stats(double *ape, size_t n, vstats *st)
     st->mean = gsl_stats_mean(ape, 1, n);
 }
 
-enum { G_ALL, G_FAMILY, G_METRIC, G_PREFIX, G_GPU, G_FEATURE };
+enum { G_ALL, G_FAMILY, G_METRIC, G_PREFIX, G_GPU, G_FEATURE, G_PRECISION, G_ARCH };
+
+/* The precision a case runs at (its mixed_precision setting), "" before
+ * the case has one. */
+static const char *case_precision(const vcase *c)
+{
+    for (int k = 0; k < c->n_over; k++)
+        if (!strncmp(c->over[k], "mixed_precision=", 16))
+            return c->over[k] + 16;
+    return "";
+}
 
 static size_t add_group(vgroup *g, size_t n, size_t max, int kind, int arg, const char *value,
                         const char *label)
@@ -1015,10 +1026,19 @@ size_t validate_groups(const vcase *cases, size_t n, vgroup *groups, size_t max)
         snprintf(label, sizeof label, "gpu %s", cases[i].gpu);
         k = add_group(groups, k, max, G_GPU, 0, cases[i].gpu, label);
     }
-    for (int f = 0; f < VFEAT_COUNT; f++) {
+    for (int f = 0; f < VFEAT_MOE; f++) {
         snprintf(label, sizeof label, "feature %s", feature_names[f]);
         k = add_group(groups, k, max, G_FEATURE, f, "", label);
     }
+    for (size_t i = 0; i < n; i++) {
+        const char *prec = case_precision(&cases[i]);
+        if (!prec[0])
+            continue;
+        snprintf(label, sizeof label, "precision %.40s", prec);
+        k = add_group(groups, k, max, G_PRECISION, 0, prec, label);
+    }
+    k = add_group(groups, k, max, G_ARCH, 0, "", "arch dense");
+    k = add_group(groups, k, max, G_ARCH, 1, "", "arch moe");
     return k;
 }
 
@@ -1031,6 +1051,8 @@ bool validate_in_group(const vgroup *g, const vcase *c)
     case G_PREFIX: return !strcmp(c->prefix, g->value);
     case G_GPU: return !strcmp(c->gpu, g->value);
     case G_FEATURE: return c->feat[g->arg];
+    case G_PRECISION: return !strncmp(case_precision(c), g->value, sizeof g->value - 1);
+    case G_ARCH: return c->feat[VFEAT_MOE] == (g->arg == 1);
     }
     return false;
 }
@@ -1335,11 +1357,11 @@ int validate_filter_check(const csv_table *t, const char *filter, sim_err *err)
                                "--rows: '%s' is not NAME=PATTERN or NAME!=PATTERN (at most %zu "
                                "characters)",
                                cd.name, sizeof cd.name - 1);
-        if (strcmp(cd.name, "prefix") && strcmp(cd.name, "family") && strcmp(cd.name, "row") &&
-            strcmp(cd.name, "run") && csv_col(t, cd.name) < 0)
+        if (strcmp(cd.name, "prefix") && strcmp(cd.name, "family") && strcmp(cd.name, "arch") &&
+            strcmp(cd.name, "row") && strcmp(cd.name, "run") && csv_col(t, cd.name) < 0)
             return sim_err_set(err, SIM_EINVAL,
                                "--rows: no column '%s' (columns of the file, or prefix, family, "
-                               "row, run)",
+                               "arch, row, run)",
                                cd.name);
     }
     return SIM_OK;
@@ -1372,6 +1394,8 @@ bool validate_filter_match(const csv_table *t, const vcase *c, const char *filte
                 value = c->prefix;
             else if (!strcmp(cd.name, "family"))
                 value = vfamily_name(c->family);
+            else if (!strcmp(cd.name, "arch"))
+                value = c->feat[VFEAT_MOE] ? "moe" : "dense";
             else
                 value = csv_cell(t, c->row, csv_col(t, cd.name));
             hit = fnmatch(cd.pat, value, 0) == 0;

@@ -97,7 +97,9 @@ typedef enum {
 
 typedef enum { VFAM_TIME = 0, VFAM_MEMORY, VFAM_TFLOPS_FLAGGED, VFAM_COUNT } vfamily;
 
-typedef enum { VFEAT_PP = 0, VFEAT_VP, VFEAT_CP, VFEAT_EP, VFEAT_FP8, VFEAT_COUNT } vfeature;
+/* VFEAT_MOE: the model has experts (the summary's "arch" groups and the
+ * --rows name `arch`, rather than a feature line). */
+typedef enum { VFEAT_PP = 0, VFEAT_VP, VFEAT_CP, VFEAT_EP, VFEAT_FP8, VFEAT_MOE, VFEAT_COUNT } vfeature;
 
 #define VCASE_MAX_OVER 40
 #define VCASE_OVER_LEN 320
@@ -239,7 +241,8 @@ int validate_number_runs(vcase *cases, size_t n);
  * hold, each `NAME=PATTERN` or `NAME!=PATTERN`; PATTERN is a shell glob
  * (fnmatch).  NAME is a column of the table or one of the derived names
  * `prefix` (source prefix of the id), `family` (time, memory,
- * tflops-flagged), `row` (0-based data row index) and `run` (configuration
+ * tflops-flagged), `arch` (dense, moe: whether the model has experts),
+ * `row` (0-based data row index) and `run` (configuration
  * index, validate_number_runs); for row and run PATTERN is even, odd or a
  * number.  Example: "gpu_type=H100,family=time,prefix!=mlm-h100".
  * validate_filter_check reports an unknown NAME or a malformed condition. */
