@@ -107,12 +107,18 @@ static bool resolved_value(const cfg_t *cfg, const char *key, double *out, doubl
     return found;
 }
 
-/* Whether a resolved cfg has a numeric key. */
+/* Whether a resolved cfg has a numeric key that is not 0 (0 = the system
+ * has no such path: no NVLS on A100, say). */
 static bool has_key(const cfg_t *cfg, const char *key)
 {
     double v, list[CALIB_MAX_LIST];
     int n;
-    return resolved_value(cfg, key, &v, list, &n);
+    if (!resolved_value(cfg, key, &v, list, &n))
+        return false;
+    for (int i = 0; i < n; i++)
+        if (list[i] != 0)
+            return true;
+    return n > 0 || v != 0;
 }
 
 /* The "key=value" settings of parameter cp at value v into buf[0..*n):
@@ -143,12 +149,6 @@ static void param_overrides(const calib_param *cp, double v, char buf[][512], in
         if (len < 512)
             snprintf(o + len, 512 - len, "]");
     }
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && !strcmp(s + n - m, suffix);
 }
 
 /* Adds parameter `spec` (KEY or KEY1+KEY2+...) to res (keys only). */
@@ -203,9 +203,48 @@ static int parse_param_list(const char *list, calib_result *res, sim_err *err)
     return SIM_OK;
 }
 
-/* Reads each parameter's start value from a resolved cfg.  An unknown or
- * non-numeric key is an error; a start outside the fitted domain is moved
- * just inside it. */
+/* Each parameter's range: its key's (cfg_key_range); for a scale factor
+ * the factors that keep every non-zero entry of every key in its range. */
+static int read_range(calib_param *cp, sim_err *err)
+{
+    cp->lo = 0.0;
+    cp->hi = INFINITY;
+    cp->lo_open = !cp->is_scale ? false : true;
+    for (int j = 0; j < cp->nsub; j++) {
+        const calib_sub *sb = &cp->sub[j];
+        double lo, hi;
+        bool open;
+        if (!cfg_key_range(sb->key, &lo, &open, &hi))
+            return sim_err_set(err, SIM_EINVAL,
+                               "--params: '%s' has no bounded range in the key table: not "
+                               "fittable",
+                               sb->key);
+        if (!cp->is_scale) {
+            cp->lo = lo;
+            cp->hi = hi;
+            cp->lo_open = open;
+            return SIM_OK;
+        }
+        int ne = sb->nlist > 0 ? sb->nlist : 1;
+        for (int i = 0; i < ne; i++) {
+            double e = sb->nlist > 0 ? sb->list[i] : sb->scalar;
+            if (!(e > 0))
+                continue; /* 0 stays 0 at every factor */
+            if (lo / e > cp->lo || (lo / e == cp->lo && !open)) {
+                cp->lo = lo / e;
+                cp->lo_open = open;
+            }
+            cp->hi = fmin(cp->hi, hi / e);
+        }
+    }
+    if (!isfinite(cp->hi))
+        return sim_err_set(err, SIM_EINVAL, "--params: every entry of '%s' is 0: nothing to scale",
+                           cp->key);
+    return SIM_OK;
+}
+
+/* Reads each parameter's start value and range from a resolved cfg.  An
+ * unknown or non-numeric key is an error. */
 static int read_starts(const cfg_t *cfg, calib_result *res, sim_err *err)
 {
     for (size_t k = 0; k < res->n_params; k++) {
@@ -219,33 +258,61 @@ static int read_starts(const cfg_t *cfg, calib_result *res, sim_err *err)
                                    sb->key);
         }
         cp->is_scale = cp->nsub > 1 || cp->sub[0].nlist > 0;
+        int rc = read_range(cp, err);
+        if (rc)
+            return rc;
         double v = cp->is_scale ? 1.0 : cp->sub[0].scalar;
-        cp->unit_interval = !cp->is_scale && ends_with(cp->key, "efficiency");
+        /* a start of 0 moves in steps of one unit of the key */
+        cp->step = v > 0 ? v : 1.0;
         cp->fixed = false;
-        if (cp->unit_interval)
-            v = fmin(fmax(v, 1e-6), 1.0 - 1e-6);
-        else if (!(v > 0))
-            cp->fixed = true; /* 0 = absent (no NVLS on A100, say): nothing to fit */
+        cp->at_bound = 0;
         cp->start = cp->value = v;
         cp->sigma = NAN;
     }
     return SIM_OK;
 }
 
+/* The smallest value a parameter may take: lo, or just above an open lo. */
+static double lowest(const calib_param *cp)
+{
+    return cp->lo_open ? cp->lo + 1e-6 * cp->step : cp->lo;
+}
+
+/* x folded into [lo, hi] (mirrored at the ends, period 2 (hi - lo)). */
+static double fold(const calib_param *cp, double x)
+{
+    double lo = cp->lo, w = cp->hi - cp->lo;
+    if (isfinite(w) && w > 0) {
+        double r = fmod(x - lo, 2.0 * w);
+        if (r < 0)
+            r += 2.0 * w;
+        x = lo + (r <= w ? r : 2.0 * w - r);
+    } else if (x < lo)
+        x = 2.0 * lo - x;
+    return fmax(x, lowest(cp));
+}
+
 static double to_value(const calib_param *cp, double u)
 {
-    return cp->unit_interval ? 1.0 / (1.0 + exp(-u)) : cp->start * exp(u);
+    return fold(cp, cp->start + cp->step * (u - 1.0));
 }
 
+/* The solver starts at u = 1, so that GSL's finite-difference step
+ * (FD_STEP times |u|) is FD_STEP of the parameter's step. */
 static double to_u(const calib_param *cp, double v)
 {
-    return cp->unit_interval ? log(v / (1.0 - v)) : log(v / cp->start);
+    return 1.0 + (v - cp->start) / cp->step;
 }
 
-static double dvalue_du(const calib_param *cp, double u)
+/* Which bound a fitted value ends at: within 1e-3 of a step of it. */
+static int bound_of(const calib_param *cp, double v)
 {
-    double v = to_value(cp, u);
-    return cp->unit_interval ? v * (1.0 - v) : v;
+    double tol = 1e-3 * cp->step;
+    if (v <= lowest(cp) + tol)
+        return -1;
+    if (isfinite(cp->hi) && v >= cp->hi - tol)
+        return 1;
+    return 0;
 }
 
 static void stats_of(const double *ape, const bool *use, size_t n, vstats *st)
@@ -393,11 +460,16 @@ static int fit_once(fitprob *fp, bool *zero_col, sim_err *err)
         calib_param *cp = &res->p[fp->act[a]];
         double u = gsl_vector_get(x, a);
         cp->value = to_value(cp, u);
+        /* at a bound the value is the bound: the data want it beyond */
+        cp->at_bound = bound_of(cp, cp->value);
+        if (cp->at_bound)
+            cp->value = cp->at_bound < 0 ? lowest(cp) : cp->hi;
         double var = gsl_matrix_get(covar, a, a);
-        cp->sigma = cstatus == GSL_SUCCESS && isfinite(var) && var >= 0 && isfinite(scale)
-                        ? sqrt(var * scale) * dvalue_du(cp, u)
+        cp->sigma = !cp->at_bound && cstatus == GSL_SUCCESS && isfinite(var) && var >= 0 &&
+                            isfinite(scale)
+                        ? sqrt(var * scale) * cp->step
                         : NAN;
-        zero_col[a] = !(norm[a] > 1e-12 * maxnorm) || maxnorm == 0.0;
+        zero_col[a] = !cp->at_bound && (!(norm[a] > 1e-12 * maxnorm) || maxnorm == 0.0);
     }
 out:
     gsl_multifit_nlinear_free(w);
@@ -425,6 +497,7 @@ static int run_fit(fitprob *fp, sim_err *err)
             else {
                 res->p[k].value = res->p[k].start;
                 res->p[k].sigma = NAN;
+                res->p[k].at_bound = 0;
             }
         }
         if (fp->nact == 0)
@@ -455,7 +528,7 @@ typedef struct rowfit {
     size_t ncases;
     bool *use;             /* rows in the current evaluation */
     vpred *preds;
-    const size_t *train;   /* indices of the fitted rows */
+    size_t *train;         /* indices of the fitted rows */
     size_t ntrain;
     calib_result *res;
     const char *data_dir;
@@ -502,6 +575,128 @@ static const char *case_topology(const vcase *c)
     return "";
 }
 
+/* The configurations (distinct runs) among the rows of idx[0..n). */
+static size_t count_configs(const vcase *cases, const size_t *idx, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = cases[idx[j]].run == cases[idx[i]].run;
+        k += !seen;
+    }
+    return k;
+}
+
+/* APE statistics and median signed error of the rows `use` of preds. */
+static void err_of(const vpred *preds, const bool *use, size_t n, calib_err *e)
+{
+    double *ape = malloc((n ? n : 1) * sizeof *ape), *bias = malloc((n ? n : 1) * sizeof *bias);
+    bool *ok = malloc((n ? n : 1) * sizeof *ok);
+    if (!ape || !bias || !ok) {
+        e->ape = (vstats){ 0, NAN, NAN, NAN };
+        e->bias = NAN;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            ok[i] = use[i] && preds[i].ok;
+            ape[i] = preds[i].ape;
+            bias[i] = preds[i].bias;
+        }
+        stats_of(ape, ok, n, &e->ape);
+        vstats b;
+        stats_of(bias, ok, n, &b);
+        e->bias = b.median;
+    }
+    free(ape);
+    free(bias);
+    free(ok);
+}
+
+/* Fits the parameters of res to the selected rows of configuration parity
+ * `parity` (-1: all) from their start values. */
+static int fit_rows(rowfit *rf, const bool *sel, int parity, FILE *log, int max_iter,
+                    sim_err *err)
+{
+    rf->ntrain = 0;
+    for (size_t r = 0; r < rf->ncases; r++)
+        if (sel[r] && (parity < 0 || (int)(rf->cases[r].run % 2) == parity))
+            rf->train[rf->ntrain++] = r;
+    for (size_t k = 0; k < rf->res->n_params; k++) {
+        calib_param *cp = &rf->res->p[k];
+        cp->value = cp->start;
+        cp->fixed = false;
+        cp->at_bound = 0;
+        cp->sigma = NAN;
+    }
+    fitprob fp = { .n = rf->ntrain, .res = rf->res, .fn = row_resid, .ctx = rf, .log = log,
+                   .max_iter = max_iter, .rc = SIM_OK };
+    return run_fit(&fp, err);
+}
+
+/* Predicts the rows `rows` at the current values of res into rf->preds. */
+static int predict_rows(rowfit *rf, const bool *rows, sim_err *err)
+{
+    double v[CALIB_MAX_PARAMS];
+    for (size_t k = 0; k < rf->res->n_params; k++)
+        v[k] = rf->res->p[k].value;
+    memcpy(rf->use, rows, rf->ncases * sizeof *rf->use);
+    int rc = predict_at(rf, v);
+    return rc == SIM_OK ? SIM_OK : sim_err_set(err, rc, "out of memory");
+}
+
+/* The held-out check of one direction: fit on parity h of the selected
+ * rows, predict the other parity into heldout[]. */
+static int cross_fit(rowfit *rf, const bool *sel, int h, const vpred *pred0, vpred *heldout,
+                     bool *scratch, FILE *log, int max_iter, calib_half *hf, sim_err *err)
+{
+    calib_result *res = rf->res;
+    size_t n = rf->ncases;
+    memset(hf, 0, sizeof *hf);
+    size_t ntr = 0;
+    for (size_t r = 0; r < n; r++) {
+        bool tr = sel[r] && (int)(rf->cases[r].run % 2) == h;
+        scratch[r] = sel[r] && !tr;
+        ntr += tr;
+        hf->n_eval += scratch[r];
+    }
+    hf->n_train = ntr;
+    if (ntr < res->n_params || hf->n_eval == 0) {
+        snprintf(hf->why, sizeof hf->why, "%zu rows to fit, %zu to evaluate", ntr, hf->n_eval);
+        return SIM_OK;
+    }
+    if (log)
+        fprintf(log, "calibrate: held-out check, fitting the %s configurations\n",
+                h == 0 ? "even" : "odd");
+    int rc = fit_rows(rf, sel, h, log, max_iter, err);
+    if (rc != SIM_OK)
+        return rc;
+    hf->fitted = true;
+    hf->n_configs = count_configs(rf->cases, rf->train, rf->ntrain);
+    for (size_t k = 0; k < res->n_params; k++) {
+        hf->value[k] = res->p[k].value;
+        hf->at_bound[k] = res->p[k].at_bound;
+    }
+    err_of(pred0, scratch, n, &hf->before);
+    if ((rc = predict_rows(rf, scratch, err)) != SIM_OK)
+        return rc;
+    err_of(rf->preds, scratch, n, &hf->after);
+    for (size_t r = 0; r < n; r++)
+        if (scratch[r])
+            heldout[r] = rf->preds[r];
+    return SIM_OK;
+}
+
+void calibrate_result_free(calib_result *res)
+{
+    if (!res)
+        return;
+    free(res->cases);
+    free(res->heldout);
+    res->cases = NULL;
+    res->heldout = NULL;
+    res->ncases = 0;
+}
+
 int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
                    calib_result *res, sim_err *err)
 {
@@ -514,13 +709,16 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     size_t n = t->nrows;
     vcase *cases = calloc(n ? n : 1, sizeof *cases);
     vpred *preds = calloc(n ? n : 1, sizeof *preds);
+    vpred *pred0 = calloc(n ? n : 1, sizeof *pred0);
+    vpred *heldout = calloc(n ? n : 1, sizeof *heldout);
     bool *sel = calloc(n ? n : 1, sizeof *sel), *use = calloc(n ? n : 1, sizeof *use);
     bool *is_train = calloc(n ? n : 1, sizeof *is_train);
     bool *is_eval = calloc(n ? n : 1, sizeof *is_eval);
+    bool *scratch = calloc(n ? n : 1, sizeof *scratch);
     size_t *train = calloc(n ? n : 1, sizeof *train);
-    double *ape0 = calloc(n ? n : 1, sizeof *ape0), *ape1 = calloc(n ? n : 1, sizeof *ape1);
     cfg_t *cfg = NULL;
-    if (!cases || !preds || !sel || !use || !is_train || !is_eval || !train || !ape0 || !ape1) {
+    if (!cases || !preds || !pred0 || !heldout || !sel || !use || !is_train || !is_eval ||
+        !scratch || !train) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
         goto out;
     }
@@ -535,6 +733,7 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     }
     for (size_t r = 0; r < n; r++) {
         const vcase *c = &cases[r];
+        snprintf(heldout[r].skip, sizeof heldout[r].skip, "not selected by calibrate");
         if (c->skip[0] || c->family != VFAM_TIME || !validate_filter_match(t, c, o->rows))
             continue;
         if (!topo)
@@ -567,6 +766,11 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
         for (size_t k = 0; k < sizeof default_row_params / sizeof default_row_params[0]; k++)
             add_param(res, default_row_params[k], strlen(default_row_params[k]), err);
     }
+    if (rc == SIM_OK && res->n_params > CALIB_MAX_ROW_PARAMS)
+        rc = sim_err_set_at(err, SIM_EINVAL, NULL, 0, "--params",
+                            "%zu parameters for one GPU type, at most %d "
+                            "(CALIB_MAX_ROW_PARAMS): fits of more drift to unphysical values",
+                            res->n_params, CALIB_MAX_ROW_PARAMS);
     if (rc != SIM_OK)
         goto out;
     size_t first = 0;
@@ -591,72 +795,83 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
 
     /* before: every selected row at the start values; rows that cannot be
      * predicted are dropped */
-    double v[CALIB_MAX_PARAMS];
-    for (size_t k = 0; k < res->n_params; k++)
-        v[k] = res->p[k].start;
-    memcpy(use, sel, n * sizeof *use);
-    if ((rc = predict_at(&rf, v)) != SIM_OK) {
-        sim_err_set(err, rc, "out of memory");
+    if ((rc = predict_rows(&rf, sel, err)) != SIM_OK)
         goto out;
-    }
     for (size_t r = 0; r < n; r++) {
+        pred0[r] = preds[r];
+        if (sel[r] && !preds[r].ok)
+            sel[r] = false;
         if (!sel[r])
             continue;
-        if (!preds[r].ok) {
-            sel[r] = false;
-            continue;
-        }
-        ape0[r] = preds[r].ape;
         /* Halves are whole configurations (run parity), so a held-out row
          * is never the other metric of a fitted run. */
         bool tr = o->train_half < 0 || (int)(cases[r].run % 2) == o->train_half;
         is_train[r] = tr;
         is_eval[r] = !tr;
         if (tr)
-            train[rf.ntrain++] = r;
+            train[res->n_train++] = r;
+        res->n_eval += !tr;
     }
-    res->n_train = rf.ntrain;
-    for (size_t r = 0; r < n; r++)
-        res->n_eval += is_eval[r];
-    snprintf(res->source, sizeof res->source, "%s, %zu time/throughput rows%s%s (%s%s)", name,
+    res->n_configs = count_configs(cases, train, res->n_train);
+    if (res->n_configs < CALIB_MIN_CONFIGS) {
+        rc = sim_err_set(err, SIM_EINVAL,
+                         "%s: %zu configurations (distinct runs) to fit%s%s; a fit needs at "
+                         "least %d (CALIB_MIN_CONFIGS): left to the physical defaults",
+                         name, res->n_configs, o->rows ? " among --rows " : "",
+                         o->rows ? o->rows : "", CALIB_MIN_CONFIGS);
+        goto out;
+    }
+    snprintf(res->source, sizeof res->source,
+             "%s, %zu time/throughput rows%s%s (%s%s), %zu configurations fitted", name,
              res->n_train + res->n_eval, o->rows ? " selected by --rows " : "",
              o->rows ? o->rows : "",
              o->train_half < 0 ? "all fitted"
                                : o->train_half == 0 ? "fitted on the even configurations"
                                                     : "fitted on the odd configurations",
-             o->train_half < 0 ? "" : ", the other half held out");
+             o->train_half < 0 ? "" : ", the other half held out", res->n_configs);
 
-    fitprob fp = { .n = rf.ntrain, .res = res, .fn = row_resid, .ctx = &rf, .log = o->log,
-                   .max_iter = o->max_iter, .rc = SIM_OK };
-    if ((rc = run_fit(&fp, err)) != SIM_OK)
-        goto out;
+    /* the held-out check, both ways */
+    for (int h = 0; h < 2; h++)
+        if ((rc = cross_fit(&rf, sel, h, pred0, heldout, scratch, o->log, o->max_iter,
+                            &res->half[h], err)) != SIM_OK)
+            goto out;
 
-    /* after */
-    for (size_t k = 0; k < res->n_params; k++)
-        v[k] = res->p[k].value;
-    memcpy(use, sel, n * sizeof *use);
-    if ((rc = predict_at(&rf, v)) != SIM_OK) {
-        sim_err_set(err, rc, "out of memory");
+    /* the fit that is written */
+    if (o->log && o->train_half < 0)
+        fprintf(o->log, "calibrate: fitting all selected configurations\n");
+    if ((rc = fit_rows(&rf, sel, o->train_half, o->log, o->max_iter, err)) != SIM_OK)
         goto out;
-    }
-    for (size_t r = 0; r < n; r++)
-        ape1[r] = sel[r] && preds[r].ok ? preds[r].ape : NAN;
-    stats_of(ape0, is_train, n, &res->train_before);
-    stats_of(ape1, is_train, n, &res->train_after);
-    stats_of(ape0, is_eval, n, &res->eval_before);
-    stats_of(ape1, is_eval, n, &res->eval_after);
+    if ((rc = predict_rows(&rf, sel, err)) != SIM_OK)
+        goto out;
+    calib_err e;
+    err_of(pred0, is_train, n, &e);
+    res->train_before = e.ape;
+    res->train_bias_before = e.bias;
+    err_of(preds, is_train, n, &e);
+    res->train_after = e.ape;
+    res->train_bias_after = e.bias;
+    err_of(pred0, is_eval, n, &e);
+    res->eval_before = e.ape;
+    err_of(preds, is_eval, n, &e);
+    res->eval_after = e.ape;
+    res->ncases = n;
+    res->cases = cases;
+    res->heldout = heldout;
+    cases = NULL;
+    heldout = NULL;
 
 out:
     cfg_destroy(cfg);
     free(cases);
     free(preds);
+    free(pred0);
+    free(heldout);
     free(sel);
     free(use);
     free(is_train);
     free(is_eval);
+    free(scratch);
     free(train);
-    free(ape0);
-    free(ape1);
     return rc;
 }
 
@@ -1132,6 +1347,79 @@ static void print_stats_line(FILE *out, const char *prefix, const char *what, co
             prefix, what, b->n, b->median, a->median, b->p90, a->p90, b->mean, a->mean);
 }
 
+/* "(0, 1]" or "[0, 1e+06]": the range of a parameter's value. */
+static void range_str(const calib_param *p, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%.6g, %.6g]", p->lo_open ? "(" : "[", p->lo, p->hi);
+}
+
+/* "at the upper bound 1 of (0, 1]" for a parameter that ended at one; "". */
+static void bound_str(const calib_param *p, int at, double value, char *buf, size_t len)
+{
+    char range[64];
+    range_str(p, range, sizeof range);
+    if (at == 0)
+        buf[0] = '\0';
+    else
+        snprintf(buf, len, "at the %s bound %.6g of %s", at < 0 ? "lower" : "upper", value, range);
+}
+
+static void print_err_line(FILE *out, const char *what, size_t nrows, const calib_err *b,
+                           const calib_err *a)
+{
+    fprintf(out, "  %-34s %4zu   median %6.2f -> %6.2f   p90 %6.2f -> %6.2f   signed %+7.2f -> %+7.2f\n",
+            what, nrows, b->ape.median, a->ape.median, b->ape.p90, a->ape.p90, b->bias, a->bias);
+}
+
+/* Both held-out halves: one line each, then validate's summary groups of
+ * the held-out rows of each. */
+static void report_halves(FILE *out, const calib_result *res)
+{
+    fprintf(out, "\n  held out, both ways (APE %% and median signed error %%, start -> fitted; + = "
+                 "optimistic)\n");
+    for (int h = 0; h < 2; h++) {
+        const calib_half *hf = &res->half[h];
+        char what[96];
+        snprintf(what, sizeof what, "%s, fitted on %s:", h == 0 ? "odd configs" : "even configs",
+                 h == 0 ? "even" : "odd");
+        if (!hf->fitted) {
+            fprintf(out, "  %-34s not fitted (%s)\n", what, hf->why);
+            continue;
+        }
+        print_err_line(out, what, hf->n_eval, &hf->before, &hf->after);
+        fprintf(out, "  %34s %zu rows, %zu configurations fitted;", "", hf->n_train, hf->n_configs);
+        for (size_t k = 0; k < res->n_params; k++) {
+            const calib_param *p = &res->p[k];
+            const char *dot = strrchr(p->sub[0].key, '.');
+            char b[128];
+            bound_str(p, hf->at_bound[k], hf->value[k], b, sizeof b);
+            fprintf(out, " %s%s = %.6g%s%s", dot ? dot + 1 : p->key, p->nsub > 1 ? "+" : "",
+                    hf->value[k], b[0] ? " " : "", b);
+        }
+        fputc('\n', out);
+    }
+    if (!res->cases)
+        return;
+    vcase *cs = malloc((res->ncases ? res->ncases : 1) * sizeof *cs);
+    vpred *ps = malloc((res->ncases ? res->ncases : 1) * sizeof *ps);
+    for (int h = 0; h < 2 && cs && ps; h++) {
+        if (!res->half[h].fitted)
+            continue;
+        size_t k = 0;
+        for (size_t r = 0; r < res->ncases; r++)
+            if (res->heldout[r].ok && (int)(res->cases[r].run % 2) != h) {
+                cs[k] = res->cases[r];
+                ps[k++] = res->heldout[r];
+            }
+        fprintf(out, "\n  held out: the %s configurations, predicted with the fit of the %s "
+                     "ones\n\n",
+                h == 0 ? "odd" : "even", h == 0 ? "even" : "odd");
+        validate_summary(out, cs, ps, k);
+    }
+    free(cs);
+    free(ps);
+}
+
 void calibrate_report(FILE *out, const calib_result *res)
 {
     fprintf(out, "calibrate: %s\n", res->source);
@@ -1161,10 +1449,23 @@ void calibrate_report(FILE *out, const calib_result *res)
                 fprintf(out, "%12.3g\n", p->sigma);
         }
     }
+    for (size_t k = 0; k < res->n_params; k++) {
+        char b[128];
+        bound_str(&res->p[k], res->p[k].at_bound, res->p[k].value, b, sizeof b);
+        if (b[0])
+            fprintf(out, "  %s ended %s: the data want a value the physics does not allow "
+                         "(a missing effect, not this parameter)\n",
+                    res->p[k].key, b);
+    }
     fprintf(out, "\n  absolute percent error, before -> after\n");
     print_stats_line(out, "  ", "fitted", &res->train_before, &res->train_after);
     if (res->n_eval)
         print_stats_line(out, "  ", "held out", &res->eval_before, &res->eval_after);
+    if (res->cases) {
+        fprintf(out, "  median signed error of the fitted rows %+.2f -> %+.2f %%\n",
+                res->train_bias_before, res->train_bias_after);
+        report_halves(out, res);
+    }
 }
 
 /* Writes v as a libconfig float. */
@@ -1242,6 +1543,18 @@ void calibrate_write_params(FILE *out, const calib_result *res, time_t when)
         fprintf(out, "; held out median %.2f -> %.2f, p90 %.2f -> %.2f", res->eval_before.median,
                 res->eval_after.median, res->eval_before.p90, res->eval_after.p90);
     fputc('\n', out);
+    for (int h = 0; h < 2 && res->cases; h++) {
+        const calib_half *hf = &res->half[h];
+        if (!hf->fitted)
+            fprintf(out, "#   held out, %s configurations: not fitted (%s)\n",
+                    h == 0 ? "odd" : "even", hf->why);
+        else
+            fprintf(out, "#   held out, %s configurations (fit of the %s, %zu configurations): "
+                         "median %.2f -> %.2f, p90 %.2f -> %.2f, signed %+.2f -> %+.2f\n",
+                    h == 0 ? "odd" : "even", h == 0 ? "even" : "odd", hf->n_configs,
+                    hf->before.ape.median, hf->after.ape.median, hf->before.ape.p90,
+                    hf->after.ape.p90, hf->before.bias, hf->after.bias);
+    }
     fputs("# Uncertainties are 1 sigma from the fit's covariance scaled by chi^2/dof.\n", out);
     for (size_t k = 0; k < res->n_params; k++)
         if (res->p[k].fixed)
@@ -1285,7 +1598,11 @@ void calibrate_write_params(FILE *out, const calib_result *res, time_t when)
         fputs(";  # ", out);
         if (cp->is_scale)
             fprintf(out, "x %.4g of the start ", cp->value);
-        if (isnan(cp->sigma))
+        char b[128];
+        bound_str(cp, cp->at_bound, cp->value, b, sizeof b);
+        if (b[0])
+            fputs(b, out);
+        else if (isnan(cp->sigma))
             fputs("(uncertainty unknown)", out);
         else
             fprintf(out, "+- %.3g", cp->sigma);

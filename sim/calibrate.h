@@ -11,10 +11,17 @@
  *
  * The fit is GSL's nonlinear least squares (gsl_multifit_nlinear, trust
  * region with Levenberg-Marquardt steps, finite-difference Jacobian).
- * Parameters are config keys, fitted in a transformed space so every
- * trial is a valid config: keys whose name ends in "efficiency" live in
- * (0, 1) through a logistic map, every other key is positive through
- * value = start * exp(u).  Uncertainties are one standard deviation from
+ * Parameters are config keys, each kept inside the range the key table
+ * gives it (cfg_key_range: a fraction in (0, 1], a time >= 0, a bandwidth
+ * > 0): the solver's variable u maps to value = start + step * (u - 1),
+ * folded back into the range at its ends (a mirror, so that a trial beyond
+ * a bound still sees the slope towards the inside), step being the start
+ * value or, for a start of 0, one unit of the key.  A fit that ends at a
+ * bound is marked (at_bound) and said so in the report and the parameter
+ * file: the data want a value the physics does not allow, which points at
+ * a missing effect rather than at the parameter.  A scale factor of a list
+ * or of KEY+KEY is bounded so that every entry stays in its key's range.
+ * Uncertainties are one standard deviation from
  * the covariance (gsl_multifit_nlinear_covar) scaled by chi^2/dof and
  * mapped back to the key's scale (delta method); a parameter the data do
  * not constrain (a zero column of the Jacobian at the solution: a latency
@@ -27,11 +34,20 @@
  * libconfig file of the fitted keys, loaded above the topology with
  * `parsim run ... sim.params=PARAMS.cfg`.
  *
- * Split mode (train_half): rows are split by the parity of their
- * configuration (validate_number_runs: rows of the same setup, such as the
- * tokens/s and TFLOP/s rows of one run, share it) into a training half,
- * which is fitted, and a held-out half of other configurations, which is
- * only evaluated, before and after.
+ * Rules of a fit to validation rows (the defaults of a GPU type):
+ *  - at most CALIB_MAX_ROW_PARAMS parameters (fits of more drift to
+ *    unphysical values: fractions above 1, hundreds of microseconds per
+ *    kernel);
+ *  - the fit whose values are written uses at least CALIB_MIN_CONFIGS
+ *    configurations (distinct `run` numbers, not rows);
+ *  - held-out error always: rows are split by the parity of their
+ *    configuration (validate_number_runs: rows of the same setup, such as
+ *    the tokens/s and TFLOP/s rows of one run, share it); the parameters
+ *    are fitted on the even configurations and evaluated on the odd ones,
+ *    and the reverse (res->half[]), whatever is written.  These two fits
+ *    only measure how a fit generalises and may use fewer configurations.
+ * The written fit uses every selected row, or one half (train_half), the
+ * other half then being its held-out rows (n_eval, eval_*).
  */
 #ifndef PARSIM_CALIBRATE_H
 #define PARSIM_CALIBRATE_H
@@ -46,6 +62,11 @@
 #include "validate.h"
 
 #define CALIB_MAX_PARAMS 16
+/* Parameters of one fit to validation rows (one GPU type). */
+#define CALIB_MAX_ROW_PARAMS 2
+/* Configurations (distinct runs) a written fit to validation rows needs:
+ * below it one odd configuration moves the value more than its error. */
+#define CALIB_MIN_CONFIGS 20
 #define CALIB_MAX_SUB 4
 #define CALIB_MAX_LIST 16
 
@@ -67,8 +88,12 @@ typedef struct calib_param {
     bool is_scale;                 /* fitted as a factor (lists, KEY+KEY) */
     double start;                  /* value before the fit (the topology's), 1 for a scale */
     double value;                  /* fitted */
-    double sigma;                  /* 1 sigma, in the value's unit; NAN if unconstrained */
-    bool unit_interval;            /* fitted in (0, 1) (keys named *efficiency) */
+    double sigma;                  /* 1 sigma, in the value's unit; NAN if unconstrained
+                                      or at a bound */
+    double lo, hi;                 /* range of the value: [lo, hi], (lo, hi] if lo_open */
+    bool lo_open;
+    double step;                   /* value change per unit of the solver's variable */
+    int at_bound;                  /* the fit ended at -1: lo, +1: hi, 0: inside */
     bool fixed;                    /* the data do not constrain it: kept at start */
     int nsub;
     calib_sub sub[CALIB_MAX_SUB];
@@ -84,23 +109,56 @@ typedef struct calib_opts {
     FILE *log;             /* one line per iteration, or NULL */
 } calib_opts;
 
+/* Errors of one set of rows: APE statistics and the median signed error
+ * (validate's bias: + when parsim is optimistic). */
+typedef struct calib_err {
+    vstats ape;
+    double bias;
+} calib_err;
+
+/* One direction of the held-out check: fitted on the configurations of
+ * parity `train` (0 even, 1 odd), evaluated on the others. */
+typedef struct calib_half {
+    bool fitted;                   /* false: too few rows in this half (why) */
+    char why[128];
+    size_t n_train, n_configs, n_eval;
+    double value[CALIB_MAX_PARAMS];
+    int at_bound[CALIB_MAX_PARAMS];
+    calib_err before, after;       /* of the held-out rows at the start / fitted values */
+} calib_half;
+
 typedef struct calib_result {
     size_t n_params;
     calib_param p[CALIB_MAX_PARAMS];
     char topology[64];
     char source[512];      /* what was fitted, for the file header */
     size_t n_train, n_eval;     /* rows or message sizes fitted / held out */
+    size_t n_configs;           /* rows mode: configurations of the fitted rows */
     vstats train_before, train_after, eval_before, eval_after;
+    double train_bias_before, train_bias_after;
+    /* rows mode: the held-out check both ways; the cases and each selected
+     * row's held-out prediction (by the fit of the other half; ok false for
+     * rows not selected), freed by calibrate_result_free */
+    calib_half half[2];
+    size_t ncases;
+    vcase *cases;
+    vpred *heldout;
     double chi2, dof;
     size_t iterations;
     int gsl_status;        /* of the driver (GSL_SUCCESS or why it stopped) */
 } calib_result;
 
 /* Fits parameters to the rows of a validation table.  name: the file name,
- * for messages.  Returns SIM_OK, SIM_EINVAL (unknown key, no usable row,
- * rows of several topologies), SIM_ENOMEM or SIM_ESIM (the solver failed). */
+ * for messages.  Returns SIM_OK, SIM_EINVAL (unknown key, more than
+ * CALIB_MAX_ROW_PARAMS parameters, fewer than CALIB_MIN_CONFIGS
+ * configurations, no usable row, rows of several topologies), SIM_ENOMEM
+ * or SIM_ESIM (the solver failed).  On SIM_OK the caller frees res with
+ * calibrate_result_free. */
 int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
                    calib_result *res, sim_err *err);
+
+/* Frees what calibrate_rows allocated in res (a no-op for nccl fits). */
+void calibrate_result_free(calib_result *res);
 
 /* One measured collective of an nccl-tests log. */
 typedef struct nccl_point {
@@ -155,7 +213,8 @@ int calibrate_nccl(const nccl_log *log, const char *const *overrides, const cali
  * same `when` gives the same bytes. */
 void calibrate_write_params(FILE *out, const calib_result *res, time_t when);
 
-/* Prints the fit report (parameters, uncertainties, errors). */
+/* Prints the fit report (parameters, uncertainties, bounds reached,
+ * errors; for rows, both held-out halves with validate's summary groups). */
 void calibrate_report(FILE *out, const calib_result *res);
 
 #endif

@@ -213,6 +213,7 @@ int cmd_calibrate(int argc, char **argv)
     calibrate_report(stdout, &res);
     if (out_path) {
         if (cli_write_file(out_path, params_writer, &po, &err) != SIM_OK) {
+            calibrate_result_free(&res);
             rc = cli_fail(&err);
             goto out;
         }
@@ -221,6 +222,7 @@ int cmd_calibrate(int argc, char **argv)
         fputs("\n", stdout);
         calibrate_write_params(stdout, &res, po.when);
     }
+    calibrate_result_free(&res);
     if (fflush(stdout) != 0) {
         fputs("parsim: cannot write the report\n", stderr);
         rc = EXIT_FAILURE;

@@ -21,38 +21,78 @@
 #define MINI PARSIM_SOURCE_DIR "/tests/data/validate_mini.csv"
 #define NCCL_A100 PARSIM_SOURCE_DIR "/tests/data/nccl_allreduce_8xa100.log"
 
-/* The rows of validate_mini.csv with metric_value set to parsim's own
- * prediction under `extra` (NULL-terminated overrides); CSV text. */
+/* Copies of the 8 rows of validate_mini.csv: each copy a global batch
+ * this many times larger, so a copy is 8 other configurations. */
+#define MINI_COPIES 5
+
+/* The rows of validate_mini.csv, MINI_COPIES times (40 configurations: a
+ * written fit needs CALIB_MIN_CONFIGS, a half of them too), with
+ * metric_value set to parsim's own prediction under `extra`
+ * (NULL-terminated overrides); CSV text. */
 static char *synthetic_rows(const char *const *extra, const char *gpu_override_row0)
 {
     csv_table t;
     sim_err err;
     cr_assert_eq(csv_read_file(MINI, &t, &err), SIM_OK, "%s", err.msg);
     int mv = csv_col(&t, "metric_value"), gpu = csv_col(&t, "gpu_type");
+    int gbs = csv_col(&t, "gbs"), id = csv_col(&t, "id");
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     fprintf(f, "%s\n", t.header_raw);
-    for (size_t r = 0; r < t.nrows; r++) {
-        vcase c;
-        vpred p;
-        validate_case(&t, r, PARSIM_SOURCE_DIR, &c);
-        cr_assert_eq(validate_predict(&c, PARSIM_SOURCE_DIR, extra, &p), SIM_OK);
-        cr_assert(p.ok, "%s: %s", c.id, p.skip);
-        for (int k = 0; k < t.ncols; k++) {
-            char num[64];
-            const char *v = csv_cell(&t, r, k);
-            if (k == mv) {
-                snprintf(num, sizeof num, "%.12g", p.value);
-                v = num;
-            } else if (k == gpu && r == 0 && gpu_override_row0)
-                v = gpu_override_row0;
-            if (k)
-                fputc(',', f);
-            csv_write_field(f, v);
+    char path[] = "/tmp/parsim-XXXXXX";
+    cr_assert_not_null(mkdtemp(path));
+    char copy[sizeof path + 16];
+    snprintf(copy, sizeof copy, "%s/rows.csv", path);
+    for (int m = 1; m <= MINI_COPIES; m++) {
+        /* the copy's rows as a table, to predict them */
+        FILE *cf = fopen(copy, "w");
+        cr_assert_not_null(cf);
+        fprintf(cf, "%s\n", t.header_raw);
+        for (size_t r = 0; r < t.nrows; r++) {
+            for (int k = 0; k < t.ncols; k++) {
+                char num[64];
+                const char *v = csv_cell(&t, r, k);
+                if (k == gbs) {
+                    snprintf(num, sizeof num, "%lld", atoll(v) * m);
+                    v = num;
+                } else if (k == id) {
+                    snprintf(num, sizeof num, "mini-%03zu", (size_t)(m - 1) * t.nrows + r + 1);
+                    v = num;
+                } else if (k == gpu && r == 0 && m == 1 && gpu_override_row0)
+                    v = gpu_override_row0;
+                if (k)
+                    fputc(',', cf);
+                csv_write_field(cf, v);
+            }
+            fputc('\n', cf);
         }
-        fputc('\n', f);
+        fclose(cf);
+        csv_table ct;
+        cr_assert_eq(csv_read_file(copy, &ct, &err), SIM_OK, "%s", err.msg);
+        for (size_t r = 0; r < ct.nrows; r++) {
+            vcase c;
+            vpred p;
+            validate_case(&ct, r, PARSIM_SOURCE_DIR, &c);
+            cr_assert_eq(validate_predict(&c, PARSIM_SOURCE_DIR, extra, &p), SIM_OK);
+            cr_assert(p.ok, "%s: %s", c.id, p.skip);
+            for (int k = 0; k < ct.ncols; k++) {
+                char num[64];
+                const char *v = csv_cell(&ct, r, k);
+                if (k == mv) {
+                    snprintf(num, sizeof num, "%.12g", p.value);
+                    v = num;
+                }
+                if (k)
+                    fputc(',', f);
+                csv_write_field(f, v);
+            }
+            fputc('\n', f);
+        }
+        csv_free(&ct);
     }
+    remove(copy);
+    rmdir(path);
     fclose(f);
     csv_free(&t);
     return buf;
@@ -86,7 +126,8 @@ Test(calibrate, recovers_sustained_fraction_from_synthetic_rows, .timeout = 600)
     cr_assert_eq(rc, SIM_OK, "%s", err.msg);
     cr_assert_str_eq(res.topology, "dgx-h100");
     cr_assert_eq(res.n_params, 1, "the default parameter");
-    cr_assert_eq(res.n_train, 8);
+    cr_assert_eq(res.n_train, 8 * MINI_COPIES);
+    cr_assert_eq(res.n_configs, 8 * MINI_COPIES);
     const calib_param *g = param(&res, "cluster.compute.sustained_fraction");
     cr_assert(fabs(g->value - 0.8) < 1e-3, "sustained_fraction fitted %g", g->value);
     cr_assert(fabs(g->start - 1.0) < 1e-9);
@@ -113,6 +154,7 @@ Test(calibrate, recovers_sustained_fraction_from_synthetic_rows, .timeout = 600)
               in.cluster.compute.sustained_fraction);
     cfg_destroy(cfg);
     remove(path);
+    calibrate_result_free(&res);
     csv_free(&t);
     free(text);
 }
@@ -129,19 +171,21 @@ Test(calibrate, train_half_holds_out_the_other_rows, .timeout = 600)
     o.train_half = 1;
     calib_result res;
     cr_assert_eq(calibrate_rows(&t, "synthetic", &o, &res, &err), SIM_OK, "%s", err.msg);
-    cr_assert_eq(res.n_train, 4);
-    cr_assert_eq(res.n_eval, 4);
+    cr_assert_eq(res.n_train, 4 * MINI_COPIES);
+    cr_assert_eq(res.n_eval, 4 * MINI_COPIES);
     cr_assert(fabs(res.p[0].value - 0.7) < 1e-3, "%g", res.p[0].value);
     /* the held-out rows were not fitted but improve as much */
-    cr_assert_eq(res.eval_before.n, 4);
+    cr_assert_eq(res.eval_before.n, 4 * MINI_COPIES);
     cr_assert(res.eval_after.median < 0.1 && res.eval_before.median > 3.0, "%g -> %g",
               res.eval_before.median, res.eval_after.median);
-    /* a filter that leaves too few rows for the parameters */
+    calibrate_result_free(&res);
+    /* a filter that leaves too few configurations */
     o.rows = "id=mini-001";
     o.params = "cluster.compute.gemm_efficiency,cluster.compute.attention_fwd_efficiency";
     o.train_half = -1;
     cr_assert_eq(calibrate_rows(&t, "synthetic", &o, &res, &err), SIM_EINVAL);
-    cr_assert(strstr(err.msg, "cannot determine"), "%s", err.msg);
+    cr_assert(strstr(err.msg, "1 configurations") && strstr(err.msg, "at least 20"), "%s",
+              err.msg);
     csv_free(&t);
     free(text);
 }
