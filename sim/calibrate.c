@@ -686,6 +686,32 @@ static int cross_fit(rowfit *rf, const bool *sel, int h, const vpred *pred0, vpr
     return SIM_OK;
 }
 
+bool calibrate_half_result(const calib_result *res, int h, calib_result *out)
+{
+    const calib_half *hf = &res->half[h];
+    if (!hf->fitted)
+        return false;
+    *out = *res;
+    out->cases = NULL;
+    out->heldout = NULL;
+    out->ncases = 0;
+    for (size_t k = 0; k < res->n_params; k++) {
+        out->p[k].value = hf->value[k];
+        out->p[k].at_bound = hf->at_bound[k];
+        out->p[k].sigma = NAN;
+    }
+    out->n_train = hf->n_train;
+    out->n_configs = hf->n_configs;
+    out->n_eval = hf->n_eval;
+    out->train_before = out->train_after = (vstats){ 0, NAN, NAN, NAN };
+    out->eval_before = hf->before.ape;
+    out->eval_after = hf->after.ape;
+    size_t l = strlen(out->source);
+    snprintf(out->source + l, sizeof out->source - l, "; this file: the fit of the %s half only",
+             h == 0 ? "even" : "odd");
+    return true;
+}
+
 void calibrate_result_free(calib_result *res)
 {
     if (!res)

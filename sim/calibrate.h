@@ -213,6 +213,10 @@ int calibrate_nccl(const nccl_log *log, const char *const *overrides, const cali
  * same `when` gives the same bytes. */
 void calibrate_write_params(FILE *out, const calib_result *res, time_t when);
 
+/* The result as the fit of half h (0: fitted on the even configurations,
+ * 1: on the odd) would write it: false if that half was not fitted. */
+bool calibrate_half_result(const calib_result *res, int h, calib_result *out);
+
 /* Prints the fit report (parameters, uncertainties, bounds reached,
  * errors; for rows, both held-out halves with validate's summary groups). */
 void calibrate_report(FILE *out, const calib_result *res);

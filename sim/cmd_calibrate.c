@@ -97,6 +97,7 @@ static char *slurp(const char *path, size_t *len, sim_err *err)
 int cmd_calibrate(int argc, char **argv)
 {
     const char *in_path = NULL, *out_path = NULL, *nccl_path = NULL, *op = NULL;
+    const char *halves_prefix = NULL;
     calib_opts o = { .params = NULL, .rows = NULL, .train_half = -1,
                      .jobs = validate_default_jobs(), .max_iter = 50, .data_dir = NULL,
                      .log = stderr };
@@ -111,7 +112,8 @@ int cmd_calibrate(int argc, char **argv)
         const char *a = argv[i];
         bool takes = !strcmp(a, "--out") || !strcmp(a, "--params") || !strcmp(a, "--rows") ||
                      !strcmp(a, "--train-half") || !strcmp(a, "--jobs") ||
-                     !strcmp(a, "--max-iter") || !strcmp(a, "--nccl-tests") || !strcmp(a, "--op");
+                     !strcmp(a, "--max-iter") || !strcmp(a, "--nccl-tests") || !strcmp(a, "--op") ||
+                     !strcmp(a, "--out-halves");
         if (takes) {
             if (++i >= argc) {
                 rc = cli_usage_error("%s needs a value", a);
@@ -128,6 +130,8 @@ int cmd_calibrate(int argc, char **argv)
                 nccl_path = v;
             else if (!strcmp(a, "--op"))
                 op = v;
+            else if (!strcmp(a, "--out-halves"))
+                halves_prefix = v;
             else if (!strcmp(a, "--train-half")) {
                 if (!strcmp(v, "even"))
                     o.train_half = 0;
@@ -161,6 +165,10 @@ int cmd_calibrate(int argc, char **argv)
     }
     if (!!in_path == !!nccl_path) {
         rc = cli_usage_error("calibrate needs a validation CSV or --nccl-tests LOG (one of them)");
+        goto out;
+    }
+    if (halves_prefix && !in_path) {
+        rc = cli_usage_error("--out-halves goes with a validation CSV");
         goto out;
     }
     if (in_path && nover) {
@@ -221,6 +229,22 @@ int cmd_calibrate(int argc, char **argv)
     } else {
         fputs("\n", stdout);
         calibrate_write_params(stdout, &res, po.when);
+    }
+    /* the two held-out fits, PREFIX-even.cfg and PREFIX-odd.cfg */
+    for (int h = 0; halves_prefix && h < 2; h++) {
+        calib_result *half = malloc(sizeof *half);
+        char path[4096];
+        snprintf(path, sizeof path, "%s-%s.cfg", halves_prefix, h == 0 ? "even" : "odd");
+        if (half && calibrate_half_result(&res, h, half)) {
+            params_out ho = { half, po.when };
+            if (cli_write_file(path, params_writer, &ho, &err) != SIM_OK) {
+                free(half);
+                calibrate_result_free(&res);
+                rc = cli_fail(&err);
+                goto out;
+            }
+        }
+        free(half);
     }
     calibrate_result_free(&res);
     if (fflush(stdout) != 0) {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Accuracy benchmark: parsim validate over the published measurements of public.csv.
 #
-#   bench/validation/run.sh [--build DIR] [--calibrate GPU_TYPE] [KEY=VALUE ...]
+#   bench/validation/run.sh [--build DIR] [KEY=VALUE ...]
 #
 # Writes bench/validation/predictions.csv (validate --out: every input row plus
 # predicted_value, ape_percent, skip_reason, assumed, overrides, peak_gib, hbm_gib, fits) and
@@ -9,24 +9,20 @@
 # If predictions.csv already existed, first shows what moved (parsim compare old -> new), so a
 # cost-model change can be judged before committing the new table.
 #
-# --calibrate GPU[,GPU...] also fits the sustained compute fraction to the even configurations of
-# each GPU type (parsim calibrate --train-half even; both metrics of a run fall in the same
-# half), reports the error on the odd configurations it did not see, per GPU type and over
-# the whole set, writes that as the calibrated section of ERRORS.md (with the commit and date
-# it was made at) and keeps the parameters in bench/validation/calibrated-GPU.cfg.
-# Without --calibrate the calibrated section of the existing ERRORS.md is kept as it is (the
-# lines between its two "calibrated section" markers), still naming the commit it was made at.
+# The presets load their fitted files (topologies/fitted/, cluster.fitted) when they are there:
+# bench/validation/fit_defaults.sh writes them and the calibrated section of ERRORS.md (default,
+# in-sample and held-out errors), which this script keeps as it is (the lines between its two
+# "calibrated section" markers), still naming the commit it was made at.
 # KEY=VALUE settings apply to every row (e.g. sim.params=PARAMS.cfg).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build="$root/build"
-calib=""
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
-    --calibrate) calib=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --calibrate) echo "run.sh: --calibrate is now bench/validation/fit_defaults.sh" >&2; exit 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -50,54 +46,20 @@ if [ -f "$here/predictions.csv" ]; then
 fi
 cp "$tmp/predictions.csv" "$here/predictions.csv"
 
-# The parameter calibration fits: the share of the benchmarked GEMM and attention ceilings a
-# training job sustains (calibrate's default). Fits of the efficiencies one by one drift to
-# their bounds on the Blackwell types, whose rows are nearly all of one precision.
-params=cluster.compute.sustained_fraction
-for g in $(echo "$calib" | tr ',' ' '); do
-  "$parsim" calibrate bench/validation/public.csv --rows "gpu_type=$g" --train-half even \
-      --params "$params" --out "$here/calibrated-$g.cfg" --quiet | grep -v '^wrote ' > "$tmp/calibrate-$g.txt"
-done
-# The whole set's held-out half: odd configurations, each GPU type with its own fitted
-# parameters (defaults for the types not calibrated), against the default predictions.
-if [ -n "$calib" ]; then
-  "$parsim" validate bench/validation/public.csv --rows run=odd --out "$tmp/odd-default.csv" "$@" > /dev/null
-  others="run=odd"
-  for g in $(echo "$calib" | tr ',' ' '); do
-    "$parsim" validate bench/validation/public.csv --rows "run=odd,gpu_type=$g" --out "$tmp/odd-$g.csv" \
-        sim.params="$here/calibrated-$g.cfg" "$@" > /dev/null
-    others="$others,gpu_type!=$g"
-  done
-  "$parsim" validate bench/validation/public.csv --rows "$others" --out "$tmp/odd-rest.csv" "$@" \
-      > /dev/null
-  # one row per id: the calibrated prediction where the row's GPU type was calibrated
-  {
-    head -1 "$tmp/odd-default.csv"
-    for f in "$tmp"/odd-*.csv; do
-      case $f in *odd-default.csv) continue ;; esac
-      awk -F, 'NR > 1 && $0 !~ /not selected by --rows/' "$f"
-    done
-  } > "$tmp/heldout-calibrated.csv"
-  "$parsim" compare "$tmp/odd-default.csv" "$tmp/heldout-calibrated.csv" --list 0 | sed -n '/^error change/,$p' \
-      > "$tmp/heldout.txt"
-fi
-
-
-# The calibrated section lies between these two lines of ERRORS.md; a run without --calibrate
-# copies it from the ERRORS.md it replaces.
-cal_begin='<!-- calibrated section: written by run.sh --calibrate, kept by runs without it -->'
+# The calibrated section lies between these two lines of ERRORS.md (fit_defaults.sh writes it);
+# this script copies it from the ERRORS.md it replaces.
 cal_end='<!-- end of the calibrated section -->'
-if [ -z "$calib" ]; then
+{
   : > "$tmp/calibrated.md"
   if [ -f "$here/ERRORS.md" ]; then
-    awk -v b="$cal_begin" -v e="$cal_end" '$0 == b { on = 1 } on { print } $0 == e { on = 0 }' \
+    awk -v e="$cal_end" '/^<!-- calibrated section:/ { on = 1 } on { print } $0 == e { on = 0 }' \
         "$here/ERRORS.md" > "$tmp/calibrated.md"
   fi
   if ! grep -qxF "$cal_end" "$tmp/calibrated.md"; then
     : > "$tmp/calibrated.md"
-    echo "run.sh: ERRORS.md has no calibrated section to keep (run.sh --calibrate GPU,... writes one)" >&2
+    echo "run.sh: ERRORS.md has no calibrated section to keep (bench/validation/fit_defaults.sh writes one)" >&2
   fi
-fi
+}
 {
   cat <<HDR
 # parsim against published measurements
@@ -143,42 +105,7 @@ How rows become runs (the full rules are in \`sim/validate.h\`):
 HDR
   cat "$tmp/summary.txt"
   echo '```'
-  if [ -n "$calib" ]; then
-    echo
-    echo "$cal_begin"
-    cat <<CAL
-
-## Calibrated on half of the configurations, evaluated on the other half
-
-Made by \`bench/validation/run.sh --calibrate $calib\` at commit $commit on $today; a later
-run without \`--calibrate\` keeps this section as it is, so it may be older than the table above.
-
-Per GPU type: \`parsim calibrate bench/validation/public.csv --rows gpu_type=GPU --train-half even
---params $params\` (parameter files: \`bench/validation/calibrated-GPU.cfg\`). Halves are
-whole configurations (\`run\` parity: the tokens/s and TFLOP/s rows of one run, or the same
-setup measured in two releases, fall in the same half). "held out" is the error on the odd
-configurations, which the fit did not see, before and after.
-
-### All GPU types, held-out half
-
-Odd configurations only; each calibrated GPU type ($calib) with its fitted parameters, the
-others with the defaults (\`parsim compare\` of the two \`validate\` outputs, default -> calibrated):
-
-\`\`\`
-$(cat "$tmp/heldout.txt")
-\`\`\`
-
-CAL
-    for g in $(echo "$calib" | tr ',' ' '); do
-      echo "### $g"
-      echo
-      echo '```'
-      sed -n '/parameter/,$p' "$tmp/calibrate-$g.txt"
-      echo '```'
-      echo
-    done
-    echo "$cal_end"
-  elif [ -s "$tmp/calibrated.md" ]; then
+  if [ -s "$tmp/calibrated.md" ]; then
     echo
     cat "$tmp/calibrated.md"
   fi

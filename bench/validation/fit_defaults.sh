@@ -1,0 +1,194 @@
+#!/bin/sh
+# Fits the shipped cost-model defaults to the published measurements, one GPU type at a time.
+#
+#   bench/validation/fit_defaults.sh [--build DIR] [--rows FILTER] [--params KEY]
+#
+# For each GPU type of public.csv: parsim calibrate on the rows of that type that --rows selects
+# (default arch=dense), fitting cluster.compute.sustained_fraction (and KEY of --params, at most
+# one more: calibrate refuses more than two per GPU type). calibrate refuses a type with fewer
+# than 20 configurations (distinct runs); such a type keeps the physical defaults of its
+# topology preset. Each fit is made from the presets' physical values (no fitted file loaded).
+#
+# Writes:
+#   topologies/fitted/TOPOLOGY.cfg  the values fitted on ALL selected rows of the type, with the
+#                                   command, commit and date, and the held-out errors of both
+#                                   halves; the preset loads it (cluster.fitted). Files of
+#                                   topologies not fitted by this run are removed.
+#   bench/validation/ERRORS.md      its calibrated section: default vs in-sample on all rows,
+#                                   and default vs held-out on the odd configurations (fitted
+#                                   on the even ones) and on the even ones (fitted on the odd),
+#                                   every group of validate's summary; then run.sh remakes the
+#                                   rest of ERRORS.md and predictions.csv with the fitted values.
+#
+# Measured before: one sustained fraction per GPU type fitted on dense rows generalises; fits on
+# MoE rows absorb missing host and dispatch physics and make unseen MoE rows worse (hence
+# arch=dense); fits of several parameters drift to unphysical values (fractions above 1, 110-266
+# us per kernel). A fit that ends at a bound of its key's range says so in the file.
+# Two GPU types on one topology preset (A100, A100-80GB on dgx-a100) share its fitted file: this
+# script stops if both would be fitted.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build="$root/build"
+rows="arch=dense"
+extra=""
+args="$*"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --rows) rows=$2; shift 2 ;;
+    --params) extra=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    *) echo "fit_defaults.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
+  esac
+done
+case $extra in *,*) echo "fit_defaults.sh: --params takes one key (at most two are fitted per GPU type)" >&2; exit 2 ;; esac
+params=cluster.compute.sustained_fraction${extra:+,$extra}
+parsim="$build/parsim"
+[ -x "$parsim" ] || { echo "fit_defaults.sh: $parsim not found (build first)" >&2; exit 2; }
+cd "$root"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain --untracked-files=no -- sim models topologies 2>/dev/null | grep -v ' topologies/fitted/' | head -1 || true)
+[ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
+today=$(date -u +%Y-%m-%d)
+csv=bench/validation/public.csv
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Data folders: the presets with no fitted file (the physical defaults), and one per set of fitted
+# files (even-half fits, odd-half fits, all-row fits), as PARSIM_DATA_DIR for calibrate/validate.
+mkdata() {
+  mkdir -p "$tmp/$1/topologies/fitted"
+  ln -s "$root/models" "$tmp/$1/models"
+  for f in "$root"/topologies/*; do
+    [ "$(basename "$f")" = fitted ] || ln -s "$f" "$tmp/$1/topologies/"
+  done
+}
+for d in phys even odd all; do mkdata $d; done
+
+fitted=""
+: > "$tmp/refused.txt"
+for g in $(PARSIM_DATA_DIR="$tmp/phys" "$parsim" validate $csv | awk '$1 == "gpu" { print $2 }'); do
+  sel="gpu_type=$g${rows:+,$rows}"
+  set +e
+  PARSIM_DATA_DIR="$tmp/phys" "$parsim" calibrate $csv --rows "$sel" --params "$params" --quiet \
+      --out "$tmp/fit-$g.cfg" --out-halves "$tmp/fit-$g" > "$tmp/report-$g.txt" 2> "$tmp/err-$g.txt"
+  st=$?
+  set -e
+  if [ $st -eq 2 ]; then
+    echo "$g: $(sed 's/^parsim: //' "$tmp/err-$g.txt")" >> "$tmp/refused.txt"
+    continue
+  fi
+  [ $st -eq 0 ] || { cat "$tmp/err-$g.txt" >&2; exit 1; }
+  topo=$(awk '$1 == "topology" { sub(/;$/, "", $2); print $2; exit }' "$tmp/report-$g.txt")
+  if [ -f "$tmp/all/topologies/fitted/$topo.cfg" ]; then
+    echo "fit_defaults.sh: $g and another GPU type both fit topology $topo: select one with --rows" >&2
+    exit 1
+  fi
+  {
+    echo "# Written by: bench/validation/fit_defaults.sh${args:+ $args} at commit $commit on $today"
+    echo "#   = PARSIM_DATA_DIR=(presets without fitted files) parsim calibrate $csv --rows '$sel' --params $params"
+    echo "# Loaded by topologies/$topo.cfg (cluster.fitted) for every run on it ($g rows fitted)."
+    cat "$tmp/fit-$g.cfg"
+  } > "$tmp/all/topologies/fitted/$topo.cfg"
+  for h in even odd; do
+    if [ -f "$tmp/fit-$g-$h.cfg" ]; then cp "$tmp/fit-$g-$h.cfg" "$tmp/$h/topologies/fitted/$topo.cfg"; fi
+  done
+  fitted="$fitted $g:$topo"
+done
+
+# validate's summary of the rows of filter $2 with the fitted files of folder $1
+summ() {
+  PARSIM_DATA_DIR="$tmp/$1" "$parsim" validate $csv ${2:+--rows "$2"} |
+    awk '/^group/ { on = 1; next } on && NF == 0 { exit } on'
+}
+summ phys "" > "$tmp/s-def-all.txt"
+summ all "" > "$tmp/s-in-all.txt"
+summ phys run=odd > "$tmp/s-def-odd.txt"
+summ even run=odd > "$tmp/s-ho-odd.txt"
+summ phys run=even > "$tmp/s-def-even.txt"
+summ odd run=even > "$tmp/s-ho-even.txt"
+# two summaries side by side: group, rows, then median, p90, signed of each
+join2() {
+  awk -v t1="$3" -v t2="$4" '
+    function lab(s) { s = substr(s, 1, 28); sub(/ +$/, "", s); return s }
+    function nums(s,  a) { split(substr(s, 29), a, " "); return sprintf("%7s %7s %7s", a[4], a[5], a[7]) }
+    FNR == NR { r[lab($0)] = nums($0); next }
+    FNR == 1 { printf "%-28s %5s  %-23s   %-23s\n%-28s %5s  %7s %7s %7s   %7s %7s %7s\n", "", "", t1, t2,
+               "group", "pred", "median%", "p90%", "signed%", "median%", "p90%", "signed%" }
+    { split(substr($0, 29), a, " "); printf "%-28s %5s  %s   %s\n", lab($0), a[2], nums($0), (lab($0) in r ? r[lab($0)] : "") }
+  ' "$2" "$1"
+}
+
+cal_begin='<!-- calibrated section: written by fit_defaults.sh, kept by run.sh -->'
+cal_end='<!-- end of the calibrated section -->'
+{
+  echo "$cal_begin"
+  echo
+  echo "## Fitted defaults: default, in-sample and held-out errors"
+  echo
+  echo "Made by \`bench/validation/fit_defaults.sh${args:+ $args}\` at commit $commit on $today: per GPU type,"
+  echo "\`parsim calibrate\` of \`$params\` on the rows \`$rows\` of the type, from the physical"
+  echo "defaults; the values fitted on all of them are in \`topologies/fitted/\`. Halves are whole"
+  echo "configurations (\`run\` parity). \"signed\" is the median signed error (+ = optimistic). Every"
+  echo "group covers all rows of public.csv (also those not fitted: other --rows, other GPU types)."
+  echo
+  echo "Fitted (GPU type:topology):${fitted:- none}"
+  echo
+  if [ -s "$tmp/refused.txt" ]; then
+    echo "Not fitted (physical defaults):"
+    echo
+    sed 's/^/- /' "$tmp/refused.txt"
+    echo
+  fi
+  echo "### All rows: default -> in-sample (the fitted values)"
+  echo
+  echo '```'
+  join2 "$tmp/s-def-all.txt" "$tmp/s-in-all.txt" "default" "in-sample"
+  echo '```'
+  echo
+  echo "### Odd configurations: default -> held out (fitted on the even configurations)"
+  echo
+  echo '```'
+  join2 "$tmp/s-def-odd.txt" "$tmp/s-ho-odd.txt" "default" "held out"
+  echo '```'
+  echo
+  echo "### Even configurations: default -> held out (fitted on the odd configurations)"
+  echo
+  echo '```'
+  join2 "$tmp/s-def-even.txt" "$tmp/s-ho-even.txt" "default" "held out"
+  echo '```'
+  echo
+  for gt in $fitted; do
+    g=${gt%%:*}
+    echo "### $g: the fit"
+    echo
+    echo '```'
+    awk '/^  held out: the/ { exit } { print }' "$tmp/report-$g.txt"
+    echo '```'
+    echo
+  done
+  echo "$cal_end"
+} > "$tmp/calibrated.md"
+
+# the fitted files, replacing those of the last run
+mkdir -p "$root/topologies/fitted"
+rm -f "$root"/topologies/fitted/*.cfg
+for f in "$tmp"/all/topologies/fitted/*.cfg; do
+  [ -f "$f" ] && cp "$f" "$root/topologies/fitted/"
+done
+# the calibrated section of ERRORS.md, then run.sh remakes the rest (keeping it)
+errors="$here/ERRORS.md"
+if [ -f "$errors" ] && grep -qxF "$cal_end" "$errors"; then
+  awk -v e="$cal_end" -v f="$tmp/calibrated.md" '
+    /^<!-- calibrated section:/ { while ((getline l < f) > 0) print l; skip = 1; next }
+    skip && $0 == e { skip = 0; next }
+    !skip' "$errors" > "$tmp/errors.md"
+else
+  { [ -f "$errors" ] && cat "$errors"; echo; cat "$tmp/calibrated.md"; } > "$tmp/errors.md"
+fi
+cp "$tmp/errors.md" "$errors"
+"$here/run.sh" --build "$build" > "$tmp/run.txt"
+cat "$tmp/calibrated.md"
+echo
+echo "fit_defaults.sh: wrote topologies/fitted/ (${fitted:- nothing fitted}) and bench/validation/ERRORS.md"
