@@ -118,7 +118,7 @@ static bool has_key(const cfg_t *cfg, const char *key)
     for (int i = 0; i < n; i++)
         if (list[i] != 0)
             return true;
-    return n > 0 || v != 0;
+    return n == 0 && v != 0;
 }
 
 /* The "key=value" settings of parameter cp at value v into buf[0..*n):
@@ -209,7 +209,7 @@ static int read_range(calib_param *cp, sim_err *err)
 {
     cp->lo = 0.0;
     cp->hi = INFINITY;
-    cp->lo_open = !cp->is_scale ? false : true;
+    cp->lo_open = cp->is_scale; /* a factor is > 0; a key's own range replaces this */
     for (int j = 0; j < cp->nsub; j++) {
         const calib_sub *sb = &cp->sub[j];
         double lo, hi;

@@ -33,7 +33,7 @@ static const command commands[] = {
      "validate FILE.csv [--out FILE.csv] [--rows FILTER] [--jobs N] [KEY=VALUE ...]\n"
      "      predict published measurements (bench/validation/public.csv) and report the error"},
     {"calibrate", cmd_calibrate,
-     "calibrate FILE.csv [--out PARAMS.cfg] [--params KEYS] [--rows FILTER] [--train-half even|odd] [--jobs N] [--max-iter N] [--quiet]\n"
+     "calibrate FILE.csv [--out PARAMS.cfg] [--out-halves PREFIX] [--params KEYS] [--rows FILTER] [--train-half even|odd] [--jobs N] [--max-iter N] [--quiet]\n"
      "  parsim calibrate --nccl-tests LOG [--out PARAMS.cfg] [--params KEYS] [--op NAME] [--quiet] KEY=VALUE ...\n"
      "      fit cost-model parameters to measured rows or nccl-tests output (sim.params=PARAMS.cfg)"},
     {"compare", cmd_compare,
