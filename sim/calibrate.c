@@ -1469,6 +1469,8 @@ void calibrate_report(FILE *out, const calib_result *res)
             fprintf(out, "  %-52s %10.6g %10.6g ", name, p->start, p->value);
             if (p->fixed)
                 fprintf(out, "%12s\n", "(not constrained: kept)");
+            else if (p->at_bound)
+                fprintf(out, "%12s\n", "(at a bound)");
             else if (isnan(p->sigma))
                 fprintf(out, "%12s\n", "(unknown)");
             else

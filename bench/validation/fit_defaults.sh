@@ -76,7 +76,11 @@ for g in $(PARSIM_DATA_DIR="$tmp/phys" "$parsim" validate $csv | awk '$1 == "gpu
   st=$?
   set -e
   if [ $st -eq 2 ]; then
-    echo "$g: $(sed 's/^parsim: //' "$tmp/err-$g.txt")" >> "$tmp/refused.txt"
+    # the preset its rows run on, to say whether another type's fit covers them
+    PARSIM_DATA_DIR="$tmp/phys" "$parsim" validate $csv --rows "gpu_type=$g" --out "$tmp/rows-$g.csv" > /dev/null
+    topo=$(grep -v 'not selected by --rows' "$tmp/rows-$g.csv" | grep -o 'cluster\.topology=[A-Za-z0-9._-]*' |
+           head -1 | cut -d= -f2)
+    echo "$g $topo $(sed 's/^parsim: //' "$tmp/err-$g.txt")" >> "$tmp/refused.txt"
     continue
   fi
   [ $st -eq 0 ] || { cat "$tmp/err-$g.txt" >&2; exit 1; }
@@ -99,8 +103,8 @@ done
 
 # validate's summary of the rows of filter $2 with the fitted files of folder $1
 summ() {
-  PARSIM_DATA_DIR="$tmp/$1" "$parsim" validate $csv ${2:+--rows "$2"} |
-    awk '/^group/ { on = 1; next } on && NF == 0 { exit } on'
+  PARSIM_DATA_DIR="$tmp/$1" "$parsim" validate $csv ${2:+--rows "$2"} > "$tmp/summary.txt"
+  awk '/^group/ { on = 1; next } on && NF == 0 { exit } on' "$tmp/summary.txt"
 }
 summ phys "" > "$tmp/s-def-all.txt"
 summ all "" > "$tmp/s-in-all.txt"
@@ -136,9 +140,15 @@ cal_end='<!-- end of the calibrated section -->'
   echo "Fitted (GPU type:topology):${fitted:- none}"
   echo
   if [ -s "$tmp/refused.txt" ]; then
-    echo "Not fitted (physical defaults):"
+    echo "Not fitted:"
     echo
-    sed 's/^/- /' "$tmp/refused.txt"
+    while read -r g topo why; do
+      if [ -f "$tmp/all/topologies/fitted/$topo.cfg" ]; then
+        echo "- $g: $why; its rows run on $topo, so they take the fit of that preset (another GPU type's rows)"
+      else
+        echo "- $g ($topo keeps its physical defaults): $why"
+      fi
+    done < "$tmp/refused.txt"
     echo
   fi
   echo "### All rows: default -> in-sample (the fitted values)"
