@@ -32,7 +32,9 @@
  * A fit holds for one topology (one GPU and fabric): a row filter that
  * selects rows of several topologies is an error.  The result is a
  * libconfig file of the fitted keys, loaded above the topology with
- * `parsim run ... sim.params=PARAMS.cfg`.
+ * `parsim run ... sim.params=PARAMS.cfg`, or as the topology's fitted file
+ * (topologies/fitted/NAME.cfg, which the preset names in cluster.fitted;
+ * bench/validation/fit_defaults.sh writes them).
  *
  * Rules of a fit to validation rows (the defaults of a GPU type):
  *  - at most CALIB_MAX_ROW_PARAMS parameters (fits of more drift to

@@ -1023,6 +1023,10 @@ static const key_def keys[] = {
     /* cluster */
     K_STR("cluster.topology", cluster.name, "\"\"",
           "topology preset: loads <data_dir>/topologies/<name>.cfg"),
+    K_SET("cluster.fitted", KT_STRING, "\"\"", set_fitted,
+          "parameter file fitted to measurements (topologies/fitted/, written by "
+          "bench/validation/fit_defaults.sh), relative to the file that names it; a file that is "
+          "not there, or \"\", = the topology's own values"),
     K_INT("cluster.num_gpus", cluster.num_gpus, NULL, RG_GE1, LIMIT_GPUS, "GPUs in the job (world size)"),
     K_INT("cluster.gpus_per_node", cluster.gpus_per_node, NULL, RG_GE1, LIMIT_GPUS, "GPUs per node"),
     K_INT("cluster.nvlink_domain_gpus", cluster.nvlink_domain_gpus, NULL, RG_GE1, LIMIT_GPUS,
@@ -1141,9 +1145,6 @@ static const key_def keys[] = {
     K_BOOL("sim.ideal_pipeline", sim.ideal_pipeline, "false",
            "zero communication, identical work per stage and chunk"),
     K_INT("sim.seed", sim.seed, "1", RG_ANY, 0, "seed for any randomness"),
-    K_SET("cluster.fitted", KT_STRING, "\"\"", set_fitted,
-          "parameter file fitted to measurements (topologies/fitted/, written by "
-          "bench/validation/fit_defaults.sh), relative to the topology; absent = the topology's values"),
     K_STR("sim.params", sim.params_file, "\"\"",
           "parameter file loaded as a preset (e.g. from parsim calibrate)"),
     K_SET("sim.nccl_algo", KT_STRING, "\"auto\"", set_algo,

@@ -207,13 +207,14 @@ Test(calibrate_rules, both_halves_reported)
     }
 }
 
-/* The resolved sustained fraction of dgx-h100 with data_dir `d`. */
-static double sustained(const char *d)
+/* The resolved sustained fraction of dgx-h100 with data_dir `d` and one
+ * more setting (NULL: none). */
+static double sustained(const char *d, const char *setting)
 {
     cfg_t *cfg = cfg_create(d);
     sim_err err;
     const char *const keys[] = { "model.name=llama3-8b", "cluster.topology=dgx-h100",
-                                 "cluster.num_gpus=8", "train.global_batch_size=8", NULL };
+                                 "cluster.num_gpus=8", "train.global_batch_size=8", setting, NULL };
     for (const char *const *k = keys; *k; k++)
         cr_assert_eq(cfg_set_override(cfg, *k, &err), SIM_OK, "%s", err.msg);
     run_inputs in;
@@ -232,12 +233,14 @@ Test(calibrate_rules, fitted_file_included_when_there)
              data, PARSIM_SOURCE_DIR, data, PARSIM_SOURCE_DIR, data);
     cr_assert_eq(system(cmd), 0);
     /* absent: the topology's value */
-    cr_assert_float_eq(sustained(data), 1.0, 1e-12);
+    cr_assert_float_eq(sustained(data, NULL), 1.0, 1e-12);
     snprintf(cmd, sizeof cmd, "mkdir '%s/topologies/fitted' && printf 'cluster: { compute: { "
              "sustained_fraction = 0.625; }; };\\n' > '%s/topologies/fitted/dgx-h100.cfg'",
              data, data);
     cr_assert_eq(system(cmd), 0);
-    cr_assert_float_eq(sustained(data), 0.625, 1e-12);
+    cr_assert_float_eq(sustained(data, NULL), 0.625, 1e-12);
+    /* cluster.fitted="" runs the topology's own values */
+    cr_assert_float_eq(sustained(data, "cluster.fitted=\"\""), 1.0, 1e-12);
     /* a fitted file that is there but broken is an error naming it */
     snprintf(cmd, sizeof cmd, "printf 'cluster: { compute: { sustained_fraction = 1.5; }; };\\n' > "
              "'%s/topologies/fitted/dgx-h100.cfg'", data);
