@@ -171,6 +171,11 @@ int cmd_calibrate(int argc, char **argv)
         rc = cli_usage_error("--out-halves goes with a validation CSV");
         goto out;
     }
+    /* room for "-even.cfg" in the path buffer below */
+    if (halves_prefix && (!halves_prefix[0] || strlen(halves_prefix) > 4000)) {
+        rc = cli_usage_error("--out-halves is a path prefix of 1..4000 characters");
+        goto out;
+    }
     if (in_path && nover) {
         rc = cli_usage_error("KEY=VALUE settings go with --nccl-tests; rows carry their own "
                              "(got '%s')",

@@ -258,3 +258,14 @@ Test(calibrate_rules, fitted_file_included_when_there)
     cr_assert(strstr(msg, "fitted/dgx-h100.cfg") && strstr(msg, "sustained_fraction"), "%s", msg);
     cfg_destroy(cfg);
 }
+
+Test(calibrate_rules, out_halves_needs_a_prefix)
+{
+    char args[512];
+    snprintf(args, sizeof args, "calibrate '%s' --quiet --out-halves ''",
+             write_rows("rows.csv", 24, NULL));
+    result r;
+    run(&r, args);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, "--out-halves is a path prefix of 1..4000 characters"), "%s", r.out);
+}
