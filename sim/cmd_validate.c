@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "csv.h"
 #include "progress.h"
+#include "recipes.h"
 #include "validate.h"
 
 typedef struct vout {
@@ -26,7 +28,7 @@ static int out_writer(FILE *out, void *ctx, sim_err *err)
 
 int cmd_validate(int argc, char **argv)
 {
-    const char *in_path = NULL, *out_path = NULL, *rows = NULL;
+    const char *in_path = NULL, *out_path = NULL, *rows = NULL, *recipes_path = NULL;
     int jobs = validate_default_jobs();
     /* KEY=VALUE settings applied to every row after its own, e.g.
      * sim.params=PARAMS.cfg from parsim calibrate */
@@ -35,11 +37,14 @@ int cmd_validate(int argc, char **argv)
     int nextra = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--out") || !strcmp(a, "--rows") || !strcmp(a, "--jobs")) {
+        if (!strcmp(a, "--out") || !strcmp(a, "--rows") || !strcmp(a, "--jobs") ||
+            !strcmp(a, "--recipes")) {
             if (++i >= argc)
                 return cli_usage_error("%s needs a value", a);
             if (!strcmp(a, "--out"))
                 out_path = argv[i];
+            else if (!strcmp(a, "--recipes"))
+                recipes_path = argv[i];
             else if (!strcmp(a, "--rows"))
                 rows = argv[i];
             else {
@@ -63,9 +68,25 @@ int cmd_validate(int argc, char **argv)
 
     sim_err err;
     sim_err_clear(&err);
-    csv_table t;
-    if (csv_read_file(in_path, &t, &err) != SIM_OK)
+    /* The recipes: --recipes FILE, none, or recipes.csv in the input's
+     * folder when there is one (bench/validation/ for public.csv). */
+    char beside[4096];
+    if (!recipes_path) {
+        const char *slash = strrchr(in_path, '/');
+        int dir = slash ? (int)(slash - in_path) : 0;
+        snprintf(beside, sizeof beside, "%.*s%srecipes.csv", dir, in_path, slash ? "/" : "");
+        if (strcmp(in_path, "-") && access(beside, F_OK) == 0)
+            recipes_path = beside;
+    } else if (!strcmp(recipes_path, "none"))
+        recipes_path = NULL;
+    recipes_t rec = { 0 };
+    if (recipes_path && recipes_read(recipes_path, &rec, &err) != SIM_OK)
         return cli_fail(&err);
+    csv_table t;
+    if (csv_read_file(in_path, &t, &err) != SIM_OK) {
+        recipes_free(&rec);
+        return cli_fail(&err);
+    }
     int rc = EXIT_SUCCESS;
     vcase *cases = NULL;
     vpred *preds = NULL;
@@ -97,7 +118,7 @@ int cmd_validate(int argc, char **argv)
         goto out;
     }
     size_t nsel = 0;
-    if (validate_cases(&t, NULL, cases) != SIM_OK) {
+    if (validate_cases_recipes(&t, NULL, recipes_path ? &rec : NULL, cases) != SIM_OK) {
         fputs("parsim: out of memory\n", stderr);
         rc = EXIT_FAILURE;
         goto out;
@@ -147,5 +168,6 @@ out:
     free(preds);
     free(select);
     csv_free(&t);
+    recipes_free(&rec);
     return rc;
 }

@@ -735,7 +735,8 @@ static bool valid_key_syntax(const char *k, size_t n)
     return true;
 }
 
-int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err)
+/* Splits "key=value" into key (KEY_MAX bytes) and its parsed value. */
+static int parse_assignment(const char *assignment, char *key, cfg_value *v, sim_err *err)
 {
     const char *eq = strchr(assignment, '=');
     if (!eq)
@@ -745,22 +746,30 @@ int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err)
     const char *k = assignment;
     size_t kn = (size_t)(eq - assignment);
     trim(&k, &kn);
-    char key[KEY_MAX];
-    if (!valid_key_syntax(k, kn) || kn >= sizeof key)
+    if (!valid_key_syntax(k, kn) || kn >= KEY_MAX)
         return sim_err_set_at(err, SIM_EINVAL, ORIGIN_CMDLINE, 0, NULL,
                               "\"%s\": not a valid key (dotted names such as model.seq_length)",
                               assignment);
     memcpy(key, k, kn);
     key[kn] = '\0';
 
-    cfg_value v;
-    int rc = parse_value(eq + 1, &v);
+    int rc = parse_value(eq + 1, v);
     if (rc == -2)
         return sim_err_set(err, SIM_ENOMEM, "out of memory storing %s", key);
     if (rc)
         return sim_err_set_at(err, SIM_EINVAL, ORIGIN_CMDLINE, 0, key,
                               "malformed value \"%s\" (expected a number, true/false, a string "
                               "or a [list])", eq + 1);
+    return SIM_OK;
+}
+
+int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err)
+{
+    char key[KEY_MAX];
+    cfg_value v;
+    int rc = parse_assignment(assignment, key, &v, err);
+    if (rc != SIM_OK)
+        return rc;
     return add_entry(c, key, &v, ORIGIN_CMDLINE, 0, CFG_PRIO_CLI, false, err);
 }
 
@@ -1948,6 +1957,41 @@ void cfg_dump(const cfg_t *c, FILE *out)
         fprintf(out, "# unknown: %s = %s;  # %s:%d\n", c->e[k].key, val, c->e[k].file,
                 c->e[k].line);
     }
+}
+
+bool cfg_key_known(const char *key, const char **def)
+{
+    const key_def *k = key_lookup(key);
+    if (def)
+        *def = k ? k->def : NULL;
+    return k != NULL;
+}
+
+int cfg_check_setting(const char *assignment, sim_err *err)
+{
+    char key[KEY_MAX];
+    cfg_value v;
+    int rc = parse_assignment(assignment, key, &v, err);
+    if (rc != SIM_OK)
+        return rc;
+    const key_def *k = key_lookup(key);
+    if (!k)
+        rc = sim_err_set_at(err, SIM_EINVAL, NULL, 0, key, "unknown key");
+    else if (!type_ok(k->type, &v))
+        rc = sim_err_set_at(err, SIM_EINVAL, NULL, 0, key, "must be %s", type_name(k->type));
+    else
+        rc = check_range(NULL, k, &v, err);
+    /* names: the key's own list, or the precision names */
+    int i = 0;
+    if (rc == SIM_OK && k->names && v.kind == CV_STRING)
+        rc = pick_name(NULL, k, v.s, k->names, k->n_names, &i, err);
+    for (int j = 0; rc == SIM_OK && k->names && v.kind == CV_LIST && v.elem == CV_STRING && j < v.n; j++)
+        rc = pick_name(NULL, k, v.strs[j], k->names, k->n_names, &i, err);
+    precision_kind prec;
+    if (rc == SIM_OK && k->set == set_precision && !precision_from_name(v.s, &prec))
+        rc = sim_err_set_at(err, SIM_EINVAL, NULL, 0, key, "unknown precision \"%s\"", v.s);
+    value_free(&v);
+    return rc;
 }
 
 void cfg_print_keys(FILE *out)

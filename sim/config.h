@@ -92,6 +92,14 @@ void cfg_dump(const cfg_t *c, FILE *out);
  * in config units: [lo, hi], or (lo, hi] when *lo_open.  False for a key
  * that is not in the table or not a bounded number. */
 bool cfg_key_range(const char *key, double *lo, bool *lo_open, double *hi);
+/* Whether key is in the key table; *def (may be NULL) gets its default in
+ * override syntax, NULL for a key without one. */
+bool cfg_key_known(const char *key, const char **def);
+
+/* Checks one KEY=VALUE against the key table alone (no presets, no other
+ * keys): the key is known, the value has its type, a number is in its
+ * range, a name is one the key accepts.  SIM_EINVAL naming the key. */
+int cfg_check_setting(const char *assignment, sim_err *err);
 
 /* Prints the key table (key, type, default, range, help) for --help-config. */
 void cfg_print_keys(FILE *out);

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <gsl/gsl_sort.h>
@@ -21,6 +22,7 @@
 #include "model.h"
 #include "numparse.h"
 #include "progress.h"
+#include "recipes.h"
 #include "step.h"
 #include "strategy.h"
 #include "units.h"
@@ -240,19 +242,81 @@ static void add_over(vcase *c, const char *fmt, ...)
     va_end(ap);
 }
 
-static void add_assumed(vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add_assumed(vcase *c, const char *fmt, ...)
+/* What a case is built from, beyond the case itself: the assumed settings
+ * (each with the key it stands for, so that a recipe setting of that key
+ * replaces it), which overrides are framework defaults, and values the row
+ * states without an override (sp=0, recompute none). */
+#define VB_MAX_ITEMS 48
+#define VB_MAX_STATED 24
+#define VB_KEY_LEN 96
+
+typedef struct vbuild {
+    vcase *c;
+    int n_items;
+    char item_key[VB_MAX_ITEMS][VB_KEY_LEN]; /* "" = about no single key */
+    char item[VB_MAX_ITEMS][VCASE_OVER_LEN];
+    bool over_default[VCASE_MAX_OVER];
+    int n_stated;
+    char stated_key[VB_MAX_STATED][VB_KEY_LEN];
+    char stated_val[VB_MAX_STATED][VCASE_OVER_LEN];
+} vbuild;
+
+static void add_assumed(vbuild *b, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_assumed(vbuild *b, const char *key, const char *fmt, ...)
 {
-    size_t n = strlen(c->assumed);
-    if (n && n + 2 < sizeof c->assumed) {
-        memcpy(c->assumed + n, "; ", 3);
-        n += 2;
-    }
+    if (b->n_items >= VB_MAX_ITEMS)
+        return;
+    snprintf(b->item_key[b->n_items], VB_KEY_LEN, "%s", key ? key : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->assumed + n, sizeof c->assumed - n, fmt, ap);
+    vsnprintf(b->item[b->n_items++], VCASE_OVER_LEN, fmt, ap);
     va_end(ap);
-    c->n_assumed++;
+}
+
+/* An override that is a framework default (a recipe setting replaces it). */
+static void add_default(vbuild *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_default(vbuild *b, const char *fmt, ...)
+{
+    vcase *c = b->c;
+    if (c->n_over >= VCASE_MAX_OVER) {
+        snprintf(c->skip, sizeof c->skip, "internal: more than %d settings", VCASE_MAX_OVER);
+        return;
+    }
+    b->over_default[c->n_over] = true;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->over[c->n_over++], VCASE_OVER_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* A value the row states that needs no override. */
+static void row_states(vbuild *b, const char *key, const char *value)
+{
+    if (b->n_stated >= VB_MAX_STATED)
+        return;
+    snprintf(b->stated_key[b->n_stated], VB_KEY_LEN, "%s", key);
+    snprintf(b->stated_val[b->n_stated++], VCASE_OVER_LEN, "%s", value);
+}
+
+/* Appends s to a "; "-separated list in buf[0..len). */
+static void list_append(char *buf, size_t len, const char *s)
+{
+    size_t n = strlen(buf);
+    if (n && n + 2 < len) {
+        memcpy(buf + n, "; ", 3);
+        n += 2;
+    }
+    snprintf(buf + n, len - n, "%s", s);
+}
+
+/* The assumed items into c->assumed, in the order they were found. */
+static void finish_assumed(vbuild *b)
+{
+    for (int i = 0; i < b->n_items; i++) {
+        list_append(b->c->assumed, sizeof b->c->assumed, b->item[i]);
+        b->c->n_assumed++;
+    }
 }
 
 static void set_skip(vcase *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -478,13 +542,165 @@ void validate_case_labels(const csv_table *t, size_t r, vcase *c)
 #undef CELL
 }
 
+/* A validation row's release, to match a recipe (rule in recipes.h). */
+static void row_release(const char *notes, const char *source, const char *prefix, char *out,
+                        size_t len)
+{
+    out[0] = '\0';
+    const char *p = strstr(notes, "release=");
+    if (p) {
+        p += strlen("release=");
+        size_t n = strcspn(p, ";");
+        while (n > 0 && p[n - 1] == ' ')
+            n--;
+        static const char tail[] = " container";
+        if (n >= sizeof tail - 1 && !strncmp(p + n - (sizeof tail - 1), tail, sizeof tail - 1))
+            n -= sizeof tail - 1;
+        snprintf(out, len, "%.*s", (int)n, p);
+    } else if ((p = strstr(source, "@ v")) != NULL) {
+        p += 2;
+        snprintf(out, len, "%s %.*s", prefix, (int)strcspn(p, " "), p);
+    }
+}
+
+/* Index of the override of key in c (the first), or -1. */
+static int over_index(const vcase *c, const char *key)
+{
+    size_t kl = strlen(key);
+    for (int i = 0; i < c->n_over; i++)
+        if (!strncmp(c->over[i], key, kl) && c->over[i][kl] == '=')
+            return i;
+    return -1;
+}
+
+static void drop_over(vbuild *b, int i)
+{
+    vcase *c = b->c;
+    for (int k = i; k + 1 < c->n_over; k++) {
+        memcpy(c->over[k], c->over[k + 1], VCASE_OVER_LEN);
+        b->over_default[k] = b->over_default[k + 1];
+    }
+    c->n_over--;
+    b->over_default[c->n_over] = false;
+}
+
+/* What the row itself says of key (a cell or the notes), or NULL. */
+static const char *row_value(const vbuild *b, const char *key)
+{
+    int i = over_index(b->c, key);
+    if (i >= 0 && !b->over_default[i])
+        return b->c->over[i] + strlen(key) + 1;
+    for (int k = 0; k < b->n_stated; k++)
+        if (!strcmp(b->stated_key[k], key))
+            return b->stated_val[k];
+    return NULL;
+}
+
+/* Whether a recipe value and the row's say the same.  Precision names are
+ * compared as precisions, and the row's bare "fp8" (any FP8 recipe) is
+ * refined by the recipe's (*refines).  `null` is the key's default. */
+static bool same_value(const char *key, const char *recipe, const char *row, bool *refines)
+{
+    *refines = false;
+    if (!strcmp(recipe, "null") && cfg_key_known(key, &recipe) && recipe) {
+        size_t n = strlen(recipe);
+        if (n >= 2 && recipe[0] == '"')
+            return strlen(row) == n - 2 && !strncmp(recipe + 1, row, n - 2);
+    }
+    precision_kind a, r;
+    if (!strcmp(key, "mixed_precision") && precision_from_name(recipe, &a) &&
+        precision_from_name(row, &r)) {
+        *refines = !strcmp(row, "fp8") && a != r && strstr(precision_name(a), "fp8");
+        return a == r || *refines;
+    }
+    return !strcasecmp(recipe, row);
+}
+
+/* Megatron turns off at run time what a recipe asks for but the layout
+ * cannot do (Bridge warns): sequence parallelism and TP communication
+ * overlap without TP > 1, TP communication overlap without sequence
+ * parallelism.  Reported with the settings parsim treats as its own. */
+static void runtime_off(vbuild *b, int64_t tp)
+{
+    vcase *c = b->c;
+    int i = over_index(c, "model.sequence_parallel");
+    if (i >= 0 && tp == 1 && !strcmp(c->over[i], "model.sequence_parallel=true")) {
+        drop_over(b, i);
+        list_append(c->ignored_same, sizeof c->ignored_same,
+                    "model.sequence_parallel=true (TP 1: off at run time)");
+    }
+    bool sp = (i = over_index(c, "model.sequence_parallel")) >= 0 &&
+              !strcmp(c->over[i], "model.sequence_parallel=true");
+    i = over_index(c, "model.tp_comm_overlap");
+    if (i >= 0 && !sp && !strcmp(c->over[i], "model.tp_comm_overlap=true")) {
+        drop_over(b, i);
+        list_append(c->ignored_same, sizeof c->ignored_same,
+                    tp == 1 ? "model.tp_comm_overlap=true (TP 1: off at run time)"
+                            : "model.tp_comm_overlap=true (no sequence parallelism: off at run "
+                              "time)");
+    }
+}
+
+/* The recipe's settings over the framework defaults; the row's own values
+ * win over the recipe's (noted as assumed). */
+static void apply_recipe(vbuild *b, const recipe_row *row, int64_t tp)
+{
+    vcase *c = b->c;
+    c->recipe_line = row->line;
+    for (int s = 0; s < row->n; s++) {
+        recipe_mapped m;
+        recipes_map(row, &row->set[s], &m);
+        char text[RECIPE_KEY_LEN + RECIPE_VALUE_LEN + 128];
+        snprintf(text, sizeof text, "%s=%s%s%s%s", row->set[s].key, m.value, m.why[0] ? " (" : "",
+                 m.why, m.why[0] ? ")" : "");
+        if (m.action == RECIPE_SAME) {
+            list_append(c->ignored_same, sizeof c->ignored_same, text);
+            continue;
+        }
+        if (m.action == RECIPE_CHANGES) {
+            list_append(c->ignored, sizeof c->ignored, text);
+            c->n_ignored++;
+            continue;
+        }
+        const char *mine = row_value(b, m.key);
+        bool refines = false;
+        if (mine && !same_value(m.key, m.value, mine, &refines)) {
+            add_assumed(b, NULL, "recipe %s=%s not applied: the row gives %s", m.key, m.value,
+                        mine);
+            continue;
+        }
+        if (mine && !refines)
+            continue;
+        for (int i; (i = over_index(c, m.key)) >= 0;)
+            drop_over(b, i);
+        for (int i = 0; i < b->n_items; i++)
+            if (!strcmp(b->item_key[i], m.key)) {
+                for (int k = i; k + 1 < b->n_items; k++) {
+                    memcpy(b->item_key[k], b->item_key[k + 1], VB_KEY_LEN);
+                    memcpy(b->item[k], b->item[k + 1], VCASE_OVER_LEN);
+                }
+                b->n_items--;
+                i--;
+            }
+        if (m.action == RECIPE_APPLY)
+            add_over(c, "%s=%s", m.key, m.value);
+    }
+    runtime_off(b, tp);
+}
+
 static void build_case(const csv_table *t, size_t r, const char *data_dir, vprobe_cache *pc,
-                       vcase *c)
+                       const recipes_t *recipes, vcase *c)
 {
     validate_case_labels(t, r, c);
 #define CELL(name) csv_cell(t, r, csv_col(t, name))
     const char *notes = CELL("notes");
     const vframework *fw = framework_for(c->prefix);
+    vbuild *b = calloc(1, sizeof *b);
+    if (!b) {
+        set_skip(c, "out of memory building the case");
+        return;
+    }
+    b->c = c;
 
     if (!csv_num_double(CELL("metric_value"), &c->measured) || c->measured <= 0)
         set_skip(c, "metric_value '%s' is not a positive number", CELL("metric_value"));
@@ -508,7 +724,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
             else {
                 c->conv = fw->infer;
                 c->conv_inferred = true;
-                add_assumed(c, "flop_convention inferred as %s (%s)", conv_names[c->conv],
+                add_assumed(b, NULL, "flop_convention inferred as %s (%s)", conv_names[c->conv],
                             fw->infer_why);
             }
         }
@@ -551,9 +767,9 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         add_over(c, "peft.scheme=lora");
         if (!strncmp(c->prefix, "nemo", 4)) {
             add_over(c, "peft.target_modules=linear_qkv");
-            add_assumed(c, "LoRA on linear_qkv, rank 32 (NeMo 1.x lora_tuning defaults)");
+            add_assumed(b, NULL, "LoRA on linear_qkv, rank 32 (NeMo 1.x lora_tuning defaults)");
         } else {
-            add_assumed(c, "LoRA on linear_qkv, linear_proj, linear_fc1, linear_fc2, rank 32 (Megatron "
+            add_assumed(b, NULL, "LoRA on linear_qkv, linear_proj, linear_fc1, linear_fc2, rank 32 (Megatron "
                            "Bridge LoRA defaults)");
         }
     }
@@ -563,7 +779,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     else if (CELL("seq_len")[0])
         set_skip(c, "seq_len '%s' is not a positive integer", CELL("seq_len"));
     else
-        add_assumed(c, "seq_len: the preset's");
+        add_assumed(b, NULL, "seq_len: the preset's");
 
     if (!csv_num_int(CELL("gbs"), &gbs) || gbs < 1)
         set_skip(c, "gbs '%s' is not a positive integer", CELL("gbs"));
@@ -573,9 +789,11 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     if (CELL("mbs")[0]) {
         if (!csv_num_int(CELL("mbs"), &mbs) || mbs < 1)
             set_skip(c, "mbs '%s' is not a positive integer", CELL("mbs"));
-    } else
-        add_assumed(c, "mbs=1 (%s default)", fw->name);
-    add_over(c, "train.micro_batch_size=%" PRId64, mbs);
+        add_over(c, "train.micro_batch_size=%" PRId64, mbs);
+    } else {
+        add_assumed(b, "train.micro_batch_size", "mbs=1 (%s default)", fw->name);
+        add_default(b, "train.micro_batch_size=%" PRId64, mbs);
+    }
 
     /* parallel sizes: empty = 1 */
     static const struct {
@@ -591,17 +809,19 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         const char *cell = CELL(sizes[k].col);
         sz[k] = 1;
         int from_notes = cell[0] || k >= 2 ? 0 : note_layout(notes, k == 0 ? "TP" : "PP", &sz[k]);
-        if (cell[0])
+        if (cell[0]) {
             sizes_ok = size_cell(c, sizes[k].col, cell, &sz[k]) && sizes_ok;
+            row_states(b, sizes[k].key, cell);
+        }
         else if (from_notes > 0)
-            add_assumed(c, "%s=%" PRId64 " (from the notes: %s)", sizes[k].col, sz[k],
+            add_assumed(b, NULL, "%s=%" PRId64 " (from the notes: %s)", sizes[k].col, sz[k],
                         "the source's table uses this layout for the model");
         else if (from_notes < 0) {
             set_skip(c, "notes: the %s size is not an integer in 1..%lld", k == 0 ? "TP" : "PP",
                      LIMIT_GPUS);
             sizes_ok = false;
         } else if (k < 3 || moe)
-            add_assumed(c, "%s=1 (not stated)", sizes[k].col);
+            add_assumed(b, sizes[k].key, "%s=1 (not stated)", sizes[k].col);
         if (sz[k] > 1)
             add_over(c, "%s=%" PRId64, sizes[k].key, sz[k]);
     }
@@ -611,11 +831,11 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     if (CELL("vp")[0])
         sizes_ok = size_cell(c, "vp", CELL("vp"), &vp) && sizes_ok;
     else if (pp > 1)
-        add_assumed(c, "vp: no interleaving (not stated)");
+        add_assumed(b, "model.virtual_pipeline_model_parallel_size", "vp: no interleaving (not stated)");
     if (vp > 1 && pp == 1) {
         /* Tables copied from a README list VP for every row; Megatron
          * rejects interleaving without a pipeline, so the run had none. */
-        add_assumed(c, "VP %" PRId64 " listed with PP 1: Megatron interleaves only with PP > 1; "
+        add_assumed(b, NULL, "VP %" PRId64 " listed with PP 1: Megatron interleaves only with PP > 1; "
                        "run without", vp);
         vp = 1;
     }
@@ -628,14 +848,16 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
             sizes_ok = size_cell(c, "etp", CELL("etp"), &etp) && sizes_ok;
         else if (fw->moe_etp1) {
             etp = 1;
-            add_assumed(c, "etp=1 (%s MoE recipes)", fw->name);
+            add_assumed(b, "model.expert_tensor_parallel_size", "etp=1 (%s MoE recipes)", fw->name);
         } else if (sizes_ok && world % (pp * ep * tp) != 0) {
             etp = 1;
-            add_assumed(c, "etp=1 (Megatron's default etp=tp does not fit %" PRId64 " GPUs)", world);
+            add_assumed(b, "model.expert_tensor_parallel_size", "etp=1 (Megatron's default etp=tp does not fit %" PRId64 " GPUs)", world);
         } else
-            add_assumed(c, "etp=tp (Megatron default)");
-        if (etp > 0)
+            add_assumed(b, "model.expert_tensor_parallel_size", "etp=tp (Megatron default)");
+        if (etp > 0 && CELL("etp")[0])
             add_over(c, "model.expert_tensor_parallel_size=%" PRId64, etp);
+        else if (etp > 0)
+            add_default(b, "model.expert_tensor_parallel_size=%" PRId64, etp);
     }
 
     /* sequence parallel */
@@ -649,21 +871,30 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         set_skip(c, "sp '%s' is not 0 or 1", sp_cell);
     else if (tp > 1) {
         sp = fw->sp_when_tp;
-        add_assumed(c, "sp=%d (%s default with TP>1)", sp ? 1 : 0, fw->name);
+        add_assumed(b, "model.sequence_parallel", "sp=%d (%s default with TP>1)", sp ? 1 : 0, fw->name);
     }
-    if (sp && tp > 1)
+    if (sp_cell[0])
+        row_states(b, "model.sequence_parallel", sp ? "true" : "false");
+    if (sp && tp > 1 && sp_cell[0])
         add_over(c, "model.sequence_parallel=true");
+    else if (sp && tp > 1)
+        add_default(b, "model.sequence_parallel=true");
 
     /* recompute */
     const char *rec = CELL("recompute");
-    if (!rec[0]) {
+    bool rec_default = !rec[0];
+    if (rec[0])
+        row_states(b, "model.recompute_granularity", rec);
+    else {
         rec = fw->recompute;
-        add_assumed(c, "recompute=%s (%s default)", rec, fw->name);
+        add_assumed(b, "model.recompute_granularity", "recompute=%s (%s default)", rec, fw->name);
     }
     if (strcmp(rec, "none") && strcmp(rec, "selective") && strcmp(rec, "full"))
         set_skip(c, "recompute '%s' is not none, selective or full", rec);
-    else if (strcmp(rec, "none"))
+    else if (strcmp(rec, "none") && !rec_default)
         add_over(c, "model.recompute_granularity=%s", rec);
+    else if (strcmp(rec, "none"))
+        add_default(b, "model.recompute_granularity=%s", rec);
     const char *mods = strstr(notes, "recompute_modules=");
     if (mods && !strcmp(rec, "selective")) {
         mods += strlen("recompute_modules=");
@@ -683,9 +914,10 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     const char *prec = CELL("precision");
     if (!prec[0]) {
         prec = fw->precision;
-        add_assumed(c, "precision=%s (%s default)", prec, fw->name);
-    }
-    add_over(c, "mixed_precision=%s", prec);
+        add_assumed(b, "mixed_precision", "precision=%s (%s default)", prec, fw->name);
+        add_default(b, "mixed_precision=%s", prec);
+    } else
+        add_over(c, "mixed_precision=%s", prec);
 
     /* optimizer and DP overlap */
     bool dist = fw->dist_opt;
@@ -697,24 +929,29 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     else if (dcell[0])
         set_skip(c, "distributed_optimizer '%s' is not 0 or 1", dcell);
     else
-        add_assumed(c, "distributed_optimizer=%d (%s default)", dist ? 1 : 0, fw->name);
+        add_assumed(b, "ddp.use_distributed_optimizer", "distributed_optimizer=%d (%s default)", dist ? 1 : 0, fw->name);
     if (strstr(notes, "Megatron-FSDP used")) {
         dist = true;
-        add_assumed(c, "Megatron-FSDP run as the distributed optimizer (per-layer parameter "
+        add_assumed(b, NULL, "Megatron-FSDP run as the distributed optimizer (per-layer parameter "
                        "gathers not modeled)");
     }
-    if (dist)
+    bool dist_stated = dcell[0] || strstr(notes, "Megatron-FSDP used");
+    if (dist_stated)
+        row_states(b, "ddp.use_distributed_optimizer", dist ? "true" : "false");
+    if (dist && dist_stated)
         add_over(c, "ddp.use_distributed_optimizer=true");
+    else if (dist)
+        add_default(b, "ddp.use_distributed_optimizer=true");
     if (fw->overlap_dp) {
-        add_over(c, "ddp.overlap_grad_reduce=true");
+        add_default(b, "ddp.overlap_grad_reduce=true");
         if (dist)
-            add_over(c, "ddp.overlap_param_gather=true");
+            add_default(b, "ddp.overlap_param_gather=true");
     }
     if (fw->tp_comm_overlap && sp && tp > 1)
-        add_over(c, "model.tp_comm_overlap=true");
+        add_default(b, "model.tp_comm_overlap=true");
     if (fw->unfused_attention) {
-        add_over(c, "model.attention_backend=unfused");
-        add_assumed(c, "attention unfused (%s predates flash attention)", fw->name);
+        add_default(b, "model.attention_backend=unfused");
+        add_assumed(b, "model.attention_backend", "attention unfused (%s predates flash attention)", fw->name);
     }
     /* MoE: Megatron Bridge and NeMo MoE recipes dispatch tokens with
      * all-to-all (alltoall, or flex = DeepEP / HybridEP), not Megatron
@@ -724,9 +961,9 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
          * use the flex dispatcher: DeepEP, or HybridEP on GB200/GB300. */
         bool deepseek_arch = !strncmp(c->model, "deepseek", 8) || !strncmp(c->model, "kimi", 4) ||
                              !strncmp(c->model, "moonlight", 9);
-        add_over(c, "model.moe_token_dispatcher_type=%s", deepseek_arch ? "flex" : "alltoall");
+        add_default(b, "model.moe_token_dispatcher_type=%s", deepseek_arch ? "flex" : "alltoall");
         if (deepseek_arch)
-            add_assumed(c, "flex dispatcher (DeepEP / HybridEP) of the DeepSeek recipes");
+            add_assumed(b, "model.moe_token_dispatcher_type", "flex dispatcher (DeepEP / HybridEP) of the DeepSeek recipes");
     }
 
     /* notes: layers, vocabulary, MTP, routing */
@@ -750,8 +987,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     else if (strstr(notes, "GPT2BPETokenizer"))
         add_over(c, "model.vocab_size=50257"); /* GPT-2 BPE */
     else if (!strcmp(c->model, "gpt-oss-120b") && fw->family == VFW_BRIDGE) {
-        add_over(c, "model.vocab_size=128256");
-        add_assumed(c, "vocab 128256 (Bridge gpt-oss perf recipes)");
+        add_default(b, "model.vocab_size=128256");
+        add_assumed(b, "model.vocab_size", "vocab 128256 (Bridge gpt-oss perf recipes)");
     }
     /* Uneven pipelines: Megatron Bridge and NeMo recipes whose layers do not split
      * evenly over PP x VP (Llama 3.1 405B's 126 on PP 8, Qwen3 235B's 94)
@@ -761,9 +998,9 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     int64_t L = !sizes_ok ? 0 : layers > 0 ? layers : have_model ? m.num_layers : 0;
     bool recipe_split = fw->family == VFW_BRIDGE || fw->family == VFW_NEMO;
     if (L > 0 && L % (pp * vp) != 0 && (L + 2) % (pp * vp) == 0 && recipe_split) {
-        add_over(c, "model.account_for_embedding_in_pipeline_split=true");
-        add_over(c, "model.account_for_loss_in_pipeline_split=true");
-        add_assumed(c, "uneven pipeline: embedding and loss counted as layers (%s recipes)",
+        add_default(b, "model.account_for_embedding_in_pipeline_split=true");
+        add_default(b, "model.account_for_loss_in_pipeline_split=true");
+        add_assumed(b, "model.account_for_embedding_in_pipeline_split", "uneven pipeline: embedding and loss counted as layers (%s recipes)",
                     fw->name);
     } else if (L > 0 && L % (pp * vp) != 0 && pp * vp <= L) {
         /* Neither splits (DeepSeek-V3's 61 layers on Bridge, BLOOM's 70 on
@@ -772,19 +1009,19 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
          * remainder on middle stages, as such runs are laid out by hand. */
         char layout[512];
         if (balanced_layout(L, pp * vp, layout, sizeof layout)) {
-            add_over(c, "model.pipeline_model_parallel_layout=%s", layout);
-            add_assumed(c, "uneven pipeline: layout %s (embedding and loss counted as layers)", layout);
+            add_default(b, "model.pipeline_model_parallel_layout=%s", layout);
+            add_assumed(b, "model.pipeline_model_parallel_layout", "uneven pipeline: layout %s (embedding and loss counted as layers)", layout);
         }
     }
     if (strstr(notes, "w/o MTP"))
         add_over(c, "model.mtp_num_layers=0");
     if (strstr(notes, "variant: tokendrop"))
-        add_assumed(c, "token-drop routing run as balanced dropless");
+        add_assumed(b, NULL, "token-drop routing run as balanced dropless");
 
     /* DP column vs the GPU count */
     int64_t dp_cell = 0;
     if (sizes_ok && csv_num_int(CELL("dp"), &dp_cell) && dp_cell != world / (tp * pp * cp))
-        add_assumed(c, "dp column %" PRId64 " ignored: num_gpus/(tp*pp*cp) = %" PRId64, dp_cell,
+        add_assumed(b, NULL, "dp column %" PRId64 " ignored: num_gpus/(tp*pp*cp) = %" PRId64, dp_cell,
                     world / (tp * pp * cp));
 
     /* features */
@@ -794,21 +1031,38 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     c->feat[VFEAT_EP] = ep > 1;
     c->feat[VFEAT_FP8] = is_fp8_family(prec);
     c->feat[VFEAT_MOE] = moe;
+
+    if (recipes) {
+        char release[64];
+        row_release(notes, CELL("source"), c->prefix, release, sizeof release);
+        const recipe_row *row =
+            recipes_match(recipes, c->prefix, c->model, c->gpu, CELL("precision"), world, release);
+        if (row)
+            apply_recipe(b, row, tp);
+    }
+    finish_assumed(b);
+    free(b);
 #undef CELL
 }
 
 void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
 {
-    build_case(t, r, data_dir, NULL, c);
+    build_case(t, r, data_dir, NULL, NULL, c);
 }
 
 int validate_cases(const csv_table *t, const char *data_dir, vcase *cases)
+{
+    return validate_cases_recipes(t, data_dir, NULL, cases);
+}
+
+int validate_cases_recipes(const csv_table *t, const char *data_dir, const recipes_t *rec,
+                           vcase *cases)
 {
     vprobe_cache *pc = calloc(1, sizeof *pc);
     if (!pc)
         return SIM_ENOMEM;
     for (size_t r = 0; r < t->nrows; r++)
-        build_case(t, r, data_dir, pc, &cases[r]);
+        build_case(t, r, data_dir, pc, rec, &cases[r]);
     free(pc);
     return validate_number_runs(cases, t->nrows);
 }
@@ -1135,6 +1389,55 @@ static void print_skipped(FILE *out, const vcase *cases, const vpred *preds, siz
     free(starts);
 }
 
+/* Keys counted for the most frequent ignored settings. */
+#define VIGN_KEYS 64
+#define VIGN_LISTED 5
+
+/* Rows with recipe settings parsim does not model, and the keys most rows
+ * have; nothing when no recipe was applied. */
+static void print_ignored(FILE *out, const vcase *cases, size_t n)
+{
+    size_t matched = 0, rows = 0, nk = 0;
+    struct {
+        char key[RECIPE_KEY_LEN];
+        size_t rows;
+    } keys[VIGN_KEYS];
+    for (size_t i = 0; i < n; i++) {
+        matched += cases[i].recipe_line > 0;
+        rows += cases[i].n_ignored > 0;
+        for (const char *p = cases[i].ignored; *p;) {
+            size_t kl = strcspn(p, "=;");
+            size_t k = 0;
+            while (k < nk && (strlen(keys[k].key) != kl || strncmp(keys[k].key, p, kl)))
+                k++;
+            if (k == nk && nk < VIGN_KEYS && kl < RECIPE_KEY_LEN) {
+                snprintf(keys[nk].key, sizeof keys[nk].key, "%.*s", (int)kl, p);
+                keys[nk++].rows = 0;
+            }
+            if (k < nk)
+                keys[k].rows++;
+            p = strstr(p, "; ");
+            p = p ? p + 2 : "";
+        }
+    }
+    if (matched == 0)
+        return;
+    fprintf(out, "\n%zu rows run with their recipe's settings; %zu rows with settings parsim does not "
+                 "model",
+            matched, rows);
+    for (size_t l = 0; l < VIGN_LISTED && nk > 0; l++) {
+        size_t best = 0;
+        for (size_t k = 1; k < nk; k++)
+            if (keys[k].rows > keys[best].rows)
+                best = k;
+        if (keys[best].rows == 0)
+            break;
+        fprintf(out, "%s %s (%zu)", l ? "," : "; most frequent:", keys[best].key, keys[best].rows);
+        keys[best].rows = 0;
+    }
+    fprintf(out, "\n  (the ignored column of --out has each row's)\n");
+}
+
 bool validate_pred_fits(const vpred *p)
 {
     return p->peak_bytes <= p->hbm_bytes;
@@ -1216,6 +1519,7 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
     free(bias);
 
     print_unfit(out, cases, preds, n);
+    print_ignored(out, cases, n);
     /* skipped rows, grouped by reason */
     if (predicted < n)
         print_skipped(out, cases, preds, n);
@@ -1223,7 +1527,8 @@ void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t 
 
 void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds)
 {
-    fprintf(out, "%s,predicted_value,ape_percent,skip_reason,assumed,overrides,peak_gib,hbm_gib,fits\n",
+    fprintf(out, "%s,predicted_value,ape_percent,skip_reason,assumed,overrides,peak_gib,hbm_gib,fits,"
+                 "ignored,ignored_same\n",
             t->header_raw);
     for (size_t r = 0; r < t->nrows; r++) {
         fputs(t->raw[r], out);
@@ -1243,10 +1548,14 @@ void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const
             n += (size_t)snprintf(ov + n, sizeof ov - n, "%s%s", k ? " " : "", cases[r].over[k]);
         csv_write_field(out, ov);
         if (preds[r].ok)
-            fprintf(out, ",%.2f,%.2f,%s\n", preds[r].peak_bytes / GIB, preds[r].hbm_bytes / GIB,
+            fprintf(out, ",%.2f,%.2f,%s,", preds[r].peak_bytes / GIB, preds[r].hbm_bytes / GIB,
                     validate_pred_fits(&preds[r]) ? "yes" : "no");
         else
-            fputs(",,,\n", out);
+            fputs(",,,,", out);
+        csv_write_field(out, cases[r].ignored);
+        fputc(',', out);
+        csv_write_field(out, cases[r].ignored_same);
+        fputc('\n', out);
     }
 }
 

@@ -123,6 +123,11 @@ typedef struct vcase {
     int n_assumed;               /* settings filled from defaults */
     char assumed[1024];          /* what was assumed, "; "-separated */
     char skip[320];              /* non-empty: not simulated, and why */
+    int recipe_line;             /* line of the recipes file applied; 0: none */
+    int n_ignored;               /* recipe settings parsim does not model */
+    char ignored[1024];          /* those, "; "-separated */
+    char ignored_same[2048];     /* recipe settings not applied that parsim
+                                    follows anyway */
 } vcase;
 
 typedef struct vpred {
@@ -155,6 +160,12 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
  * (model, topology) preset once, then validate_number_runs.  SIM_OK or
  * SIM_ENOMEM. */
 int validate_cases(const csv_table *t, const char *data_dir, vcase *cases);
+
+/* validate_cases with the settings of each row's recipe (rec may be NULL:
+ * none) applied over the framework defaults (sim/recipes.h). */
+struct recipes;
+int validate_cases_recipes(const csv_table *t, const char *data_dir, const struct recipes *rec,
+                           vcase *cases);
 
 /* Fills only what a row says about itself (id, prefix, gpu, model,
  * metric, family, features from the cells; no preset is read), for

@@ -339,7 +339,7 @@ Test(validate_cli, out_file_keeps_every_row)
     cr_assert_eq(csv_read_file(FIXTURE, &in, &err), SIM_OK);
     cr_assert_eq(csv_read_file(path, &out, &err), SIM_OK, "%s", err.msg);
     cr_assert_eq(out.nrows, in.nrows);
-    cr_assert_eq(out.ncols, in.ncols + 8);
+    cr_assert_eq(out.ncols, in.ncols + 10);
     int pv = csv_col(&out, "predicted_value"), sk = csv_col(&out, "skip_reason");
     cr_assert_geq(pv, 0);
     for (size_t k = 0; k < out.nrows; k++) {
@@ -488,7 +488,8 @@ Test(validate_recipes, rows_that_do_not_fit_are_flagged)
                             "settings are likely wrong\n  nemo-901 x-901 nemo-903\n"),
               "%s", r.out);
     int fits = csv_col(&out, "fits"), peak = csv_col(&out, "peak_gib"), hbm = csv_col(&out, "hbm_gib");
-    cr_assert_eq(fits, out.ncols - 1, "fits is the last column");
+    cr_assert_eq(fits, out.ncols - 3, "fits is followed by ignored and ignored_same");
+    cr_assert_eq(csv_col(&out, "ignored"), fits + 1);
     cr_assert_eq(peak, csv_col(&out, "overrides") + 1, "after the existing columns");
     cr_assert_eq(hbm, peak + 1);
     for (size_t k = 0; k < out.nrows; k++) {
