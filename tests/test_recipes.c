@@ -1,0 +1,187 @@
+#define _DEFAULT_SOURCE /* mkdtemp */
+/* parsim validate --recipes: a row matching a recipe runs with its
+ * settings, others do not, settings parsim does not model are listed and
+ * counted, `--recipes none` runs without, and a malformed recipes file is
+ * refused naming file:line and the rule. */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csv.h"
+#include "scratch.h"
+
+#define HEADER                                                                                     \
+    "id,source,gpu_type,num_gpus,model,seq_len,gbs,mbs,tp,pp,vp,cp,ep,etp,dp,sp,recompute,"       \
+    "precision,distributed_optimizer,metric_name,metric_value,notes,flop_convention\n"
+/* Two runs of one model: the first has a recipe (NeMo 25.11, 8 GPUs), the
+ * second (16 GPUs) none. */
+#define ROWS                                                                                       \
+    HEADER                                                                                         \
+    "mbridge-1,bridge docs,H100,8,llama3-8b,8192,128,1,2,1,,1,1,,4,,,bf16,,step_time_s,5.0,"     \
+    "release=NeMo 25.11 container; task=pretrain,megatron\n"                                       \
+    "mbridge-2,bridge docs,H100,16,llama3-8b,8192,128,1,2,1,,1,1,,8,,,bf16,,step_time_s,2.5,"    \
+    "release=NeMo 25.11 container; task=pretrain,megatron\n"
+
+#define RECIPE_HEADER "source,model,gpu_type,precision,num_gpus,release,settings,recipe_ref,notes\n"
+#define RECIPE(settings) \
+    RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,\"" settings "\",ref,rows=mbridge-1\n"
+
+TestSuite(recipes, .init = make_dir, .fini = remove_dir);
+
+/* Runs validate on ROWS with the recipes text (NULL: no file) and extra
+ * arguments; reads --out into *out. */
+static void validate_with(result *r, const char *recipes, const char *args, csv_table *out)
+{
+    char rows[128], rec[128], o[128];
+    write_file(path_in(rows, sizeof rows, "rows.csv"), ROWS);
+    if (recipes)
+        write_file(path_in(rec, sizeof rec, "recipes.csv"), recipes);
+    runf(r, "validate '%s' --jobs 1 --out '%s' %s", rows, path_in(o, sizeof o, "out.csv"),
+         args ? args : "");
+    if (out) {
+        sim_err err;
+        cr_assert_eq(r->status, 0, "%s", r->out);
+        cr_assert_eq(csv_read_file(o, out, &err), SIM_OK, "%s", err.msg);
+        cr_assert_eq(out->nrows, 2);
+    }
+}
+
+static const char *cell(const csv_table *t, size_t r, const char *col)
+{
+    int c = csv_col(t, col);
+    cr_assert_geq(c, 0, "no column %s", col);
+    return csv_cell(t, r, c);
+}
+
+Test(recipes, matching_row_gets_its_settings_and_others_not)
+{
+    result r;
+    csv_table out;
+    validate_with(&r, RECIPE("model.sequence_parallel=false;model.recompute_granularity=selective;"
+                             "model.recompute_modules=[core_attn];train.manual_gc=true"),
+                  NULL, &out);
+    const char *ov = cell(&out, 0, "overrides");
+    cr_assert(strstr(ov, "model.recompute_granularity=selective"), "%s", ov);
+    cr_assert(strstr(ov, "model.recompute_modules=[core_attn]"), "%s", ov);
+    cr_assert(!strstr(ov, "model.sequence_parallel=true"), "recipe's SP off replaces the default: %s", ov);
+    cr_assert(!strstr(ov, "model.tp_comm_overlap=true"), "TP overlap is off without SP: %s", ov);
+    cr_assert(!strstr(cell(&out, 0, "assumed"), "recompute="), "recompute is the recipe's, not assumed");
+    cr_assert(strstr(cell(&out, 0, "ignored_same"), "train.manual_gc=true"));
+    /* the 16-GPU run has no recipe: framework defaults */
+    const char *ov2 = cell(&out, 1, "overrides");
+    cr_assert(!strstr(ov2, "recompute"), "%s", ov2);
+    cr_assert(strstr(ov2, "model.sequence_parallel=true"), "%s", ov2);
+    cr_assert(strstr(cell(&out, 1, "assumed"), "recompute=none"));
+    cr_assert(strstr(r.out, "1 rows run with their recipe's settings"), "%s", r.out);
+    csv_free(&out);
+}
+
+Test(recipes, the_row_wins_over_the_recipe)
+{
+    result r;
+    csv_table out;
+    validate_with(&r, RECIPE("mixed_precision=bf16_with_fp8_current_scaling_mixed"), NULL, &out);
+    cr_assert(strstr(cell(&out, 0, "overrides"), "mixed_precision=bf16 "), "%s",
+              cell(&out, 0, "overrides"));
+    cr_assert(strstr(cell(&out, 0, "assumed"),
+                     "recipe mixed_precision=bf16_with_fp8_current_scaling_mixed not applied: the "
+                     "row gives bf16"),
+              "%s", cell(&out, 0, "assumed"));
+    csv_free(&out);
+}
+
+Test(recipes, unknown_setting_is_listed_and_counted)
+{
+    result r;
+    csv_table out;
+    validate_with(&r, RECIPE("foo.bar_baz=3;model.cpu_offloading=true"), NULL, &out);
+    const char *ig = cell(&out, 0, "ignored");
+    cr_assert(strstr(ig, "foo.bar_baz=3"), "%s", ig);
+    cr_assert(strstr(ig, "model.cpu_offloading=true"), "%s", ig);
+    cr_assert_str_empty(cell(&out, 1, "ignored"));
+    cr_assert(strstr(r.out, "1 rows with settings parsim does not model; most frequent: "
+                            "foo.bar_baz (1), model.cpu_offloading (1)"),
+              "%s", r.out);
+    csv_free(&out);
+}
+
+Test(recipes, none_is_the_run_without_recipes)
+{
+    result with, without, none;
+    char o[128];
+    size_t n1, n2;
+    validate_with(&without, NULL, NULL, NULL);
+    cr_assert_eq(without.status, 0, "%s", without.out);
+    char *a = read_file(path_in(o, sizeof o, "out.csv"), &n1);
+    validate_with(&none, RECIPE("model.recompute_granularity=full"), "--recipes none", NULL);
+    cr_assert_eq(none.status, 0, "%s", none.out);
+    char *b = read_file(o, &n2);
+    cr_assert(n1 == n2 && !memcmp(a, b, n1), "--recipes none differs from no recipes file");
+    cr_assert_str_eq(without.out, none.out);
+    /* and the file beside the input is the default */
+    validate_with(&with, RECIPE("model.recompute_granularity=full"), NULL, NULL);
+    char *c = read_file(o, &n2);
+    cr_assert(strstr(c, "model.recompute_granularity=full"));
+    cr_assert(!strstr(a, "model.recompute_granularity=full"));
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* A malformed recipes file: exit 2 and one message naming file:line. */
+static void refused(const char *recipes, const char *line, const char *rule)
+{
+    result r;
+    validate_with(&r, recipes, NULL, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    char where[160];
+    snprintf(where, sizeof where, "%s/recipes.csv:%s", dir, line);
+    cr_assert(strstr(r.out, where), "want %s in: %s", where, r.out);
+    cr_assert(strstr(r.out, rule), "want '%s' in: %s", rule, r.out);
+    cr_assert_eq(strchr(r.out, '\n'), r.out + strlen(r.out) - 1, "one line: %s", r.out);
+}
+
+Test(recipes, malformed_files_are_refused_with_file_line)
+{
+    refused(RECIPE("model.recompute_granularity=full;oops"), "2", "\"oops\" is not key=value");
+    refused(RECIPE("=3"), "2", "is not key=value");
+    refused(RECIPE("model.num_layers=0"), "2", "must be in [1,");
+    refused(RECIPE("model.recompute_granularity=sometimes"), "2", "unknown value \"sometimes\"");
+    refused(RECIPE("train.manual_gc=true;train.manual_gc=false"), "2", "'train.manual_gc' given twice");
+    refused(RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,a=1,ref,\n"
+                          "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,a=2,ref,\n",
+            "3", "configuration of line 2 again, with other settings");
+    refused(RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,0,NeMo 25.11,a=1,ref,\n", "2",
+            "num_gpus '0' is not an integer");
+    refused("source,model,gpu_type,precision,num_gpus,settings\nmbridge,m,H100,bf16,8,a=1\n", "1",
+            "no column 'release'");
+    refused(RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,\"a=1,ref,\n", "2",
+            "quote");
+}
+
+Test(recipes, the_same_configuration_twice_with_the_same_settings_is_accepted)
+{
+    result r;
+    csv_table out;
+    validate_with(&r,
+                  RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,model.recompute_granularity=full,r,\n"
+                                "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,model.recompute_granularity=full,r,\n",
+                  NULL, &out);
+    cr_assert(strstr(cell(&out, 0, "overrides"), "model.recompute_granularity=full"));
+    csv_free(&out);
+}
+
+Test(recipes, the_bundled_file_reads_and_matches)
+{
+    result r;
+    char o[128];
+    runf(&r, "validate bench/validation/public.csv --jobs 2 --rows 'id=dgxc-00[12]' --out '%s'",
+         path_in(o, sizeof o, "out.csv"));
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.out, "2 rows run with their recipe's settings"), "%s", r.out);
+    char *text = read_file(o, NULL);
+    cr_assert(strstr(text, "model.attention_backend=fused"));
+    free(text);
+}
