@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "csv.h"
+#include "frameworks.h"
 #include "progress.h"
 #include "recipes.h"
 #include "validate.h"
@@ -29,6 +30,7 @@ static int out_writer(FILE *out, void *ctx, sim_err *err)
 int cmd_validate(int argc, char **argv)
 {
     const char *in_path = NULL, *out_path = NULL, *rows = NULL, *recipes_path = NULL;
+    const char *frameworks_path = vfw_default_path();
     int jobs = validate_default_jobs();
     /* KEY=VALUE settings applied to every row after its own, e.g.
      * sim.params=PARAMS.cfg from parsim calibrate */
@@ -38,13 +40,15 @@ int cmd_validate(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--out") || !strcmp(a, "--rows") || !strcmp(a, "--jobs") ||
-            !strcmp(a, "--recipes")) {
+            !strcmp(a, "--recipes") || !strcmp(a, "--frameworks")) {
             if (++i >= argc)
                 return cli_usage_error("%s needs a value", a);
             if (!strcmp(a, "--out"))
                 out_path = argv[i];
             else if (!strcmp(a, "--recipes"))
                 recipes_path = argv[i];
+            else if (!strcmp(a, "--frameworks"))
+                frameworks_path = argv[i];
             else if (!strcmp(a, "--rows"))
                 rows = argv[i];
             else {
@@ -79,12 +83,18 @@ int cmd_validate(int argc, char **argv)
             recipes_path = beside;
     } else if (!strcmp(recipes_path, "none"))
         recipes_path = NULL;
-    recipes_t rec = { 0 };
-    if (recipes_path && recipes_read(recipes_path, &rec, &err) != SIM_OK)
+    vfw_table fws;
+    if (vfw_read(frameworks_path, &fws, &err) != SIM_OK)
         return cli_fail(&err);
+    recipes_t rec = { 0 };
+    if (recipes_path && recipes_read(recipes_path, &rec, &err) != SIM_OK) {
+        vfw_free(&fws);
+        return cli_fail(&err);
+    }
     csv_table t;
     if (csv_read_file(in_path, &t, &err) != SIM_OK) {
         recipes_free(&rec);
+        vfw_free(&fws);
         return cli_fail(&err);
     }
     int rc = EXIT_SUCCESS;
@@ -118,7 +128,8 @@ int cmd_validate(int argc, char **argv)
         goto out;
     }
     size_t nsel = 0;
-    if (validate_cases_recipes(&t, NULL, recipes_path ? &rec : NULL, cases) != SIM_OK) {
+    vsetup setup = { .frameworks = &fws, .recipes = recipes_path ? &rec : NULL };
+    if (validate_cases_setup(&t, NULL, &setup, cases) != SIM_OK) {
         fputs("parsim: out of memory\n", stderr);
         rc = EXIT_FAILURE;
         goto out;
@@ -169,5 +180,6 @@ out:
     free(select);
     csv_free(&t);
     recipes_free(&rec);
+    vfw_free(&fws);
     return rc;
 }

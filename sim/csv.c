@@ -57,6 +57,17 @@ static bool strbuf_put(strbuf *b, char c)
     return true;
 }
 
+int csv_read_convert(const char *path, csv_convert_fn convert, void *ctx, sim_err *err)
+{
+    csv_table t;
+    int rc = csv_read_file(path, &t, err);
+    if (rc != SIM_OK)
+        return rc;
+    rc = convert(path, &t, ctx, err);
+    csv_free(&t);
+    return rc;
+}
+
 void csv_free(csv_table *t)
 {
     if (!t)

@@ -54,6 +54,11 @@ int csv_read_file(const char *path, csv_table *out, sim_err *err);
 
 void csv_free(csv_table *t);
 
+/* Reads path (csv_read_file) and hands the table to convert, which fills
+ * ctx from it; the table is freed afterwards.  Returns the first error. */
+typedef int (*csv_convert_fn)(const char *path, const csv_table *t, void *ctx, sim_err *err);
+int csv_read_convert(const char *path, csv_convert_fn convert, void *ctx, sim_err *err);
+
 /* Index of the column named `name`, or -1. */
 int csv_col(const csv_table *t, const char *name);
 

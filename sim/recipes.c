@@ -277,8 +277,12 @@ static bool same_settings(const recipe_row *a, const recipe_row *b)
     return true;
 }
 
-static int read_rows(const char *path, const csv_table *t, recipes_t *out, sim_err *err)
+static int check_duplicates(const char *path, const recipes_t *r, sim_err *err);
+
+/* The rows of t into out (a csv_convert_fn), then the duplicate check. */
+static int read_rows(const char *path, const csv_table *t, void *ctx, sim_err *err)
 {
+    recipes_t *out = ctx;
     int col[sizeof columns / sizeof columns[0]];
     for (size_t k = 0; k < sizeof columns / sizeof columns[0]; k++)
         if ((col[k] = csv_col(t, columns[k])) < 0)
@@ -316,7 +320,7 @@ static int read_rows(const char *path, const csv_table *t, recipes_t *out, sim_e
         if (rc != SIM_OK)
             return rc;
     }
-    return SIM_OK;
+    return check_duplicates(path, out, err);
 }
 
 /* Rows of one configuration must agree; O(n log n) by sorting pointers. */
@@ -354,14 +358,7 @@ int recipes_read(const char *path, recipes_t *out, sim_err *err)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->file, sizeof out->file, "%s", path);
-    csv_table t;
-    int rc = csv_read_file(path, &t, err);
-    if (rc != SIM_OK)
-        return rc;
-    rc = read_rows(path, &t, out, err);
-    if (rc == SIM_OK)
-        rc = check_duplicates(path, out, err);
-    csv_free(&t);
+    int rc = csv_read_convert(path, read_rows, out, err);
     if (rc != SIM_OK)
         recipes_free(out);
     return rc;

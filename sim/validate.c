@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "bounds.h"
+#include "frameworks.h"
 #include "model.h"
 #include "numparse.h"
 #include "progress.h"
@@ -79,82 +80,6 @@ static const struct {
     { "B300", "dgx-b300" },       { "GB200", "gb200-nvl72" },  { "GB300", "gb300-nvl72" },
 };
 
-/* Which framework a source used: the rules that follow a framework's
- * recipes (not its defaults, which are the fields below) ask this, never
- * the display name. */
-typedef enum {
-    VFW_BRIDGE = 0,             /* Megatron Bridge */
-    VFW_NEMO,                   /* NeMo 2.0 recipes, also the DGX Cloud benchmarks */
-    VFW_MEGATRON_LM,            /* Megatron-LM's own scripts and tables */
-    VFW_DEEPSPEED,              /* Megatron-DeepSpeed */
-    VFW_MCORE,                  /* none known: Megatron Core's defaults */
-} vfw_family;
-
-/* What a source's framework did where a cell is empty.  Chosen by the id
- * prefix; the last row is the fallback (Megatron Core's own defaults). */
-typedef struct vframework {
-    const char *prefix;
-    const char *name;           /* framework, for the assumed text */
-    vfw_family family;
-    bool sp_when_tp;            /* sequence parallel when TP > 1 */
-    bool dist_opt;              /* distributed optimizer */
-    const char *recompute;      /* none | selective | full */
-    const char *precision;
-    bool overlap_dp;            /* overlap_grad_reduce (+ param gather with dist-opt) */
-    bool tp_comm_overlap;       /* with SP and TP > 1 */
-    bool moe_etp1;              /* MoE recipes set expert_tensor_parallel_size = 1 */
-    bool moe_alltoall;          /* MoE recipes dispatch with all-to-all, not allgather */
-    flop_conv infer;            /* what `unknown` means for this source */
-    const char *infer_why;
-    bool unfused_attention;     /* scores materialized (before flash attention) */
-} vframework;
-
-/* Megatron Bridge perf recipes (bridge/recipes, perf configs): SP with TP,
- * distributed optimizer, DP and TP comm overlap, no recompute, ETP 1 and
- * all-to-all dispatch for DeepSeek/Qwen3/gpt-oss/Moonlight. */
-#define VFW_BRIDGE_RECIPES                                                                      \
-    .name = "Megatron Bridge", .family = VFW_BRIDGE, .sp_when_tp = true, .dist_opt = true,      \
-    .recompute = "none", .precision = "bf16", .overlap_dp = true, .tp_comm_overlap = true,      \
-    .moe_etp1 = true, .moe_alltoall = true, .infer = FC_MEGATRON,                               \
-    .infer_why = "Bridge's logger uses num_floating_point_operations (causal attention at half)"
-/* NeMo 2.0 recipes (24.07-25.02 containers), the same behind the DGX Cloud
- * benchmarks: as Bridge's, but Megatron's ETP (= TP) for MoE. */
-#define VFW_NEMO_RECIPES                                                                        \
-    .family = VFW_NEMO, .sp_when_tp = true, .dist_opt = true, .recompute = "none",              \
-    .precision = "bf16", .overlap_dp = true, .tp_comm_overlap = true, .moe_alltoall = true,     \
-    .infer = FC_NEMO_FULL
-/* Megatron-LM and Megatron-DeepSpeed of 2021-2022: --checkpoint-activations,
- * no SP, the old DDP (no overlap), no distributed optimizer, no flash
- * attention. */
-#define VFW_2021_SCRIPTS .recompute = "full", .unfused_attention = true
-
-static const vframework frameworks[] = {
-    { .prefix = "mbridge-meas", VFW_BRIDGE_RECIPES },
-    { .prefix = "mbridge", VFW_BRIDGE_RECIPES },
-    { .prefix = "nemo", .name = "NeMo", VFW_NEMO_RECIPES,
-      .infer_why = "NeMo <= 25.07 counted full attention" },
-    { .prefix = "dgxc", .name = "NeMo (DGX Cloud recipe)", VFW_NEMO_RECIPES,
-      .infer_why = "the DGX Cloud READMEs count full attention" },
-    { .prefix = "sc21", .name = "Megatron-LM 2021", .family = VFW_MEGATRON_LM, VFW_2021_SCRIPTS,
-      .precision = "fp16", .infer = FC_UNKNOWN },
-    { .prefix = "korthikanti", .name = "Megatron-LM 2022", .family = VFW_MEGATRON_LM,
-      VFW_2021_SCRIPTS, .precision = "fp16", .infer = FC_NEMO_FULL,
-      .infer_why = "Korthikanti et al.'s MFU is 72 B s L h^2 (1 + s/6h + V/12Lh), full attention" },
-    { .prefix = "mtnlg", .name = "Megatron-DeepSpeed 2021", .family = VFW_DEEPSPEED,
-      VFW_2021_SCRIPTS, .precision = "fp16", .infer = FC_UNKNOWN },
-    { .prefix = "bloom", .name = "Megatron-DeepSpeed 2022", .family = VFW_DEEPSPEED,
-      VFW_2021_SCRIPTS, .precision = "bf16", .infer = FC_UNKNOWN },
-    /* Megatron-LM README 2024 table: notes say overlap-grad-reduce,
-     * overlap-param-gather (needs the distributed optimizer) and
-     * tp-comm-overlap (needs SP). */
-    { .prefix = "mlm-h100", .name = "Megatron-LM r0.8", .family = VFW_MEGATRON_LM,
-      .sp_when_tp = true, .dist_opt = true, .recompute = "none", .precision = "bf16",
-      .overlap_dp = true, .tp_comm_overlap = true, .infer = FC_NEMO_FULL,
-      .infer_why = "Megatron-LM r0.8 num_floating_point_operations counted full attention" },
-    { .prefix = "", .name = "Megatron Core", .family = VFW_MCORE, .recompute = "none",
-      .precision = "bf16", .infer = FC_UNKNOWN },
-};
-
 static const char *metric_names[VM_COUNT] = {
     "step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "memory_gb",
 };
@@ -210,15 +135,6 @@ void validate_id_prefix(const char *id, char *out, size_t len)
     if (n == 0)
         n = strlen(id);
     snprintf(out, len, "%.*s", (int)n, id);
-}
-
-static const vframework *framework_for(const char *prefix)
-{
-    size_t n = sizeof frameworks / sizeof frameworks[0];
-    for (size_t k = 0; k + 1 < n; k++)
-        if (strncmp(prefix, frameworks[k].prefix, strlen(frameworks[k].prefix)) == 0)
-            return &frameworks[k];
-    return &frameworks[n - 1];
 }
 
 static const char *topology_for(const char *gpu)
@@ -689,12 +605,13 @@ static void apply_recipe(vbuild *b, const recipe_row *row, int64_t tp)
 }
 
 static void build_case(const csv_table *t, size_t r, const char *data_dir, vprobe_cache *pc,
-                       const recipes_t *recipes, vcase *c)
+                       const vsetup *setup, vcase *c)
 {
     validate_case_labels(t, r, c);
 #define CELL(name) csv_cell(t, r, csv_col(t, name))
     const char *notes = CELL("notes");
-    const vframework *fw = framework_for(c->prefix);
+    const vframework *fw = vfw_for_prefix(setup->frameworks, c->prefix);
+    const recipes_t *recipes = setup->recipes;
     vbuild *b = calloc(1, sizeof *b);
     if (!b) {
         set_skip(c, "out of memory building the case");
@@ -722,7 +639,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
                 set_skip(c, "flop_convention unknown and not inferable for source '%s'",
                          c->prefix);
             else {
-                c->conv = fw->infer;
+                c->conv = (flop_conv)fw->infer;
                 c->conv_inferred = true;
                 add_assumed(b, NULL, "flop_convention inferred as %s (%s)", conv_names[c->conv],
                             fw->infer_why);
@@ -765,13 +682,9 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
      * Bridge's LoRA all four linear layers at rank 32. */
     if (strstr(notes, "task=lora")) {
         add_over(c, "peft.scheme=lora");
-        if (!strncmp(c->prefix, "nemo", 4)) {
-            add_over(c, "peft.target_modules=linear_qkv");
-            add_assumed(b, NULL, "LoRA on linear_qkv, rank 32 (NeMo 1.x lora_tuning defaults)");
-        } else {
-            add_assumed(b, NULL, "LoRA on linear_qkv, linear_proj, linear_fc1, linear_fc2, rank 32 (Megatron "
-                           "Bridge LoRA defaults)");
-        }
+        if (fw->lora_target_modules[0])
+            add_default(b, "peft.target_modules=%s", fw->lora_target_modules);
+        add_assumed(b, "peft.target_modules", "%s", fw->lora_assumed);
     }
 
     if (csv_num_int(CELL("seq_len"), &v) && v > 0)
@@ -949,21 +862,19 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     }
     if (fw->tp_comm_overlap && sp && tp > 1)
         add_default(b, "model.tp_comm_overlap=true");
-    if (fw->unfused_attention) {
-        add_default(b, "model.attention_backend=unfused");
-        add_assumed(b, "model.attention_backend", "attention unfused (%s predates flash attention)", fw->name);
+    if (fw->attention_backend[0]) {
+        add_default(b, "model.attention_backend=%s", fw->attention_backend);
+        add_assumed(b, "model.attention_backend", "attention %s (%s %s)", fw->attention_backend,
+                    fw->name, fw->attention_why);
     }
-    /* MoE: Megatron Bridge and NeMo MoE recipes dispatch tokens with
-     * all-to-all (alltoall, or flex = DeepEP / HybridEP), not Megatron
-     * Core's allgather default. */
-    if (moe && fw->moe_alltoall) {
-        /* DeepSeek-architecture recipes (DeepSeek-V3, Kimi K2, Moonlight)
-         * use the flex dispatcher: DeepEP, or HybridEP on GB200/GB300. */
-        bool deepseek_arch = !strncmp(c->model, "deepseek", 8) || !strncmp(c->model, "kimi", 4) ||
-                             !strncmp(c->model, "moonlight", 9);
-        add_default(b, "model.moe_token_dispatcher_type=%s", deepseek_arch ? "flex" : "alltoall");
-        if (deepseek_arch)
-            add_assumed(b, "model.moe_token_dispatcher_type", "flex dispatcher (DeepEP / HybridEP) of the DeepSeek recipes");
+    /* MoE: the framework's recipes' dispatcher (Megatron Bridge and NeMo:
+     * all-to-all, not Megatron Core's allgather), or a model exception's
+     * (flex = DeepEP / HybridEP for DeepSeek-architecture models). */
+    if (moe && fw->moe_dispatcher[0]) {
+        const vmodel_rule *mr = vfw_model_rule(setup->frameworks, fw, c->model, true);
+        add_default(b, "model.moe_token_dispatcher_type=%s", mr ? mr->moe_dispatcher : fw->moe_dispatcher);
+        if (mr && mr->assumed[0])
+            add_assumed(b, "model.moe_token_dispatcher_type", "%s", mr->assumed);
     }
 
     /* notes: layers, vocabulary, MTP, routing */
@@ -979,6 +890,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         }
     }
     int64_t vocab = 0;
+    const vmodel_rule *vr;
     bool vocab_note = note_int(notes, "vocab ", &vocab);
     if (vocab_note && vocab < 1)
         set_skip(c, "notes: vocab is not a positive integer that fits in 64 bits");
@@ -986,9 +898,10 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         add_over(c, "model.vocab_size=%" PRId64, vocab);
     else if (strstr(notes, "GPT2BPETokenizer"))
         add_over(c, "model.vocab_size=50257"); /* GPT-2 BPE */
-    else if (!strcmp(c->model, "gpt-oss-120b") && fw->family == VFW_BRIDGE) {
-        add_default(b, "model.vocab_size=128256");
-        add_assumed(b, "model.vocab_size", "vocab 128256 (Bridge gpt-oss perf recipes)");
+    else if ((vr = vfw_model_rule(setup->frameworks, fw, c->model, false)) != NULL) {
+        add_default(b, "model.vocab_size=%" PRId64, vr->vocab_size);
+        if (vr->assumed[0])
+            add_assumed(b, "model.vocab_size", "%s", vr->assumed);
     }
     /* Uneven pipelines: Megatron Bridge and NeMo recipes whose layers do not split
      * evenly over PP x VP (Llama 3.1 405B's 126 on PP 8, Qwen3 235B's 94)
@@ -996,7 +909,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
      * (account_for_embedding/loss_in_pipeline_split).  Used once parsim has
      * the keys; until then strategy rejects the row and says why. */
     int64_t L = !sizes_ok ? 0 : layers > 0 ? layers : have_model ? m.num_layers : 0;
-    bool recipe_split = fw->family == VFW_BRIDGE || fw->family == VFW_NEMO;
+    bool recipe_split = fw->split_counts_embedding;
     if (L > 0 && L % (pp * vp) != 0 && (L + 2) % (pp * vp) == 0 && recipe_split) {
         add_default(b, "model.account_for_embedding_in_pipeline_split=true");
         add_default(b, "model.account_for_loss_in_pipeline_split=true");
@@ -1045,24 +958,57 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
 #undef CELL
 }
 
+/* Every case skipped for a frameworks file that cannot be read. */
+static void skip_all(const csv_table *t, size_t r0, size_t n, const sim_err *err, vcase *cases)
+{
+    char buf[600];
+    sim_err_format(err, buf, sizeof buf);
+    for (size_t r = r0; r < r0 + n; r++) {
+        validate_case_labels(t, r, &cases[r - r0]);
+        set_skip(&cases[r - r0], "frameworks file: %s", buf);
+    }
+}
+
 void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
 {
-    build_case(t, r, data_dir, NULL, NULL, c);
+    vfw_table fws;
+    sim_err err;
+    sim_err_clear(&err);
+    if (vfw_read(vfw_default_path(), &fws, &err) != SIM_OK) {
+        skip_all(t, r, 1, &err, c);
+        return;
+    }
+    vsetup setup = { .frameworks = &fws };
+    build_case(t, r, data_dir, NULL, &setup, c);
+    vfw_free(&fws);
 }
 
 int validate_cases(const csv_table *t, const char *data_dir, vcase *cases)
 {
-    return validate_cases_recipes(t, data_dir, NULL, cases);
+    vfw_table fws;
+    sim_err err;
+    sim_err_clear(&err);
+    int rc = vfw_read(vfw_default_path(), &fws, &err);
+    if (rc == SIM_ENOMEM)
+        return rc;
+    if (rc != SIM_OK) {
+        skip_all(t, 0, t->nrows, &err, cases);
+        return validate_number_runs(cases, t->nrows);
+    }
+    vsetup setup = { .frameworks = &fws };
+    rc = validate_cases_setup(t, data_dir, &setup, cases);
+    vfw_free(&fws);
+    return rc;
 }
 
-int validate_cases_recipes(const csv_table *t, const char *data_dir, const recipes_t *rec,
-                           vcase *cases)
+int validate_cases_setup(const csv_table *t, const char *data_dir, const vsetup *setup,
+                         vcase *cases)
 {
     vprobe_cache *pc = calloc(1, sizeof *pc);
     if (!pc)
         return SIM_ENOMEM;
     for (size_t r = 0; r < t->nrows; r++)
-        build_case(t, r, data_dir, pc, rec, &cases[r]);
+        build_case(t, r, data_dir, pc, setup, &cases[r]);
     free(pc);
     return validate_number_runs(cases, t->nrows);
 }

@@ -161,11 +161,22 @@ void validate_case(const csv_table *t, size_t r, const char *data_dir, vcase *c)
  * SIM_ENOMEM. */
 int validate_cases(const csv_table *t, const char *data_dir, vcase *cases);
 
-/* validate_cases with the settings of each row's recipe (rec may be NULL:
- * none) applied over the framework defaults (sim/recipes.h). */
+/* What rows become runs with: the framework defaults (sim/frameworks.h;
+ * required) and the recipes (sim/recipes.h; NULL: none), whose settings
+ * apply over the framework defaults. */
+struct vfw_table;
 struct recipes;
-int validate_cases_recipes(const csv_table *t, const char *data_dir, const struct recipes *rec,
-                           vcase *cases);
+typedef struct vsetup {
+    const struct vfw_table *frameworks;
+    const struct recipes *recipes;
+} vsetup;
+
+/* validate_cases with an explicit setup.  validate_case and
+ * validate_cases read the bundled frameworks file (vfw_default_path) and
+ * apply no recipes; if that file cannot be read, every row is skipped
+ * with the reason. */
+int validate_cases_setup(const csv_table *t, const char *data_dir, const vsetup *setup,
+                         vcase *cases);
 
 /* Fills only what a row says about itself (id, prefix, gpu, model,
  * metric, family, features from the cells; no preset is read), for

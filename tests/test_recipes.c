@@ -185,3 +185,79 @@ Test(recipes, the_bundled_file_reads_and_matches)
     cr_assert(strstr(text, "model.attention_backend=fused"));
     free(text);
 }
+
+/* The bundled frameworks file with line `line` (1-based) replaced. */
+static void frameworks_with(const char *path, int line, const char *text)
+{
+    char *src = read_file(PARSIM_SOURCE_DIR "/bench/validation/frameworks.csv", NULL);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    int l = 1;
+    for (char *p = src; *p;) {
+        char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) + 1 : strlen(p);
+        if (l == line)
+            fprintf(f, "%s\n", text);
+        else
+            fwrite(p, 1, n, f);
+        p += n;
+        l++;
+    }
+    cr_assert_eq(fclose(f), 0);
+    free(src);
+}
+
+/* Line 3 of the bundled file is the mbridge framework. */
+#define MBRIDGE_ROW(recompute, sp)                                                                 \
+    "mbridge,,Megatron Bridge,bridge," sp ",true," recompute ",bf16,true,true,true,alltoall,"      \
+    "megatron,why,,,true,,lora text,,,"
+
+Test(recipes, framework_defaults_come_from_the_file)
+{
+    char fw[128];
+    frameworks_with(path_in(fw, sizeof fw, "fw.csv"), 3, MBRIDGE_ROW("selective", "true"));
+    char args[256];
+    snprintf(args, sizeof args, "--recipes none --frameworks '%s'", fw);
+    result r;
+    csv_table out;
+    validate_with(&r, NULL, args, &out);
+    cr_assert(strstr(cell(&out, 1, "overrides"), "model.recompute_granularity=selective"), "%s",
+              cell(&out, 1, "overrides"));
+    cr_assert(strstr(cell(&out, 1, "assumed"), "recompute=selective (Megatron Bridge default)"));
+    csv_free(&out);
+}
+
+/* A frameworks file with line `line` replaced is refused: exit 2, one
+ * message naming fw.csv:line and the rule. */
+static void fw_refused(int line, const char *text, int at, const char *rule)
+{
+    char fw[128], args[256], where[160];
+    frameworks_with(path_in(fw, sizeof fw, "fw.csv"), line, text);
+    snprintf(args, sizeof args, "--frameworks '%s'", fw);
+    result r;
+    validate_with(&r, NULL, args, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    snprintf(where, sizeof where, "%s:%d", fw, at);
+    cr_assert(strstr(r.out, where), "want %s in: %s", where, r.out);
+    cr_assert(strstr(r.out, rule), "want '%s' in: %s", rule, r.out);
+    cr_assert_eq(strchr(r.out, '\n'), r.out + strlen(r.out) - 1, "one line: %s", r.out);
+}
+
+Test(recipes, framework_file_errors_name_file_and_line)
+{
+    fw_refused(3, MBRIDGE_ROW("none", "maybe"), 3, "sp_when_tp 'maybe': must be true or false");
+    fw_refused(3, MBRIDGE_ROW("sometimes", "true"), 3,
+               "recompute 'sometimes': not a value of model.recompute_granularity");
+    fw_refused(3, "mbridge,,Megatron Bridge,bridge", 3, "fields");
+    fw_refused(11, "x,,X,bridge,true,true,none,bf16,true,true,true,,megatron,why,,,true,,lora,,,", 1,
+               "no fallback framework");
+    fw_refused(12, ",deepseek*,,bridge,,,full,,,,,flex,,,,,,,,,a,", 12,
+               "a model exception sets only family, moe_dispatcher, vocab_size and assumed");
+    fw_refused(12, ",deepseek*,,cuda,,,,,,,,flex,,,,,,,,,a,", 12, "families are bridge");
+    fw_refused(12, ",deepseek*,,bridge,,,,,,,,carrier-pigeon,,,,,,,,,a,", 12,
+               "not a value of model.moe_token_dispatcher_type");
+    fw_refused(1,
+               "prefix,model,name,kind,sp_when_tp,distributed_optimizer,recompute,precision,over"
+               "lap_dp,tp_comm_overlap,moe_etp1,moe_dispatcher,flop_convention,flop_convention_why,attention_backend,attention_why,split_counts_embedding,lora_target_modules,lora_assumed,vocab_size,assumed,notes",
+               1, "no column 'family'");
+}
