@@ -30,8 +30,10 @@ static const command commands[] = {
      "      rank every legal layout that fits in memory; compare with the rules of thumb\n"
      "      (--token-budget counts tokens, decimal: 2T = 2e12 tokens)"},
     {"validate", cmd_validate,
-     "validate FILE.csv [--out FILE.csv] [--rows FILTER] [--jobs N] [KEY=VALUE ...]\n"
-     "      predict published measurements (bench/validation/public.csv) and report the error"},
+     "validate FILE.csv [--out FILE.csv] [--rows FILTER] [--jobs N] [--recipes FILE|none] [--frameworks FILE] [KEY=VALUE ...]\n"
+     "      predict published measurements (bench/validation/public.csv) and report the error\n"
+     "      (--recipes: each run's recipe settings, default recipes.csv beside FILE.csv;\n"
+     "      --frameworks: framework defaults, default bench/validation/frameworks.csv)"},
     {"calibrate", cmd_calibrate,
      "calibrate FILE.csv [--out PARAMS.cfg] [--out-halves PREFIX] [--params KEYS] [--rows FILTER] [--train-half even|odd] [--jobs N] [--max-iter N] [--quiet]\n"
      "  parsim calibrate --nccl-tests LOG [--out PARAMS.cfg] [--params KEYS] [--op NAME] [--quiet] KEY=VALUE ...\n"

@@ -7,6 +7,21 @@
  * simulates the case and turns the step into the row's metric; the summary
  * gives the absolute percent error (APE) overall and per group.
  *
+ * Where a row's settings come from, first to last:
+ *  1. the row itself (its cells and notes): always wins;
+ *  2. its configuration's recipe (sim/recipes.h; bench/validation/
+ *     recipes.csv), when one matches: each setting parsim's key table has
+ *     replaces the framework default of that key, and that default is no
+ *     longer counted as assumed; a recipe value the row contradicts is not
+ *     applied (noted in `assumed`); settings parsim does not model go to
+ *     the `ignored` (would change the result) and `ignored_same` (parsim
+ *     behaves so anyway) columns, and Megatron's run-time switches apply
+ *     (SP and TP comm overlap off with TP 1, TP comm overlap off without
+ *     SP: listed in ignored_same);
+ *  3. the framework defaults of the row's source (sim/frameworks.h;
+ *     bench/validation/frameworks.csv), counted as assumed;
+ *  4. parsim's key-table defaults.
+ *
  * Rules (the documentation of record; bench/validation/ERRORS.md repeats
  * them):
  *  - gpu_type -> topology: A100, A100-80GB -> dgx-a100; H100 -> dgx-h100;
@@ -17,8 +32,9 @@
  *    first N entries); `vocab N` sets the vocabulary; "GPT2BPETokenizer used
  *    as proxy" sets it to 50257; "w/o MTP" sets model.mtp_num_layers=0.
  *  - Empty cells take the documented default of the source's framework,
- *    chosen by the id prefix (vframework table in validate.c), and the row
- *    counts as assumed: Megatron Bridge and NeMo rows (mbridge*, nemo*,
+ *    chosen by the id prefix (the frameworks file; its model exceptions
+ *    give the flex dispatcher of DeepSeek-architecture models and the
+ *    Bridge gpt-oss vocabulary), and the row counts as assumed: Megatron Bridge and NeMo rows (mbridge*, nemo*,
  *    dgxc) SP when TP > 1, the distributed optimizer, no recompute, mbs 1,
  *    bf16, DP overlap on and TP comm overlap with SP; Megatron-LM 2021-22
  *    rows (sc21, korthikanti, mtnlg) full recompute, fp16, no SP, no
@@ -29,8 +45,8 @@
  *    default (= TP) elsewhere; MoE rows of Bridge and NeMo recipes (dgxc
  *    included) the all-to-all dispatcher (flex, DeepEP / HybridEP, for
  *    DeepSeek-architecture models), Megatron Core's allgather elsewhere.
- *    The framework is a field of the table (vframework.family), never
- *    read from its display name.  A VP > 1 listed with PP 1 (a README
+ *    The framework is a field of the file (family), never read from its
+ *    display name.  A VP > 1 listed with PP 1 (a README
  *    table's column) is dropped: Megatron interleaves only with PP > 1,
  *    so the run had no interleaving (assumed, with a note).  Bridge and NeMo rows whose layers do not
  *    split evenly over PP x VP count the embedding and the loss as layers
@@ -241,13 +257,17 @@ bool validate_in_group(const vgroup *g, const vcase *c);
 /* Prints the summary table: per group rows, predicted, assumed, median,
  * p90 and mean APE, and the median signed error (bias); then the number
  * of predicted rows whose peak exceeds the GPU's memory, with the first
- * ids; then the skipped rows by reason. */
+ * ids; then, when recipes were applied, how many rows ran with one and how
+ * many have settings parsim does not model, with the most frequent keys
+ * (rows per key); then the skipped rows by reason. */
 void validate_summary(FILE *out, const vcase *cases, const vpred *preds, size_t n);
 
 /* Writes the input table with predicted_value, ape_percent, skip_reason,
  * assumed, overrides, peak_gib, hbm_gib and fits (yes/no: peak_gib <=
- * hbm_gib; the last three empty for rows not predicted) appended (input
- * rows byte for byte). */
+ * hbm_gib; these three empty for rows not predicted), ignored and
+ * ignored_same (the recipe settings not applied, "; "-separated, with why
+ * where the table of recipes.c says) appended (input rows byte for
+ * byte). */
 void validate_write_csv(FILE *out, const csv_table *t, const vcase *cases, const vpred *preds);
 
 /* Numbers the configurations of cases[0..n) in order of first appearance:

@@ -4,8 +4,9 @@
 #   bench/validation/run.sh [--build DIR] [KEY=VALUE ...]
 #
 # Writes bench/validation/predictions.csv (validate --out: every input row plus
-# predicted_value, ape_percent, skip_reason, assumed, overrides, peak_gib, hbm_gib, fits) and
-# bench/validation/ERRORS.md (the error table, with the commit and date it was made at).
+# predicted_value, ape_percent, skip_reason, assumed, overrides, peak_gib, hbm_gib, fits, ignored,
+# ignored_same; each run with its recipe, recipes.csv) and bench/validation/ERRORS.md (the error
+# table, with the commit and date it was made at).
 # If predictions.csv already existed, first shows what moved (parsim compare old -> new), so a
 # cost-model change can be judged before committing the new table.
 #
@@ -22,7 +23,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --calibrate) echo "run.sh: --calibrate is now bench/validation/fit_defaults.sh" >&2; exit 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -38,7 +39,9 @@ today=$(date -u +%Y-%m-%d)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$parsim" validate bench/validation/public.csv --out "$tmp/predictions.csv" "$@" > "$tmp/summary.txt"
+# Each published run with its recipe's settings (validate's default for public.csv, named here
+# so the tables say which file made them).
+"$parsim" validate bench/validation/public.csv --recipes "$here/recipes.csv" --out "$tmp/predictions.csv" "$@" > "$tmp/summary.txt"
 if [ -f "$here/predictions.csv" ]; then
   echo "== what moved since the last run (parsim compare, old -> new)"
   "$parsim" compare "$here/predictions.csv" "$tmp/predictions.csv" --list 20 || true
