@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frameworks.h"
 #include "validate.h"
 
 static const char *result_names[] = {
@@ -255,9 +256,14 @@ static void error_change(FILE *out, const csv_table *a, const csv_table *b, cons
     bool *both = calloc(npairs ? npairs : 1, sizeof *both);
     if (!cases || !ea || !eb || !oa || !ob || !both)
         goto done;
+    /* the models whose TFLOP/s rows are reported apart (family
+     * tflops-flagged) are data of the frameworks file */
+    vfw_table fws;
+    sim_err ferr;
+    bool have_fws = vfw_read(vfw_default_path(), &fws, &ferr) == SIM_OK;
     size_t pa = 0, pb = 0;
     for (size_t i = 0; i < npairs; i++) {
-        validate_case_labels(b, pair_b[i], &cases[i]);
+        validate_case_labels(b, pair_b[i], have_fws ? &fws : NULL, &cases[i]);
         double x, y;
         bool hx = num(csv_cell(a, pair_a[i], ape_a), &x);
         bool hy = num(csv_cell(b, pair_b[i], ape_b), &y);
@@ -266,6 +272,13 @@ static void error_change(FILE *out, const csv_table *a, const csv_table *b, cons
         both[i] = hx && hy;
         oa[i] = hx ? x : NAN;
         ob[i] = hy ? y : NAN;
+    }
+    if (have_fws)
+        vfw_free(&fws);
+    else {
+        char why[700];
+        sim_err_format(&ferr, why, sizeof why);
+        fprintf(out, "\n(family tflops-flagged by task only: %s)", why);
     }
     fprintf(out, "\nerror change (APE %%): %zu rows predicted in OLD, %zu in NEW; statistics over "
                  "the rows predicted in both\n",

@@ -17,14 +17,14 @@
 enum {
     C_PREFIX, C_MODEL, C_NAME, C_FAMILY, C_SP, C_DIST, C_RECOMPUTE, C_PRECISION, C_OVERLAP_DP,
     C_TP_OVERLAP, C_ETP1, C_DISPATCHER, C_CONV, C_CONV_WHY, C_ATTN, C_ATTN_WHY, C_SPLIT,
-    C_LORA, C_LORA_ASSUMED, C_VOCAB, C_ASSUMED, C_COUNT
+    C_LORA, C_LORA_ASSUMED, C_VOCAB, C_ASSUMED, C_FLAGGED, C_COUNT
 };
 
 static const char *const vfw_columns[C_COUNT] = {
     "prefix", "model", "name", "family", "sp_when_tp", "distributed_optimizer", "recompute",
     "precision", "overlap_dp", "tp_comm_overlap", "moe_etp1", "moe_dispatcher", "flop_convention",
     "flop_convention_why", "attention_backend", "attention_why", "split_counts_embedding",
-    "lora_target_modules", "lora_assumed", "vocab_size", "assumed",
+    "lora_target_modules", "lora_assumed", "vocab_size", "assumed", "flops_flagged",
 };
 
 static const char *const family_names[VFW_COUNT] = { "bridge", "nemo", "megatron-lm", "deepspeed",
@@ -40,7 +40,7 @@ static const char *const cell_keys[C_COUNT] = {
 /* Cells a model exception may set. */
 static const bool rule_cell[C_COUNT] = {
     [C_MODEL] = true, [C_FAMILY] = true, [C_DISPATCHER] = true, [C_VOCAB] = true,
-    [C_ASSUMED] = true,
+    [C_ASSUMED] = true, [C_FLAGGED] = true,
 };
 
 const char *vfw_default_path(void)
@@ -163,7 +163,7 @@ static int read_framework(const vfw_reader *rd, vframework *fw)
     if (fw->infer != FC_UNKNOWN && !fw->infer_why[0])
         return bad(rd, C_CONV_WHY, "an inferred convention says why");
     for (int c = 0; c < C_COUNT; c++)
-        if ((c == C_VOCAB || c == C_ASSUMED) && cell(rd, c)[0])
+        if ((c == C_VOCAB || c == C_ASSUMED || c == C_FLAGGED) && cell(rd, c)[0])
             return bad(rd, c, "only a model exception sets it");
     return SIM_OK;
 }
@@ -173,8 +173,8 @@ static int read_rule(const vfw_reader *rd, vmodel_rule *m)
     m->line = rd->t->line[rd->r];
     for (int c = 0; c < C_COUNT; c++)
         if (!rule_cell[c] && c != C_PREFIX && cell(rd, c)[0])
-            return bad(rd, c, "a model exception sets only family, moe_dispatcher, vocab_size "
-                              "and assumed");
+            return bad(rd, c, "a model exception sets only family, moe_dispatcher, vocab_size, "
+                              "assumed and flops_flagged");
     char vocab[32];
     int rc = text(rd, C_MODEL, m->model, sizeof m->model, true);
     rc = rc ? rc : families(rd, true, &m->families);
@@ -185,8 +185,11 @@ static int read_rule(const vfw_reader *rd, vmodel_rule *m)
         return rc;
     if (vocab[0] && !csv_num_int(vocab, &m->vocab_size))
         return bad(rd, C_VOCAB, "not an integer");
-    if (!m->moe_dispatcher[0] && !m->vocab_size)
-        return bad(rd, C_MODEL, "a model exception sets moe_dispatcher or vocab_size");
+    if (cell(rd, C_FLAGGED)[0] && (rc = boolean(rd, C_FLAGGED, &m->flops_flagged)) != SIM_OK)
+        return rc;
+    if (!m->moe_dispatcher[0] && !m->vocab_size && !m->flops_flagged)
+        return bad(rd, C_MODEL, "a model exception sets moe_dispatcher, vocab_size or "
+                                "flops_flagged");
     return SIM_OK;
 }
 
@@ -243,6 +246,14 @@ const vframework *vfw_for_prefix(const vfw_table *t, const char *prefix)
             return &t->fw[k];
     }
     return fallback;
+}
+
+bool vfw_flops_flagged(const vfw_table *t, const char *model)
+{
+    for (size_t k = 0; t && k < t->n_rules; k++)
+        if (t->rules[k].flops_flagged && !fnmatch(t->rules[k].model, model, 0))
+            return true;
+    return false;
 }
 
 const vmodel_rule *vfw_model_rule(const vfw_table *t, const vframework *fw, const char *model,

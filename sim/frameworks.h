@@ -20,7 +20,8 @@
  *    `family` lists the families it holds for ("bridge|nemo"; empty: all);
  *    it may set moe_dispatcher (replacing the framework's for MoE rows of
  *    a framework that sets one), vocab_size (where the notes give none)
- *    and the assumed text.  Other cells stay empty.
+ *    and the assumed text, or flag the model's TFLOP/s and MFU rows
+ *    (flops_flagged = true).  Other cells stay empty.
  * Every violation is SIM_EINVAL naming file:line, the column and the rule.
  */
 #ifndef PARSIM_FRAMEWORKS_H
@@ -70,6 +71,7 @@ typedef struct vmodel_rule {
     unsigned families;           /* bit per vfw_family; 0 = all */
     char moe_dispatcher[16];
     int64_t vocab_size;          /* 0 = none */
+    bool flops_flagged;          /* TFLOP/s and MFU rows reported apart */
     char assumed[200];
     int line;
 } vmodel_rule;
@@ -91,6 +93,12 @@ void vfw_free(vfw_table *t);
 
 /* The framework of an id prefix (the fallback when none matches). */
 const vframework *vfw_for_prefix(const vfw_table *t, const char *prefix);
+
+/* Whether a model exception flags model's TFLOP/s and MFU rows (whose
+ * published tokens/s and TFLOP/s imply another FLOPs per token than the
+ * stated convention; bench/validation/README.md): the family
+ * tflops-flagged.  Any framework.  t may be NULL: none. */
+bool vfw_flops_flagged(const vfw_table *t, const char *model);
 
 /* The first model exception for model under framework fw with a
  * dispatcher (want_dispatcher) or a vocabulary, or NULL. */

@@ -92,11 +92,6 @@ static const char *family_names[VFAM_COUNT] = { "time", "memory", "tflops-flagge
 
 static const char *feature_names[VFEAT_COUNT] = { "PP>1", "VP", "CP", "EP", "FP8", "MoE" };
 
-/* Models whose published tokens/s and TFLOP/s imply a different FLOPs per
- * token than the stated convention (bench/validation/README.md): their
- * TFLOP/s and MFU rows are reported apart. */
-static const char *flops_flagged_models[] = { "qwen3-30b-a3b", "gpt-oss-120b" };
-
 /* Columns validate reads. */
 static const char *needed_columns[] = {
     "id", "gpu_type", "num_gpus", "model", "seq_len", "gbs", "mbs", "tp", "pp", "vp", "cp", "ep",
@@ -413,7 +408,7 @@ static void moe_pattern_override(vcase *c, const model_spec *m, int64_t L)
 
 /* ------------------------------------------------------------ the case */
 
-void validate_case_labels(const csv_table *t, size_t r, vcase *c)
+void validate_case_labels(const csv_table *t, size_t r, const struct vfw_table *fws, vcase *c)
 {
     memset(c, 0, sizeof *c);
     c->row = r;
@@ -440,10 +435,8 @@ void validate_case_labels(const csv_table *t, size_t r, vcase *c)
     if (c->metric == VM_MEMORY)
         c->family = VFAM_MEMORY;
     else if (c->metric == VM_TFLOPS || c->metric == VM_MFU) {
-        bool flagged = strstr(notes, "task=sft") || strstr(notes, "task=lora");
-        for (size_t k = 0; k < sizeof flops_flagged_models / sizeof flops_flagged_models[0]; k++)
-            flagged = flagged || strcmp(c->model, flops_flagged_models[k]) == 0;
-        if (flagged)
+        if (strstr(notes, "task=sft") || strstr(notes, "task=lora") ||
+            vfw_flops_flagged(fws, c->model))
             c->family = VFAM_TFLOPS_FLAGGED;
     }
 
@@ -607,7 +600,7 @@ static void apply_recipe(vbuild *b, const recipe_row *row, int64_t tp)
 static void build_case(const csv_table *t, size_t r, const char *data_dir, vprobe_cache *pc,
                        const vsetup *setup, vcase *c)
 {
-    validate_case_labels(t, r, c);
+    validate_case_labels(t, r, setup->frameworks, c);
 #define CELL(name) csv_cell(t, r, csv_col(t, name))
     const char *notes = CELL("notes");
     const vframework *fw = vfw_for_prefix(setup->frameworks, c->prefix);
@@ -964,7 +957,7 @@ static void skip_all(const csv_table *t, size_t r0, size_t n, const sim_err *err
     char buf[600];
     sim_err_format(err, buf, sizeof buf);
     for (size_t r = r0; r < r0 + n; r++) {
-        validate_case_labels(t, r, &cases[r - r0]);
+        validate_case_labels(t, r, NULL, &cases[r - r0]);
         set_skip(&cases[r - r0], "frameworks file: %s", buf);
     }
 }

@@ -88,8 +88,8 @@
  * Groups of the summary: overall, per metric family (time = step time,
  * tokens/s, TFLOP/s and MFU; memory; `tflops-flagged` = TFLOP/s and MFU
  * rows of models whose published tokens/s and TFLOP/s disagree with the
- * convention: qwen3-30b-a3b, gpt-oss-120b, SFT and LoRA rows, per the
- * README), per metric, per source prefix (id without its trailing
+ * convention: the models the frameworks file flags (qwen3-30b-a3b,
+ * gpt-oss-120b), SFT and LoRA rows, per the README), per metric, per source prefix (id without its trailing
  * number), per GPU type and per feature (PP>1, VP, CP, EP, FP8 = any fp8 or
  * fp4 precision).
  */
@@ -197,8 +197,10 @@ int validate_cases_setup(const csv_table *t, const char *data_dir, const vsetup 
 /* Fills only what a row says about itself (id, prefix, gpu, model,
  * metric, family, features from the cells; no preset is read), for
  * grouping rows of a validate output (compare).  validate_case does this
- * first. */
-void validate_case_labels(const csv_table *t, size_t r, vcase *c);
+ * first.  fws (may be NULL: none) flags models whose TFLOP/s rows are
+ * reported apart (vfw_flops_flagged). */
+struct vfw_table;
+void validate_case_labels(const csv_table *t, size_t r, const struct vfw_table *fws, vcase *c);
 
 /* Simulates c (unless it is skipped) with `extra` overrides applied after
  * the case's own (NULL-terminated list or NULL; calibrate passes the

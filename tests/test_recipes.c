@@ -210,7 +210,7 @@ static void frameworks_with(const char *path, int line, const char *text)
 /* Line 3 of the bundled file is the mbridge framework. */
 #define MBRIDGE_ROW(recompute, sp)                                                                 \
     "mbridge,,Megatron Bridge,bridge," sp ",true," recompute ",bf16,true,true,true,alltoall,"      \
-    "megatron,why,,,true,,lora text,,,"
+    "megatron,why,,,true,,lora text,,,,"
 
 Test(recipes, framework_defaults_come_from_the_file)
 {
@@ -249,15 +249,36 @@ Test(recipes, framework_file_errors_name_file_and_line)
     fw_refused(3, MBRIDGE_ROW("sometimes", "true"), 3,
                "recompute 'sometimes': not a value of model.recompute_granularity");
     fw_refused(3, "mbridge,,Megatron Bridge,bridge", 3, "fields");
-    fw_refused(11, "x,,X,bridge,true,true,none,bf16,true,true,true,,megatron,why,,,true,,lora,,,", 1,
+    fw_refused(11, "x,,X,bridge,true,true,none,bf16,true,true,true,,megatron,why,,,true,,lora,,,,", 1,
                "no fallback framework");
-    fw_refused(12, ",deepseek*,,bridge,,,full,,,,,flex,,,,,,,,,a,", 12,
-               "a model exception sets only family, moe_dispatcher, vocab_size and assumed");
-    fw_refused(12, ",deepseek*,,cuda,,,,,,,,flex,,,,,,,,,a,", 12, "families are bridge");
-    fw_refused(12, ",deepseek*,,bridge,,,,,,,,carrier-pigeon,,,,,,,,,a,", 12,
+    fw_refused(12, ",deepseek*,,bridge,,,full,,,,,flex,,,,,,,,,a,,", 12,
+               "a model exception sets only family, moe_dispatcher, vocab_size, assumed and "
+               "flops_flagged");
+    fw_refused(12, ",deepseek*,,cuda,,,,,,,,flex,,,,,,,,,a,,", 12, "families are bridge");
+    fw_refused(12, ",deepseek*,,bridge,,,,,,,,,,,,,,,,,a,maybe,", 12,
+               "flops_flagged 'maybe': must be true or false");
+    fw_refused(12, ",deepseek*,,bridge,,,,,,,,carrier-pigeon,,,,,,,,,a,,", 12,
                "not a value of model.moe_token_dispatcher_type");
     fw_refused(1,
                "prefix,model,name,kind,sp_when_tp,distributed_optimizer,recompute,precision,over"
-               "lap_dp,tp_comm_overlap,moe_etp1,moe_dispatcher,flop_convention,flop_convention_why,attention_backend,attention_why,split_counts_embedding,lora_target_modules,lora_assumed,vocab_size,assumed,notes",
+               "lap_dp,tp_comm_overlap,moe_etp1,moe_dispatcher,flop_convention,flop_convention_w"
+               "hy,attention_backend,attention_why,split_counts_embedding,lora_target_modules,lora_assumed,vocab_size,assumed,flops_flagged,notes",
                1, "no column 'family'");
+}
+
+/* Line 16 of the bundled file flags qwen3-30b-a3b; flag llama3-8b there. */
+Test(recipes, flops_flagged_models_come_from_the_file)
+{
+    char rows[128], fw[128];
+    write_file(path_in(rows, sizeof rows, "rows.csv"),
+               HEADER "mbridge-1,bridge docs,H100,8,llama3-8b,8192,128,1,2,1,,1,1,,4,,,bf16,,"
+                      "tflops_per_gpu,400,release=NeMo 25.11 container,megatron\n");
+    frameworks_with(path_in(fw, sizeof fw, "fw.csv"), 16, ",llama3-8b,,,,,,,,,,,,,,,,,,,,true,why");
+    result r;
+    runf(&r, "validate '%s' --jobs 1 --rows family=tflops-flagged --frameworks '%s'", rows, fw);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.out, "validate: 1 rows, 1 predicted"), "%s", r.out);
+    runf(&r, "validate '%s' --jobs 1 --rows family=tflops-flagged", rows);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.out, "validate: 0 rows"), "the bundled file does not flag llama3-8b: %s", r.out);
 }
