@@ -1,12 +1,12 @@
 #include "microbench.h"
 
-#include <gsl/gsl_interp.h>
 #include <libconfig.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "lookup.h"
 #include "units.h"
 
 /* A number of a list element, as int or float. */
@@ -126,17 +126,9 @@ bool microbench_gemm_efficiency(const microbench_table *t, int dtype, double m, 
 {
     if (dtype < 0 || dtype > 1 || t->n_gemm[dtype] == 0 || m <= 0 || n <= 0 || k <= 0)
         return false;
-    const double lm = log(m), ln = log(n), lk = log(k);
-    double best = INFINITY;
-    for (int i = 0; i < t->n_gemm[dtype]; i++) {
-        const microbench_gemm *p = &t->gemm[dtype][i];
-        double dm = lm - p->log_m, dn = ln - p->log_n, dk = lk - p->log_k;
-        double d = dm * dm + dn * dn + dk * dk;
-        if (d < best) {
-            best = d;
-            *efficiency = p->efficiency;
-        }
-    }
+    const float q[3] = { (float)log(m), (float)log(n), (float)log(k) };
+    size_t i = lookup_nearest(t->gemm[dtype], (size_t)t->n_gemm[dtype], sizeof t->gemm[dtype][0], q, 3);
+    *efficiency = t->gemm[dtype][i].efficiency;
     return true;
 }
 
@@ -163,18 +155,6 @@ bool microbench_attention_efficiency(const microbench_table *t, bool backward, d
             xs[m] = log2(pts[i].seq);
             ys[m++] = pts[i].efficiency;
         }
-    double x = log2(kv_tokens);
-    if (m == 1 || x <= xs[0]) {
-        *efficiency = ys[0];
-        return true;
-    }
-    if (x >= xs[m - 1]) {
-        *efficiency = ys[m - 1];
-        return true;
-    }
-    /* the segment found as gsl_interp_linear would, without allocating */
-    size_t i = gsl_interp_bsearch(xs, x, 0, m - 1);
-    double f = (x - xs[i]) / (xs[i + 1] - xs[i]);
-    *efficiency = ys[i] + f * (ys[i + 1] - ys[i]);
+    *efficiency = lookup_curve(xs, ys, m, log2(kv_tokens));
     return true;
 }
