@@ -60,7 +60,62 @@ typedef struct microbench_table {
     double hbm_bytes_per_s;                          /* 0 = peak x hbm_efficiency */
 } microbench_table;
 
+/* The published kernel table of a GPU (kernels/<gpu>.cfg, named by
+ * cluster.compute.kernels; sim/kerneltable.h reads it): achieved TFLOPS of
+ * GEMMs by shape per precision recipe, of grouped GEMMs, of attention by
+ * kernel family, pass, mask, window, head dimension and sequence length, and
+ * the MoE flex dispatcher's dispatch/combine rates by backend and EP size.
+ * Every figure says whether the sustained clock fraction applies to it
+ * (taken at a clock training does not hold) or not (it already includes
+ * throttling, or was power capped). */
+#define KT_MAX_GEMM 48   /* shapes per precision */
+#define KT_MAX_CURVES 48 /* attention curves */
+#define KT_MAX_SEQ 12    /* points of one attention curve */
+#define KT_MAX_FLEX 12   /* flex rate points per backend */
+typedef enum { KT_BF16 = 0, KT_FP8_TENSOR, KT_FP8_BLOCK, KT_MXFP8, KT_NVFP4, KT_PRECISIONS } kt_precision;
+typedef enum { KT_CUDNN = 0, KT_FA2, KT_FA3, KT_FA4, KT_FAMILIES } kt_family;
+typedef enum { KT_DEEPEP = 0, KT_HYBRIDEP, KT_FLEX_BACKENDS } kt_flex_backend;
+typedef struct kt_gemm {
+    float log_m, log_n, log_k, log_groups; /* ln of the shape (groups 1 for plain GEMMs) */
+    double m, n, k, groups;
+    double flops_per_s;                    /* as published, times the clock fraction where it applies */
+    bool best_shape;                       /* the best shape of a brute-force sweep (MAMF): no tile or
+                                              wave loss at it, by construction */
+} kt_gemm;
+typedef struct kt_curve {
+    kt_family family;
+    bool backward, causal;
+    double window;                         /* keys of a sliding window; 0 = full attention */
+    double head_dim;
+    int n;
+    double log2_seq[KT_MAX_SEQ];           /* strictly increasing */
+    double flops_per_s[KT_MAX_SEQ];
+} kt_curve;
+typedef struct kt_flex {
+    bool network;                          /* false: inside the NVLink domain; true: across it */
+    double ranks;
+    double dispatch_bytes_per_s, combine_bytes_per_s;
+} kt_flex;
+typedef struct kernel_table {
+    bool loaded;
+    double clock_fraction;                 /* sustained / boost SM clock under the power limit */
+    int n_gemm[KT_PRECISIONS];
+    kt_gemm gemm[KT_PRECISIONS][KT_MAX_GEMM];
+    int n_grouped[KT_PRECISIONS];
+    kt_gemm grouped[KT_PRECISIONS][KT_MAX_GEMM];
+    kt_family auto_family;                 /* attention_backend auto (what Transformer Engine picks) */
+    kt_family flash_family;                /* attention_backend flash */
+    bool sinks[KT_FAMILIES];               /* family supports softmax sinks (off-by-one, learnable) */
+    int n_curves;
+    kt_curve curves[KT_MAX_CURVES];
+    int n_flex[KT_FLEX_BACKENDS];
+    kt_flex flex[KT_FLEX_BACKENDS][KT_MAX_FLEX]; /* sorted: NVLink first, then by ranks */
+} kernel_table;
+
 typedef struct compute_params {
+    /* Analytic model: one large-GEMM and one attention plateau efficiency
+     * for every shape and kernel family.  0 = take the kernel table's
+     * figures; a value set replaces them (an override of the table). */
     double gemm_efficiency;          /* large bf16 GEMM / peak (MAMF ratio) */
     double gemm_fp8_efficiency;      /* large fp8 GEMM / fp8 peak */
     double attention_fwd_efficiency; /* flash attention forward / bf16 peak */
@@ -90,6 +145,7 @@ typedef struct compute_params {
     double overlap_sm_share_nvlink;
     double overlap_sm_share_network;
     microbench_table bench;          /* measured tables, when named */
+    kernel_table kernels;            /* published tables, when named (the measured ones win) */
 } compute_params;
 
 typedef enum { SCALEUP_NVLINK = 0, SCALEUP_PCIE } scaleup_kind;

@@ -41,6 +41,7 @@
 
 #include "lcints.h"
 #include "bounds.h"
+#include "kerneltable.h"
 #include "microbench.h"
 #include "net.h"
 #include "numparse.h"
@@ -848,6 +849,7 @@ static int set_window_skip(const cfg_t *, const key_def *, const cfg_value *, ru
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_microbench(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_fitted(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_kernels(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_precision(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                          sim_err *);
 static int set_floats(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
@@ -878,7 +880,12 @@ static const char *const cp_comm_names[] = { "p2p", "all_gather", "a2a", "a2a+p2
 static const int cp_comm_values[] = { CP_COMM_P2P, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_A2A_P2P };
 /* Megatron Core's AttnBackend names. */
 static const char *const attn_names[] = { "auto", "flash", "fused", "unfused", "local" };
-static const int attn_values[] = { ATTN_FLASH, ATTN_FLASH, ATTN_FLASH, ATTN_UNFUSED, ATTN_UNFUSED };
+static const int attn_values[] = { ATTN_AUTO, ATTN_FLASH, ATTN_FUSED, ATTN_UNFUSED, ATTN_UNFUSED };
+static const char *const flex_backend_names[] = { "deepep", "hybridep" };
+static const int flex_backend_values[] = { KT_DEEPEP, KT_HYBRIDEP };
+/* Megatron Core's softmax_type (gpt-oss: learnable sinks). */
+static const char *const softmax_names[] = { "vanilla", "off-by-one", "learnable" };
+static const int softmax_values[] = { 0, 1, 2 };
 static const char *const recompute_names[] = { "none", "selective", "full" };
 static const int recompute_values[] = { RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL };
 static const char *const recompute_mod_names[] = { "core_attn", "mlp", "moe", "moe_act", "layernorm",
@@ -952,6 +959,10 @@ static const key_def keys[] = {
     K_ENUM("model.moe_token_dispatcher_type", par.moe_token_dispatcher, "\"allgather\"", dispatcher_names,
            dispatcher_values,
           "allgather | alltoall | flex (Megatron Core's default: allgather)"),
+    K_ENUM("model.moe_flex_dispatcher_backend", par.moe_flex_backend, "\"deepep\"", flex_backend_names,
+           flex_backend_values, "flex dispatcher kernels: deepep | hybridep (rates from the kernel table)"),
+    K_ENUM("model.softmax_type", model.softmax_type, "\"vanilla\"", softmax_names, softmax_values,
+           "vanilla | off-by-one | learnable (softmax sinks: attention runs a family that has them)"),
     /* model: multi-latent attention, multi-token prediction */
     K_BOOL("model.multi_latent_attention", model.multi_latent_attention, "false",
            "DeepSeek multi-latent attention"),
@@ -1053,14 +1064,17 @@ static const key_def keys[] = {
           "HBM bandwidth peak, GB/s"),
     K_INT("cluster.gpu.sm_count", cluster.gpu.sm_count, "0", RG_GE0, LIMIT_SM_COUNT,
           "streaming multiprocessors (GEMM wave quantization; 0 = off)"),
-    K_FLT("cluster.compute.gemm_efficiency", cluster.compute.gemm_efficiency, NULL, RG_UNIT, 1, 1,
-          "large bf16 GEMM / bf16 peak"),
-    K_FLT("cluster.compute.gemm_fp8_efficiency", cluster.compute.gemm_fp8_efficiency, NULL,
-          RG_UNIT, 1, 1, "large fp8 GEMM / fp8 peak"),
+    K_FLT("cluster.compute.gemm_efficiency", cluster.compute.gemm_efficiency, "0", RG_FRAC, 1, 1,
+          "analytic model: every bf16 GEMM at this share of the peak x its shape; 0 = the kernel table"),
+    K_FLT("cluster.compute.gemm_fp8_efficiency", cluster.compute.gemm_fp8_efficiency, "0",
+          RG_FRAC, 1, 1, "analytic model: fp8/fp4 GEMMs at this share of their peak; 0 = the kernel table"),
     K_FLT("cluster.compute.attention_fwd_efficiency", cluster.compute.attention_fwd_efficiency,
-          NULL, RG_UNIT, 1, 1, "flash attention forward / bf16 peak"),
+          "0", RG_FRAC, 1, 1, "analytic model: attention forward plateau / bf16 peak; 0 = the kernel table"),
     K_FLT("cluster.compute.attention_bwd_efficiency", cluster.compute.attention_bwd_efficiency,
-          NULL, RG_UNIT, 1, 1, "flash attention backward / bf16 peak"),
+          "0", RG_FRAC, 1, 1, "analytic model: attention backward plateau / bf16 peak; 0 = the kernel table"),
+    { .key = "cluster.compute.kernels", .type = KT_STRING, .def = "\"\"", .set = set_kernels, .late = true,
+      .help = "published kernel table of the GPU (kernels/<gpu>.cfg): GEMM by shape and precision, "
+              "attention by family, flex dispatcher rates; \"\" = none (then the efficiencies are required)" },
     K_FLT("cluster.compute.hbm_efficiency", cluster.compute.hbm_efficiency, NULL, RG_UNIT, 1, 1,
           "achievable / peak HBM bandwidth"),
     K_SET("cluster.compute.microbench", KT_STRING, "\"\"", set_microbench,
@@ -1448,6 +1462,32 @@ static int set_microbench(const cfg_t *c, const key_def *k, const cfg_value *v, 
     sim_err_clear(&inner);
     if (microbench_load(path, &in->cluster.compute.bench, &inner) != SIM_OK)
         return key_err_of(c, err, SIM_EINVAL, k->key, &inner);
+    return SIM_OK;
+}
+
+/* Late: the analytic efficiencies are known by then, so the compute model
+ * is whole or the configuration is refused. */
+static int set_kernels(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    compute_params *p = &in->cluster.compute;
+    memset(&p->kernels, 0, sizeof p->kernels);
+    if (v->s[0]) {
+        char path[1024], tried[2100];
+        path_near(find(c, k->key), v->s, path, sizeof path, tried, sizeof tried);
+        sim_err inner;
+        sim_err_clear(&inner);
+        if (kerneltable_load(path, &p->kernels, &inner) != SIM_OK)
+            return key_err_of(c, err, SIM_EINVAL, k->key, &inner);
+    }
+    bool gemms = false, attn = p->kernels.n_curves > 0;
+    for (int i = 0; i < KT_PRECISIONS; i++)
+        gemms = gemms || p->kernels.n_gemm[i] > 0;
+    if ((!gemms && !(p->gemm_efficiency > 0)) || (!attn && !(p->attention_fwd_efficiency > 0 &&
+                                                             p->attention_bwd_efficiency > 0)))
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "no kernel table with %s: name one (kernels/<gpu>.cfg) or set "
+                           "cluster.compute.%s", !gemms ? "GEMM figures" : "attention curves",
+                           !gemms ? "gemm_efficiency" : "attention_fwd_efficiency and attention_bwd_efficiency");
     return SIM_OK;
 }
 

@@ -56,6 +56,7 @@ typedef struct model_spec {
 
     /* Sliding-window attention (Megatron's window_size, causal: (W, 0)) */
     int64_t window_size;             /* keys before a query it attends to, W; 0 = full */
+    int softmax_type;                /* 0 vanilla, 1 off-by-one, 2 learnable (sinks) */
     uint8_t window_pattern[MODEL_MAX_LAYERS]; /* 1 = sliding-window layer; from
                                                  window_attn_skip_freq */
 } model_spec;

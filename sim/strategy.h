@@ -22,7 +22,9 @@
 /* model.attention_backend: flash/fused kernels never store the s x s
  * scores; unfused (Megatron's "local"/"unfused", the 2021-22 runs)
  * materializes and keeps them (Korthikanti et al.'s 5as^2b term). */
-typedef enum { ATTN_FLASH = 0, ATTN_UNFUSED } attention_backend_kind;
+/* auto and fused also run fused kernels: which family each runs is the
+ * kernel table's (auto: what Transformer Engine picks on the GPU). */
+typedef enum { ATTN_FLASH = 0, ATTN_UNFUSED, ATTN_AUTO, ATTN_FUSED } attention_backend_kind;
 
 typedef enum { CP_COMM_P2P = 0, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_A2A_P2P } cp_comm_kind;
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL } recompute_kind;
@@ -77,6 +79,7 @@ typedef struct parallel_spec {
     bool overlap_p2p_comm;           /* interleaved only; Megatron default on */
     bool tp_comm_overlap;
     moe_dispatcher_kind moe_token_dispatcher; /* how MoE tokens reach the experts */
+    int moe_flex_backend;                     /* flex: kt_flex_backend (deepep, hybridep) */
     precision_kind precision;        /* from mixed_precision */
 } parallel_spec;
 

@@ -107,6 +107,7 @@ typedef struct ctx {
     double attn_fwd_flops; /* one layer, this rank */
     double attn_keys;      /* keys a query sees at most: seq_length, or the window */
     double head_dim;       /* query/key head dimension */
+    compute_attn attn;     /* attention kernel: family, mask, window */
     bool sp;
     bool no_cast;          /* GEMMs outside Transformer Engine stay in bf16 */
     bool frozen;           /* LoRA: base weights get no weight gradient */
@@ -368,7 +369,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
         return;
     }
     if (cp <= 1 || x->ideal) {
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, x->head_dim, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, &x->attn, flops, bytes, seq, bwd));
         return;
     }
     cp_comm_kind kind = s->par.cp_comm_type;
@@ -381,7 +382,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
         /* Gather the whole sequence's K and V (again in backward, then
          * reduce-scatter dK, dV); not asynchronous. */
         then(b, "cp_ag_kv", STREAM_CP, coll(x, GROUP_CP, COLL_ALL_GATHER, kv_bytes * (double)cp));
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, x->head_dim, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, &x->attn, flops, bytes, seq, bwd));
         if (bwd)
             then(b, "cp_rs_dkv", STREAM_CP, coll(x, GROUP_CP, COLL_REDUCE_SCATTER, kv_bytes * (double)cp));
         return;
@@ -393,7 +394,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
         kv_bytes *= (double)a2a_size; /* the ring then moves the gathered K, V */
     }
     if (ring <= 1) {
-        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, flops, bytes, seq, x->head_dim, bwd));
+        then(b, bwd ? "attn_bwd" : "attn", STREAM_COMPUTE, compute_attention_s(x->c, &x->attn, flops, bytes, seq, bwd));
     } else {
         /* Ring of `ring` steps: step i computes on the K, V block received
          * at step i-1 while sending it on.  Forward sends ring-1 K+V blocks;
@@ -401,7 +402,7 @@ static void core_attention(const ctx *x, wl_opbuf *b, bool bwd)
          * load-balanced (zig-zag) chunks every step has equal work. */
         /* Each step attends the local queries to one block of keys. */
         double step_s =
-            compute_attention_s(x->c, flops / (double)ring, bytes / (double)ring, seq / (double)ring, x->head_dim, bwd);
+            compute_attention_s(x->c, &x->attn, flops / (double)ring, bytes / (double)ring, seq / (double)ring, bwd);
         double send_s = net_p2p_s(x->c, s->tp * a2a_size, kv_bytes);
         if (bwd)
             send_s *= 2.0;
@@ -476,6 +477,19 @@ static void dense_mlp_bwd(const ctx *x, wl_opbuf *b, double F)
 /* Routed experts with the all-to-all dispatcher: tokens of this rank times
  * top-k leave through the EP all-to-all, are gathered over ETP, run
  * through this rank's experts (grouped GEMMs) and come back. */
+/* One EP exchange of the routed rows: the flex dispatcher's kernels at the
+ * kernel table's rates where it has them, else an all-to-all. */
+static double ep_a2a_s(const ctx *x, bool combine, double bytes)
+{
+    const strategy_t *s = x->s;
+    double t;
+    if (s->par.moe_token_dispatcher == MOE_DISPATCHER_FLEX &&
+        compute_flex_s(x->c, (kt_flex_backend)s->par.moe_flex_backend, combine, (double)s->ep,
+                       (double)s->groups[GROUP_EP].domains, bytes, &t))
+        return t;
+    return coll(x, GROUP_EP, COLL_ALL_TO_ALL, bytes);
+}
+
 static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 {
     const model_spec *m = x->m;
@@ -503,7 +517,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         if (allgather && !x->ideal)                                                                          \
             then(b, name, STREAM_EP, net_collective_worst_s(x->c, &x->tp_ep_places, coll_ag, ag_bytes));                     \
         else if (!allgather && has(x, GROUP_EP))                                                             \
-            then(b, name, STREAM_EP, coll(x, GROUP_EP, coll_a2a, a2a_bytes));                                \
+            then(b, name, STREAM_EP, ep_a2a_s(x, coll_ag == COLL_REDUCE_SCATTER, a2a_bytes));               \
     } while (0)
     bool etp_comm = !allgather && has(x, GROUP_ETP);
     /* flex (DeepEP): a token crosses to another NVLink domain once per
@@ -756,6 +770,8 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
     double s_full = (double)m->seq_length;
     x->attn_fwd_flops = b * s_full * s_full * a * (qk_dim + v_dim) / (x->t * (double)s->cp);
     x->attn_keys = s_full;
+    x->attn = (compute_attn){ compute_attention_family(x->c, s->par.attention_backend, m->softmax_type != 0), true,
+                              0.0, qk_dim, s_full };
 }
 
 /* Contract in workload.h.  refs[] counts (saturating) the ops that wait on
@@ -813,6 +829,7 @@ static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
             /* A sliding window: each query sees about W keys, not s/2. */
             y.attn_fwd_flops *= model_attention_context(x0->m, true) / model_attention_context(x0->m, false);
             y.attn_keys = (double)x0->m->window_size;
+            y.attn.window = y.attn_keys;
         }
         if (bwd)
             layer_bwd(&y, p, moe);

@@ -79,7 +79,7 @@ Test(microbench, compute_uses_the_table)
     double fp8 = compute_gemm_s(c, m, n, k, GEMM_FP8);
     cr_assert(fabs((fp8 - ov) / (2 * m * n * k / (c->gpu.peak_fp8_flops_per_s * 0.3)) - 1) < 1e-6, "%.9g s", fp8);
     double flops = 1e12;
-    double a = compute_attention_s(c, flops, 0, 2048, 128, false);
+    double a = compute_attention_s(c, &(compute_attn){ .head_dim = 128 }, flops, 0, 2048, false);
     cr_assert(fabs((a - ov) / (flops / (c->gpu.peak_bf16_flops_per_s * 0.4)) - 1) < 1e-6, "%.9g s", a);
     double mem = compute_memory_s(c, 4e9);
     cr_assert(fabs((mem - ov) / (4e9 / 2000e9) - 1) < 1e-9, "%.9g s", mem);

@@ -138,6 +138,13 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
     }
     if (strcmp(k, "window_attn_skip_freq") == 0)
         return config_setting_type(s) == CONFIG_TYPE_INT; /* applied after all keys */
+    if (strcmp(k, "softmax_type") == 0) {
+        char v[16];
+        if (!get_str(s, v, sizeof v))
+            return false;
+        m->softmax_type = strcmp(v, "vanilla") == 0 ? 0 : strcmp(v, "off-by-one") == 0 ? 1 : 2;
+        return m->softmax_type < 2 || strcmp(v, "learnable") == 0;
+    }
     if (strcmp(k, "moe_layer_freq") == 0) {
         /* Applied after all keys (needs num_layers); only the type is checked here. */
         int t = config_setting_type(s);
