@@ -474,22 +474,23 @@ static void dense_mlp_bwd(const ctx *x, wl_opbuf *b, double F)
     column_bwd(x, b, "fc1_dgrad", "fc1_wgrad", x->T, F * glu / x->t, x->h, LORA_FC1);
 }
 
-/* Routed experts with the all-to-all dispatcher: tokens of this rank times
- * top-k leave through the EP all-to-all, are gathered over ETP, run
- * through this rank's experts (grouped GEMMs) and come back. */
 /* One EP exchange of the routed rows: the flex dispatcher's kernels at the
- * kernel table's rates where it has them, else an all-to-all. */
+ * kernel table's rates where it has them (paced by the placement that
+ * spans the most domains), else an all-to-all. */
 static double ep_a2a_s(const ctx *x, bool combine, double bytes)
 {
     const strategy_t *s = x->s;
     double t;
     if (s->par.moe_token_dispatcher == MOE_DISPATCHER_FLEX &&
         compute_flex_s(x->c, (kt_flex_backend)s->par.moe_flex_backend, combine, (double)s->ep,
-                       (double)s->groups[GROUP_EP].domains, bytes, &t))
+                       (double)s->places[GROUP_EP].span[s->places[GROUP_EP].worst].domains, bytes, &t))
         return t;
     return coll(x, GROUP_EP, COLL_ALL_TO_ALL, bytes);
 }
 
+/* Routed experts with the all-to-all dispatcher: tokens of this rank times
+ * top-k leave through the EP all-to-all, are gathered over ETP, run
+ * through this rank's experts (grouped GEMMs) and come back. */
 static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 {
     const model_spec *m = x->m;
@@ -829,7 +830,7 @@ static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
             /* A sliding window: each query sees about W keys, not s/2. */
             y.attn_fwd_flops *= model_attention_context(x0->m, true) / model_attention_context(x0->m, false);
             y.attn_keys = (double)x0->m->window_size;
-            y.attn.window = y.attn_keys;
+            y.attn.window = y.attn_keys < y.attn.seq ? y.attn_keys : 0.0; /* no wider than the sequence */
         }
         if (bwd)
             layer_bwd(&y, p, moe);

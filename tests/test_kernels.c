@@ -268,3 +268,22 @@ Test(kernels, no_table_and_no_efficiencies_is_refused)
             "cluster.compute.attention_fwd_efficiency=0.6 cluster.compute.attention_bwd_efficiency=0.4");
     cr_assert_eq(r.status, 0, "%s", r.out);
 }
+
+/* A window no narrower than the sequence is full attention: the full
+ * curves, not the windowed ones. */
+Test(kernels, window_as_wide_as_the_sequence_is_full_attention)
+{
+    sim w, f;
+    const char *kw[] = { "model.name=gpt-oss-120b", "cluster.topology=gb200-nvl72", "cluster.num_gpus=8",
+                         "train.global_batch_size=8", "model.expert_model_parallel_size=8", "model.seq_length=4096",
+                         "model.window_size=[4096, 0]", NULL };
+    const char *kf[] = { "model.name=gpt-oss-120b", "cluster.topology=gb200-nvl72", "cluster.num_gpus=8",
+                         "train.global_batch_size=8", "model.expert_model_parallel_size=8", "model.seq_length=4096",
+                         "model.window_size=[]", NULL };
+    sim_run(&w, kw);
+    sim_run(&f, kf);
+    cr_assert_float_eq(step_result_get(w.st)->step_time_s, step_result_get(f.st)->step_time_s,
+                       1e-3 * step_result_get(f.st)->step_time_s);
+    sim_free(&w);
+    sim_free(&f);
+}
