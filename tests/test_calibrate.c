@@ -161,13 +161,13 @@ Test(calibrate, recovers_sustained_fraction_from_synthetic_rows, .timeout = 600)
 
 Test(calibrate, train_half_holds_out_the_other_rows, .timeout = 600)
 {
-    const char *const extra[] = { "cluster.compute.gemm_efficiency=0.7", NULL };
+    const char *const extra[] = { "cluster.compute.sustained_fraction=0.7", NULL };
     char *text = synthetic_rows(extra, NULL);
     csv_table t;
     sim_err err;
     cr_assert_eq(csv_parse(text, strlen(text), "synthetic", &t, &err), SIM_OK);
     calib_opts o = quiet_opts();
-    o.params = "cluster.compute.gemm_efficiency";
+    o.params = "cluster.compute.sustained_fraction";
     o.train_half = 1;
     calib_result res;
     cr_assert_eq(calibrate_rows(&t, "synthetic", &o, &res, &err), SIM_OK, "%s", err.msg);
