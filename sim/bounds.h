@@ -19,6 +19,10 @@
  *   nccl-tests logs are thousands of rows; a million is far beyond.
  * - LIMIT_VALIDATE_ROWS: validate and calibrate hold each row's case as
  *   text (~15 KB a row), so 1e5 rows is ~1.5 GB; the published set is ~500.
+ * - LIMIT_RECIPE_SETTINGS: each setting of a recipes file is checked
+ *   against the key table and the mapping rules (~microseconds); the
+ *   bundled file has ~12000; 1e5 are read in well under a second (2 s
+ *   with ASan).
  */
 #ifndef PARSIM_BOUNDS_H
 #define PARSIM_BOUNDS_H
@@ -29,6 +33,7 @@
 #define LIMIT_CSV_ROWS 1000000LL       /* rows read from one CSV file */
 #define LIMIT_LOG_LINES 1000000LL      /* lines read from one nccl-tests log */
 #define LIMIT_VALIDATE_ROWS 100000LL   /* rows of one table validate or calibrate turns into runs */
+#define LIMIT_RECIPE_SETTINGS 100000LL /* settings in one recipes file (all rows) */
 #define LIMIT_PASSES 1e7               /* forward/backward passes of one simulated step */
 #define LIMIT_ACT_BYTES 0x1p62         /* activations one stage holds with every forward in flight */
 #define LIMIT_DURATION_S 1.8e7         /* one simulated kernel, transfer or step (2^64 ps ~ 1.8e7 s) */

@@ -172,9 +172,12 @@ static const char *const columns[] = { "source", "model", "gpu_type", "precision
 
 void recipes_free(recipes_t *r)
 {
-    for (size_t i = 0; r->rows && i < r->n; i++)
+    for (size_t i = 0; r->rows && i < r->n; i++) {
         free(r->rows[i].set);
+        free(r->rows[i].text);
+    }
     free(r->rows);
+    free(r->sorted);
     memset(r, 0, sizeof *r);
 }
 
@@ -188,53 +191,65 @@ static bool copy_cell(char *dst, size_t len, const char *cell)
     return true;
 }
 
-/* Splits the settings text into row->set (allocated). */
-static int parse_settings(const char *path, int line, const char *text, recipe_row *row,
-                          sim_err *err)
+/* The end of the setting at p: the next ';' outside parentheses. */
+static size_t setting_len(const char *p)
 {
-    row->set = calloc(RECIPE_MAX_SETTINGS, sizeof *row->set);
-    if (!row->set)
+    size_t n = 0;
+    int depth = 0;
+    while (p[n] && (p[n] != ';' || depth > 0)) {
+        depth += p[n] == '(' ? 1 : p[n] == ')' && depth > 0 ? -1 : 0;
+        n++;
+    }
+    return n;
+}
+
+/* Splits the settings text into row->set, pointing into a copy of it;
+ * *total counts the settings of the file so far. */
+static int parse_settings(const char *path, int line, const char *text, recipe_row *row,
+                          long long *total, sim_err *err)
+{
+    int count = 0;
+    for (const char *p = text; *p; count++) {
+        p += setting_len(p);
+        p += *p == ';';
+    }
+    if (count > RECIPE_MAX_SETTINGS)
+        return sim_err_set_at(err, SIM_EINVAL, path, line, "settings",
+                              "more than %d settings in a row", RECIPE_MAX_SETTINGS);
+    *total += count;
+    if (*total > LIMIT_RECIPE_SETTINGS)
+        return sim_err_set_at(err, SIM_EINVAL, path, line, "settings",
+                              "more than %lld settings in the file (LIMIT_RECIPE_SETTINGS)",
+                              LIMIT_RECIPE_SETTINGS);
+    row->text = strdup(text);
+    row->set = calloc(count ? (size_t)count : 1, sizeof *row->set);
+    if (!row->text || !row->set)
         return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", path);
-    const char *p = text;
+    char *p = row->text;
     while (*p) {
-        /* one setting: up to a ';' outside parentheses */
-        size_t n = 0;
-        int depth = 0;
-        while (p[n] && (p[n] != ';' || depth > 0)) {
-            depth += p[n] == '(' ? 1 : p[n] == ')' && depth > 0 ? -1 : 0;
-            n++;
-        }
-        const char *next = p[n] ? p + n + 1 : p + n;
-        while (n > 0 && (*p == ' ' || *p == '\t')) {
+        size_t n = setting_len(p);
+        char *next = p[n] ? p + n + 1 : p + n;
+        p[n] = '\0';
+        while (*p == ' ' || *p == '\t')
             p++;
-            n--;
-        }
-        if (n == 0) { /* empty between two ';' or at the end */
+        if (*p == '\0') { /* empty between two ';' or at the end */
             p = next;
             continue;
         }
-        const char *eq = memchr(p, '=', n);
+        char *eq = strchr(p, '=');
         if (!eq || eq == p)
             return sim_err_set_at(err, SIM_EINVAL, path, line, "settings",
-                                  "setting \"%.*s\" is not key=value", (int)(n > 60 ? 60 : n), p);
-        size_t kl = (size_t)(eq - p), vl = n - kl - 1;
-        if (row->n >= RECIPE_MAX_SETTINGS)
-            return sim_err_set_at(err, SIM_EINVAL, path, line, "settings",
-                                  "more than %d settings in a row", RECIPE_MAX_SETTINGS);
-        if (kl >= RECIPE_KEY_LEN || vl >= RECIPE_VALUE_LEN)
+                                  "setting \"%.60s\" is not key=value", p);
+        *eq = '\0';
+        if (strlen(p) >= RECIPE_KEY_LEN || strlen(eq + 1) >= RECIPE_VALUE_LEN)
             return sim_err_set_at(err, SIM_EINVAL, path, line, "settings",
                                   "setting \"%.40s...\" is longer than %d characters (key) or %d "
                                   "(value)", p, RECIPE_KEY_LEN - 1, RECIPE_VALUE_LEN - 1);
-        recipe_setting *s = &row->set[row->n];
-        memcpy(s->key, p, kl);
-        s->key[kl] = '\0';
-        memcpy(s->value, eq + 1, vl);
-        s->value[vl] = '\0';
         for (int i = 0; i < row->n; i++)
-            if (!strcmp(row->set[i].key, s->key))
+            if (!strcmp(row->set[i].key, p))
                 return sim_err_set_at(err, SIM_EINVAL, path, line, "settings",
-                                      "key '%s' given twice", s->key);
-        row->n++;
+                                      "key '%s' given twice", p);
+        row->set[row->n++] = (recipe_setting){ p, eq + 1 };
         p = next;
     }
     return SIM_OK;
@@ -277,7 +292,7 @@ static bool same_settings(const recipe_row *a, const recipe_row *b)
     return true;
 }
 
-static int check_duplicates(const char *path, const recipes_t *r, sim_err *err);
+static int check_duplicates(const char *path, recipes_t *r, sim_err *err);
 
 /* The rows of t into out (a csv_convert_fn), then the duplicate check. */
 static int read_rows(const char *path, const csv_table *t, void *ctx, sim_err *err)
@@ -290,6 +305,7 @@ static int read_rows(const char *path, const csv_table *t, void *ctx, sim_err *e
                                   "no column '%s' (a recipes file has source, model, gpu_type, "
                                   "precision, num_gpus, release, settings)",
                                   columns[k]);
+    long long total = 0;
     out->rows = calloc(t->nrows ? t->nrows : 1, sizeof *out->rows);
     if (!out->rows)
         return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", path);
@@ -314,7 +330,7 @@ static int read_rows(const char *path, const csv_table *t, void *ctx, sim_err *e
             return sim_err_set_at(err, SIM_EINVAL, path, row->line, "num_gpus",
                                   "num_gpus '%s' is not an integer in 1..%lld",
                                   csv_cell(t, r, col[4]), LIMIT_GPUS);
-        int rc = parse_settings(path, row->line, csv_cell(t, r, col[6]), row, err);
+        int rc = parse_settings(path, row->line, csv_cell(t, r, col[6]), row, &total, err);
         if (rc == SIM_OK)
             rc = check_applied(path, row, err);
         if (rc != SIM_OK)
@@ -323,24 +339,31 @@ static int read_rows(const char *path, const csv_table *t, void *ctx, sim_err *e
     return check_duplicates(path, out, err);
 }
 
-/* Rows of one configuration must agree; O(n log n) by sorting pointers. */
-static int cfg_order(const void *x, const void *y)
+/* Order of configurations, then of lines. */
+static int config_cmp(const recipe_row *a, const recipe_row *b)
 {
-    const recipe_row *a = *(const recipe_row *const *)x, *b = *(const recipe_row *const *)y;
     int c = strcmp(a->source, b->source);
     c = c ? c : strcmp(a->model, b->model);
     c = c ? c : strcmp(a->gpu, b->gpu);
     c = c ? c : strcmp(a->precision, b->precision);
     c = c ? c : (a->num_gpus > b->num_gpus) - (a->num_gpus < b->num_gpus);
-    c = c ? c : strcmp(a->release, b->release);
+    return c ? c : strcmp(a->release, b->release);
+}
+
+static int cfg_order(const void *x, const void *y)
+{
+    const recipe_row *a = *(const recipe_row *const *)x, *b = *(const recipe_row *const *)y;
+    int c = config_cmp(a, b);
     return c ? c : (a->line > b->line) - (a->line < b->line);
 }
 
-static int check_duplicates(const char *path, const recipes_t *r, sim_err *err)
+/* Sorts the rows into r->sorted; rows of one configuration must agree. */
+static int check_duplicates(const char *path, recipes_t *r, sim_err *err)
 {
     const recipe_row **by = malloc((r->n ? r->n : 1) * sizeof *by);
     if (!by)
         return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", path);
+    r->sorted = by;
     for (size_t i = 0; i < r->n; i++)
         by[i] = &r->rows[i];
     qsort(by, r->n, sizeof *by, cfg_order);
@@ -350,7 +373,6 @@ static int check_duplicates(const char *path, const recipes_t *r, sim_err *err)
             rc = sim_err_set_at(err, SIM_EINVAL, path, by[i]->line, "settings",
                                 "configuration of line %d again, with other settings",
                                 by[i - 1]->line);
-    free(by);
     return rc;
 }
 
@@ -374,8 +396,14 @@ const recipe_row *recipes_match(const recipes_t *r, const char *source, const ch
     snprintf(key.gpu, sizeof key.gpu, "%s", gpu);
     snprintf(key.precision, sizeof key.precision, "%s", precision);
     snprintf(key.release, sizeof key.release, "%s", release);
-    for (size_t i = 0; r && i < r->n; i++)
-        if (same_config(&r->rows[i], &key))
-            return &r->rows[i];
-    return NULL;
+    /* the first row of the configuration in the sorted order */
+    size_t lo = 0, hi = r ? r->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (config_cmp(r->sorted[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return r && lo < r->n && same_config(r->sorted[lo], &key) ? r->sorted[lo] : NULL;
 }

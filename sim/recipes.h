@@ -53,12 +53,13 @@
 /* Longest key and value of one setting; longer ones are an error. */
 #define RECIPE_KEY_LEN 96
 #define RECIPE_VALUE_LEN 256
-/* Settings of one row at most (the bundled file has up to 60). */
+/* Settings of one row at most (the bundled file has up to 60); all rows
+ * together at most LIMIT_RECIPE_SETTINGS. */
 #define RECIPE_MAX_SETTINGS 128
 
 typedef struct recipe_setting {
-    char key[RECIPE_KEY_LEN];
-    char value[RECIPE_VALUE_LEN]; /* the comment dropped */
+    const char *key;              /* into the row's text */
+    const char *value;            /* as written (comment and all) */
 } recipe_setting;
 
 typedef struct recipe_row {
@@ -67,12 +68,14 @@ typedef struct recipe_row {
     int line;                     /* where the row starts in the file */
     int n;
     recipe_setting *set;          /* n settings, in file order */
+    char *text;                   /* the settings cell, split in place */
 } recipe_row;
 
 typedef struct recipes {
     char file[512];
     size_t n;
     recipe_row *rows;
+    const recipe_row **sorted;    /* by configuration, for recipes_match */
 } recipes_t;
 
 /* Reads and checks a recipes file (rules above).  SIM_EINVAL naming
@@ -81,7 +84,7 @@ typedef struct recipes {
 int recipes_read(const char *path, recipes_t *out, sim_err *err);
 void recipes_free(recipes_t *r);
 
-/* The row of a configuration, or NULL. */
+/* The row of a configuration, or NULL; O(log n). */
 const recipe_row *recipes_match(const recipes_t *r, const char *source, const char *model,
                                 const char *gpu, const char *precision, int64_t num_gpus,
                                 const char *release);

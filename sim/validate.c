@@ -210,15 +210,18 @@ static void row_states(vbuild *b, const char *key, const char *value)
     snprintf(b->stated_val[b->n_stated++], VCASE_OVER_LEN, "%s", value);
 }
 
-/* Appends s to a "; "-separated list in buf[0..len). */
+/* Appends s to a "; "-separated list in buf[0..len); an item that does
+ * not fit ends the list with "(more)" instead of being cut. */
 static void list_append(char *buf, size_t len, const char *s)
 {
-    size_t n = strlen(buf);
-    if (n && n + 2 < len) {
-        memcpy(buf + n, "; ", 3);
-        n += 2;
-    }
-    snprintf(buf + n, len - n, "%s", s);
+    static const char more[] = "(more)";
+    size_t n = strlen(buf), sep = n ? 2 : 0;
+    if (n >= sizeof more - 1 && !strcmp(buf + n - (sizeof more - 1), more))
+        return;
+    const char *item = n + sep + strlen(s) < len ? s : more;
+    if (n + sep + strlen(item) >= len)
+        return; /* not even the marker fits: the list is as full as it gets */
+    snprintf(buf + n, len - n, "%s%s", sep ? "; " : "", item);
 }
 
 /* The assumed items into c->assumed, in the order they were found. */
@@ -1344,7 +1347,7 @@ static void print_ignored(FILE *out, const vcase *cases, size_t n)
     for (size_t i = 0; i < n; i++) {
         matched += cases[i].recipe_line > 0;
         rows += cases[i].n_ignored > 0;
-        for (const char *p = cases[i].ignored; *p;) {
+        for (const char *p = cases[i].ignored; *p && strcmp(p, "(more)");) {
             size_t kl = strcspn(p, "=;");
             size_t k = 0;
             while (k < nk && (strlen(keys[k].key) != kl || strncmp(keys[k].key, p, kl)))

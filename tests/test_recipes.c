@@ -282,3 +282,75 @@ Test(recipes, flops_flagged_models_come_from_the_file)
     cr_assert_eq(r.status, 0, "%s", r.out);
     cr_assert(strstr(r.out, "validate: 0 rows"), "the bundled file does not flag llama3-8b: %s", r.out);
 }
+
+Test(recipes, a_semicolon_in_parentheses_belongs_to_the_value)
+{
+    result r;
+    csv_table out;
+    validate_with(&r, RECIPE("tokenizer=GPT2BPETokenizer (vocab 50257 proxy; padded);dataset=mock"),
+                  NULL, &out);
+    cr_assert(strstr(cell(&out, 0, "overrides"), "model.vocab_size=50257"), "%s",
+              cell(&out, 0, "overrides"));
+    cr_assert(strstr(cell(&out, 0, "ignored_same"), "dataset=mock"));
+    csv_free(&out);
+}
+
+Test(recipes, a_long_ignored_list_ends_with_more_and_counts_every_setting)
+{
+    char settings[8192] = "";
+    for (int k = 0; k < 12; k++)
+        snprintf(settings + strlen(settings), sizeof settings - strlen(settings),
+                 "%sunknown.k%d=%0150d", k ? ";" : "", k, k);
+    char text[9000];
+    snprintf(text, sizeof text,
+             RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,\"%s\",ref,\n", settings);
+    result r;
+    csv_table out;
+    validate_with(&r, text, NULL, &out);
+    const char *ig = cell(&out, 0, "ignored");
+    cr_assert(strlen(ig) > 6 && !strcmp(ig + strlen(ig) - 6, "(more)"), "%s", ig);
+    cr_assert(strstr(r.out, "1 rows with settings parsim does not model; most frequent: "
+                            "unknown.k0 (1)"),
+              "%s", r.out);
+    cr_assert(!strstr(r.out, "(more) ("), "the marker is not a key: %s", r.out);
+    csv_free(&out);
+}
+
+Test(recipes, bounded_rows_and_settings)
+{
+    char settings[4096] = "";
+    for (int k = 0; k < 129; k++)
+        snprintf(settings + strlen(settings), sizeof settings - strlen(settings), "%sk%d=1",
+                 k ? ";" : "", k);
+    char text[5000];
+    snprintf(text, sizeof text,
+             RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,\"%s\",ref,\n", settings);
+    refused(text, "2", "more than 128 settings in a row");
+    char key[200];
+    memset(key, 'k', 150);
+    key[150] = '\0';
+    snprintf(text, sizeof text,
+             RECIPE_HEADER "mbridge,llama3-8b,H100,bf16,8,NeMo 25.11,%s=1,ref,\n", key);
+    refused(text, "2", "is longer than 95 characters (key)");
+}
+
+Test(recipes, at_most_limit_recipe_settings_in_a_file)
+{
+    char rec[128];
+    FILE *f = fopen(path_in(rec, sizeof rec, "recipes.csv"), "w");
+    cr_assert_not_null(f);
+    fputs(RECIPE_HEADER, f);
+    for (int i = 0; i < 10001; i++) /* 10 settings a row: the 10001st row crosses 1e5 */
+        fprintf(f, "mbridge,m%d,H100,bf16,8,R,a=1;b=1;c=1;d=1;e=1;f=1;g=1;h=1;i=1;j=1,r,\n", i);
+    cr_assert_eq(fclose(f), 0);
+    char rows[128];
+    write_file(path_in(rows, sizeof rows, "rows.csv"), ROWS);
+    result r;
+    runf(&r, "validate '%s' --jobs 1", rows);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    char where[160];
+    snprintf(where, sizeof where, "%s:10002", rec);
+    cr_assert(strstr(r.out, where), "%s", r.out);
+    cr_assert(strstr(r.out, "more than 100000 settings in the file (LIMIT_RECIPE_SETTINGS)"), "%s",
+              r.out);
+}
