@@ -581,10 +581,7 @@ static void apply_recipe(vbuild *b, const recipe_row *row, int64_t tp)
                         mine);
             continue;
         }
-        if (mine && !refines)
-            continue;
-        for (int i; (i = over_index(c, m.key)) >= 0;)
-            drop_over(b, i);
+        /* the recipe states the key: what was assumed of it is not */
         for (int i = 0; i < b->n_items; i++)
             if (!strcmp(b->item_key[i], m.key)) {
                 for (int k = i; k + 1 < b->n_items; k++) {
@@ -594,6 +591,10 @@ static void apply_recipe(vbuild *b, const recipe_row *row, int64_t tp)
                 b->n_items--;
                 i--;
             }
+        if (mine && !refines)
+            continue;
+        for (int i; (i = over_index(c, m.key)) >= 0;)
+            drop_over(b, i);
         if (m.action == RECIPE_APPLY)
             add_over(c, "%s=%s", m.key, m.value);
     }
