@@ -354,3 +354,18 @@ Test(recipes, at_most_limit_recipe_settings_in_a_file)
     cr_assert(strstr(r.out, "more than 100000 settings in the file (LIMIT_RECIPE_SETTINGS)"), "%s",
               r.out);
 }
+
+/* A key of parsim's key table that no mapping rule names is applied as it
+ * is: keys added to the table later are picked up the same way. */
+Test(recipes, any_key_of_the_key_table_is_applied)
+{
+    result r;
+    csv_table out;
+    validate_with(&r, RECIPE("model.cp_comm_type=a2a;model.make_vocab_size_divisible_by=256"), NULL,
+                  &out);
+    const char *ov = cell(&out, 0, "overrides");
+    cr_assert(strstr(ov, "model.cp_comm_type=a2a"), "%s", ov);
+    cr_assert(strstr(ov, "model.make_vocab_size_divisible_by=256"), "%s", ov);
+    cr_assert_str_empty(cell(&out, 0, "ignored"));
+    csv_free(&out);
+}
