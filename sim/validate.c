@@ -741,7 +741,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     if (CELL("vp")[0])
         sizes_ok = size_cell(c, "vp", CELL("vp"), &vp) && sizes_ok;
     else if (pp > 1)
-        add_assumed(b, "model.virtual_pipeline_model_parallel_size", "vp: no interleaving (not stated)");
+        add_assumed(b, "model.virtual_pipeline_model_parallel_size",
+                    "vp: no interleaving (not stated)");
     if (vp > 1 && pp == 1) {
         /* Tables copied from a README list VP for every row; Megatron
          * rejects interleaving without a pipeline, so the run had none. */
@@ -761,7 +762,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
             add_assumed(b, "model.expert_tensor_parallel_size", "etp=1 (%s MoE recipes)", fw->name);
         } else if (sizes_ok && world % (pp * ep * tp) != 0) {
             etp = 1;
-            add_assumed(b, "model.expert_tensor_parallel_size", "etp=1 (Megatron's default etp=tp does not fit %" PRId64 " GPUs)", world);
+            add_assumed(b, "model.expert_tensor_parallel_size",
+                        "etp=1 (Megatron's default etp=tp does not fit %" PRId64 " GPUs)", world);
         } else
             add_assumed(b, "model.expert_tensor_parallel_size", "etp=tp (Megatron default)");
         if (etp > 0 && CELL("etp")[0])
@@ -781,7 +783,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         set_skip(c, "sp '%s' is not 0 or 1", sp_cell);
     else if (tp > 1) {
         sp = fw->sp_when_tp;
-        add_assumed(b, "model.sequence_parallel", "sp=%d (%s default with TP>1)", sp ? 1 : 0, fw->name);
+        add_assumed(b, "model.sequence_parallel", "sp=%d (%s default with TP>1)", sp ? 1 : 0,
+                    fw->name);
     }
     if (sp_cell[0])
         row_states(b, "model.sequence_parallel", sp ? "true" : "false");
@@ -839,7 +842,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     else if (dcell[0])
         set_skip(c, "distributed_optimizer '%s' is not 0 or 1", dcell);
     else
-        add_assumed(b, "ddp.use_distributed_optimizer", "distributed_optimizer=%d (%s default)", dist ? 1 : 0, fw->name);
+        add_assumed(b, "ddp.use_distributed_optimizer", "distributed_optimizer=%d (%s default)",
+                    dist ? 1 : 0, fw->name);
     if (strstr(notes, "Megatron-FSDP used")) {
         dist = true;
         add_assumed(b, NULL, "Megatron-FSDP run as the distributed optimizer (per-layer parameter "
@@ -869,7 +873,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
      * (flex = DeepEP / HybridEP for DeepSeek-architecture models). */
     if (moe && fw->moe_dispatcher[0]) {
         const vmodel_rule *mr = vfw_model_rule(setup->frameworks, fw, c->model, true);
-        add_default(b, "model.moe_token_dispatcher_type=%s", mr ? mr->moe_dispatcher : fw->moe_dispatcher);
+        add_default(b, "model.moe_token_dispatcher_type=%s",
+                    mr ? mr->moe_dispatcher : fw->moe_dispatcher);
         if (mr && mr->assumed[0])
             add_assumed(b, "model.moe_token_dispatcher_type", "%s", mr->assumed);
     }
@@ -910,7 +915,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     if (L > 0 && L % (pp * vp) != 0 && (L + 2) % (pp * vp) == 0 && recipe_split) {
         add_default(b, "model.account_for_embedding_in_pipeline_split=true");
         add_default(b, "model.account_for_loss_in_pipeline_split=true");
-        add_assumed(b, "model.account_for_embedding_in_pipeline_split", "uneven pipeline: embedding and loss counted as layers (%s recipes)",
+        add_assumed(b, "model.account_for_embedding_in_pipeline_split",
+                    "uneven pipeline: embedding and loss counted as layers (%s recipes)",
                     fw->name);
     } else if (L > 0 && L % (pp * vp) != 0 && pp * vp <= L) {
         /* Neither splits (DeepSeek-V3's 61 layers on Bridge, BLOOM's 70 on
@@ -920,7 +926,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         char layout[512];
         if (balanced_layout(L, pp * vp, layout, sizeof layout)) {
             add_default(b, "model.pipeline_model_parallel_layout=%s", layout);
-            add_assumed(b, "model.pipeline_model_parallel_layout", "uneven pipeline: layout %s (embedding and loss counted as layers)", layout);
+            add_assumed(b, "model.pipeline_model_parallel_layout",
+                        "uneven pipeline: layout %s (embedding and loss counted as layers)", layout);
         }
     }
     if (strstr(notes, "w/o MTP"))
