@@ -753,7 +753,9 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     size_t nsel = 0;
     const char *topo = NULL;
     char topo2[64] = "";
-    if (validate_cases(t, o->data_dir, cases) != SIM_OK) {
+    int vrc = o->setup ? validate_cases_setup(t, o->data_dir, o->setup, cases)
+                       : validate_cases(t, o->data_dir, cases);
+    if (vrc != SIM_OK) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory");
         goto out;
     }

@@ -108,6 +108,8 @@ typedef struct calib_opts {
     int jobs;              /* threads for the simulations */
     int max_iter;          /* solver iterations, > 0 */
     const char *data_dir;  /* as for cfg_create */
+    const vsetup *setup;   /* frameworks and recipes the rows run with, as validate's;
+                              NULL: validate_cases' (bundled frameworks, no recipes) */
     FILE *log;             /* one line per iteration, or NULL */
 } calib_opts;
 

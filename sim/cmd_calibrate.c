@@ -10,8 +10,10 @@
 #include "calibrate.h"
 #include "cli.h"
 #include "csv.h"
+#include "frameworks.h"
 #include "numparse.h"
 #include "validate.h"
+#include "vsetup.h"
 
 typedef struct params_out {
     const calib_result *res;
@@ -98,6 +100,7 @@ int cmd_calibrate(int argc, char **argv)
 {
     const char *in_path = NULL, *out_path = NULL, *nccl_path = NULL, *op = NULL;
     const char *halves_prefix = NULL;
+    const char *recipes_path = NULL, *frameworks_path = vfw_default_path();
     calib_opts o = { .params = NULL, .rows = NULL, .train_half = -1,
                      .jobs = validate_default_jobs(), .max_iter = 50, .data_dir = NULL,
                      .log = stderr };
@@ -113,7 +116,8 @@ int cmd_calibrate(int argc, char **argv)
         bool takes = !strcmp(a, "--out") || !strcmp(a, "--params") || !strcmp(a, "--rows") ||
                      !strcmp(a, "--train-half") || !strcmp(a, "--jobs") ||
                      !strcmp(a, "--max-iter") || !strcmp(a, "--nccl-tests") || !strcmp(a, "--op") ||
-                     !strcmp(a, "--out-halves");
+                     !strcmp(a, "--out-halves") || !strcmp(a, "--recipes") ||
+                     !strcmp(a, "--frameworks");
         if (takes) {
             if (++i >= argc) {
                 rc = cli_usage_error("%s needs a value", a);
@@ -132,6 +136,10 @@ int cmd_calibrate(int argc, char **argv)
                 op = v;
             else if (!strcmp(a, "--out-halves"))
                 halves_prefix = v;
+            else if (!strcmp(a, "--recipes"))
+                recipes_path = v;
+            else if (!strcmp(a, "--frameworks"))
+                frameworks_path = v;
             else if (!strcmp(a, "--train-half")) {
                 if (!strcmp(v, "even"))
                     o.train_half = 0;
@@ -191,13 +199,23 @@ int cmd_calibrate(int argc, char **argv)
     calib_result res;
     po.res = &res;
     if (in_path) {
-        csv_table t;
-        if (csv_read_file(in_path, &t, &err) != SIM_OK) {
+        /* the rows run as validate runs them: recipes and framework defaults */
+        vsetup_files vs;
+        if (vsetup_open(&vs, in_path, recipes_path, frameworks_path, &err) != SIM_OK) {
             rc = cli_fail(&err);
             goto out;
         }
+        csv_table t;
+        if (csv_read_file(in_path, &t, &err) != SIM_OK) {
+            vsetup_close(&vs);
+            rc = cli_fail(&err);
+            goto out;
+        }
+        o.setup = &vs.setup;
         int crc = calibrate_rows(&t, in_path, &o, &res, &err);
+        o.setup = NULL;
         csv_free(&t);
+        vsetup_close(&vs);
         if (crc != SIM_OK) {
             rc = cli_fail(&err);
             goto out;

@@ -4,14 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "csv.h"
 #include "frameworks.h"
 #include "progress.h"
-#include "recipes.h"
 #include "validate.h"
+#include "vsetup.h"
 
 typedef struct vout {
     const csv_table *t;
@@ -74,27 +73,12 @@ int cmd_validate(int argc, char **argv)
     sim_err_clear(&err);
     /* The recipes: --recipes FILE, none, or recipes.csv in the input's
      * folder when there is one (bench/validation/ for public.csv). */
-    char beside[4096];
-    if (!recipes_path) {
-        const char *slash = strrchr(in_path, '/');
-        int dir = slash ? (int)(slash - in_path) : 0;
-        snprintf(beside, sizeof beside, "%.*s%srecipes.csv", dir, in_path, slash ? "/" : "");
-        if (strcmp(in_path, "-") && access(beside, F_OK) == 0)
-            recipes_path = beside;
-    } else if (!strcmp(recipes_path, "none"))
-        recipes_path = NULL;
-    vfw_table fws;
-    if (vfw_read(frameworks_path, &fws, &err) != SIM_OK)
+    vsetup_files vs;
+    if (vsetup_open(&vs, in_path, recipes_path, frameworks_path, &err) != SIM_OK)
         return cli_fail(&err);
-    recipes_t rec = { 0 };
-    if (recipes_path && recipes_read(recipes_path, &rec, &err) != SIM_OK) {
-        vfw_free(&fws);
-        return cli_fail(&err);
-    }
     csv_table t;
     if (csv_read_file(in_path, &t, &err) != SIM_OK) {
-        recipes_free(&rec);
-        vfw_free(&fws);
+        vsetup_close(&vs);
         return cli_fail(&err);
     }
     int rc = EXIT_SUCCESS;
@@ -128,8 +112,7 @@ int cmd_validate(int argc, char **argv)
         goto out;
     }
     size_t nsel = 0;
-    vsetup setup = { .frameworks = &fws, .recipes = recipes_path ? &rec : NULL };
-    if (validate_cases_setup(&t, NULL, &setup, cases) != SIM_OK) {
+    if (validate_cases_setup(&t, NULL, &vs.setup, cases) != SIM_OK) {
         fputs("parsim: out of memory\n", stderr);
         rc = EXIT_FAILURE;
         goto out;
@@ -179,7 +162,6 @@ out:
     free(preds);
     free(select);
     csv_free(&t);
-    recipes_free(&rec);
-    vfw_free(&fws);
+    vsetup_close(&vs);
     return rc;
 }

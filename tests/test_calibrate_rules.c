@@ -228,9 +228,9 @@ Test(calibrate_rules, fitted_file_included_when_there)
     char cmd[1024], data[96];
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(cmd, sizeof cmd,
-             "mkdir -p '%s/topologies' && ln -s '%s/models' '%s/models' && for f in '%s'/topologies/*; do "
+             "mkdir -p '%s/topologies' && ln -s '%s/models' '%s/models' && ln -s '%s/kernels' '%s/kernels' && for f in '%s'/topologies/*; do "
              "[ \"$(basename \"$f\")\" = fitted ] || ln -s \"$f\" '%s/topologies/'; done",
-             data, PARSIM_SOURCE_DIR, data, PARSIM_SOURCE_DIR, data);
+             data, PARSIM_SOURCE_DIR, data, PARSIM_SOURCE_DIR, data, PARSIM_SOURCE_DIR, data);
     cr_assert_eq(system(cmd), 0);
     /* absent: the topology's value */
     cr_assert_float_eq(sustained(data, NULL), 1.0, 1e-12);

@@ -60,6 +60,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdata() {
   mkdir -p "$tmp/$1/topologies/fitted"
   ln -s "$root/models" "$tmp/$1/models"
+  ln -s "$root/kernels" "$tmp/$1/kernels"
   for f in "$root"/topologies/*; do
     [ "$(basename "$f")" = fitted ] || ln -s "$f" "$tmp/$1/topologies/"
   done
