@@ -5,6 +5,7 @@
 
 #include "csv.h"
 #include "jsonout.h"
+#include "streams.h"
 #include "workload.h"
 #include "units.h"
 
@@ -98,7 +99,9 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     put_num(out, 10, "%.1f", 100.0 * r->bubble_fraction, TEXT_NA);
     fputs(" %\n", out);
     fputs("\n  communication (busiest stage)   total s   exposed s\n", out);
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+    for (int k = 0; k < STREAM_KINDS; k++) {
+        if (!streams_is_comm((stream_kind)k))
+            continue;
         fprintf(out, "    %-30s ", stream_kind_name((stream_kind)k));
         put_num(out, 9, "%.4f", r->comm_s[k], TEXT_NA);
         fputs("   ", out);
@@ -195,14 +198,16 @@ int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step
     jsonout_str(j, "comm");
     jsonout_map_open(j);
     char key[64];
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
-        snprintf(key, sizeof key, "%s_s", stream_kind_name((stream_kind)k));
-        jsonout_kv_real(j, key, r->comm_s[k]);
-    }
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
-        snprintf(key, sizeof key, "%s_exposed_s", stream_kind_name((stream_kind)k));
-        jsonout_kv_real(j, key, r->exposed_s[k]);
-    }
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (streams_is_comm((stream_kind)k)) {
+            snprintf(key, sizeof key, "%s_s", streams_desc((stream_kind)k)->key);
+            jsonout_kv_real(j, key, r->comm_s[k]);
+        }
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (streams_is_comm((stream_kind)k)) {
+            snprintf(key, sizeof key, "%s_exposed_s", streams_desc((stream_kind)k)->key);
+            jsonout_kv_real(j, key, r->exposed_s[k]);
+        }
     jsonout_kv_real(j, "exposed_s", r->exposed_total_s);
     jsonout_map_close(j);
     jsonout_str(j, "sim");
@@ -217,12 +222,23 @@ int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step
     return jsonout_end(j, err);
 }
 
+/* A stream with a CSV column: every stream but compute (whose time the
+ * step and bubble columns already say), in table order. */
+static bool csv_stream(stream_kind k)
+{
+    return streams_desc(k)->role != STREAM_ROLE_COMPUTE;
+}
+
 void report_csv_header(FILE *out)
 {
     fputs("model,topology,world_size,tp,pp,vp,cp,ep,etp,dp,edp,sp,num_microbatches,global_batch_size,"
           "micro_batch_size,seq_length,mixed_precision,recompute,step_time_s,bubble_fraction,"
-          "tokens_per_s_per_gpu,model_tflops_per_gpu,mfu,peak_bytes,tp_s,cp_s,ep_s,dp_s,pp_s,exposed_s\n",
+          "tokens_per_s_per_gpu,model_tflops_per_gpu,mfu,peak_bytes",
           out);
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (csv_stream((stream_kind)k))
+            fprintf(out, ",%s_s", streams_desc((stream_kind)k)->key);
+    fputs(",exposed_s\n", out);
 }
 
 void report_csv_row(FILE *out, const run_inputs *in, const strategy_t *s, const step_result *r)
@@ -247,10 +263,11 @@ void report_csv_row(FILE *out, const run_inputs *in, const strategy_t *s, const 
     }
     fputc(',', out);
     put_num(out, 0, "%.0f", r->peak_bytes, "");
-    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
-        fputc(',', out);
-        put_num(out, 0, "%.9g", r->comm_s[k], "");
-    }
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (csv_stream((stream_kind)k)) {
+            fputc(',', out);
+            put_num(out, 0, "%.9g", r->comm_s[k], "");
+        }
     fputc(',', out);
     put_num(out, 0, "%.9g", r->exposed_total_s, "");
     fputc('\n', out);

@@ -713,7 +713,7 @@ static void sim_fill(search_cand *c, const step_result *r, double cap)
     c->bubble_s = r->bubble_fraction * r->pipeline_s;
     c->peak_bytes = r->peak_bytes;
     for (int k = 0; k < STREAM_KINDS; k++)
-        c->exposed_s[k] = k == STREAM_COMPUTE ? 0.0 : r->exposed_s[k];
+        c->exposed_s[k] = streams_is_comm((stream_kind)k) ? r->exposed_s[k] : 0.0;
     c->exposed_total_s = r->exposed_total_s;
     c->status = r->peak_bytes > cap ? SEARCH_OVER_MEMORY : SEARCH_FEASIBLE;
 }
@@ -1204,8 +1204,12 @@ static double gpu_hours(const run_inputs *b, const search_opts *o, const search_
     return o->token_budget / tokens_per_step * c->step_time_s * (double)c->world / 3600.0;
 }
 
-static const stream_kind comm_streams[] = {STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP};
-#define N_COMM (sizeof comm_streams / sizeof comm_streams[0])
+/* The table's columns of exposed time: its communication streams, EP's
+ * only for MoE models. */
+static bool exposed_column(stream_kind k, bool moe)
+{
+    return streams_is_comm(k) && (moe || k != STREAM_EP);
+}
 
 static void table_header(FILE *out, const search_opts *o, bool moe)
 {
@@ -1217,11 +1221,9 @@ static void table_header(FILE *out, const search_opts *o, bool moe)
     if (o->token_budget > 0)
         fprintf(out, " %10s", "GPU-hours");
     fputs("  exposed s:", out);
-    for (size_t k = 0; k < N_COMM; k++) {
-        if (comm_streams[k] == STREAM_EP && !moe)
-            continue;
-        fprintf(out, " %6s", stream_kind_name(comm_streams[k]));
-    }
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (exposed_column((stream_kind)k, moe))
+            fprintf(out, " %6s", stream_kind_name((stream_kind)k));
     fputc('\n', out);
 }
 
@@ -1243,11 +1245,9 @@ static void table_row(FILE *out, const char *label, const run_inputs *b, const s
     if (o->token_budget > 0)
         fprintf(out, " %10.0f", gpu_hours(b, o, c));
     fputs("            ", out);
-    for (size_t k = 0; k < N_COMM; k++) {
-        if (comm_streams[k] == STREAM_EP && !moe)
-            continue;
-        fprintf(out, " %6.3f", c->exposed_s[comm_streams[k]]);
-    }
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (exposed_column((stream_kind)k, moe))
+            fprintf(out, " %6.3f", c->exposed_s[k]);
     fputc('\n', out);
 }
 
@@ -1536,8 +1536,9 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
         fputc(',', out);
     fprintf(out, "%.9g,%.9g,%.0f,%.0f,%.0f,%.9g,%.9g", c->bubble_fraction, c->bubble_s, c->peak_bytes,
             r->capacity_bytes - c->peak_bytes, c->peak_lb_bytes, c->time_lb_s, c->compute_s);
-    for (size_t k = 0; k < N_COMM; k++)
-        fprintf(out, ",%.9g", c->exposed_s[comm_streams[k]]);
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (streams_is_comm((stream_kind)k))
+            fprintf(out, ",%.9g", c->exposed_s[k]);
     fprintf(out, ",%.9g\n", c->exposed_total_s);
 }
 
@@ -1548,9 +1549,12 @@ void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, cons
           "vp,cp,ep,etp,dp,edp,sequence_parallel,micro_batch_size,num_microbatches,"
           "recompute_granularity,cp_comm_type,use_distributed_optimizer,step_time_s,tokens_per_s_per_gpu,mfu,"
           "gpu_hours,bubble_fraction,bubble_s,peak_bytes,headroom_bytes,peak_lower_bound_bytes,"
-          "time_lower_bound_s,compute_s,exposed_tp_s,exposed_cp_s,exposed_ep_s,exposed_dp_s,exposed_pp_s,"
-          "exposed_total_s\n",
+          "time_lower_bound_s,compute_s",
           out);
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (streams_is_comm((stream_kind)k))
+            fprintf(out, ",exposed_%s_s", streams_desc((stream_kind)k)->key);
+    fputs(",exposed_total_s\n", out);
     for (size_t i = 0; i < r->n_cands; i++)
         csv_row(out, "search", i < r->n_feasible ? i + 1 : 0, b, o, r, &r->cands[i]);
     if (r->have_baseline)

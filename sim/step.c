@@ -60,7 +60,8 @@ typedef struct pass_ref {
 typedef struct pass_summary {
     sim_time_ps span_ps;
     sim_time_ps comm_ps[STREAM_KINDS];
-    sim_time_ps exposed_ps[STREAM_KINDS]; /* [STREAM_COMPUTE]: all streams together */
+    sim_time_ps exposed_ps[STREAM_KINDS]; /* per communication stream */
+    sim_time_ps exposed_all_ps;           /* all communication streams together */
     bool collapsible;
 } pass_summary;
 
@@ -295,7 +296,9 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
         out->span_ps = eng_makespan(e);
         size_t nc = merge(comp, stream_intervals(e, STREAM_COMPUTE, ids, (size_t)p->n_ops, comp));
         size_t n_all = 0;
-        for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            if (!streams_is_comm((stream_kind)k))
+                continue;
             size_t nk = stream_intervals(e, k, ids, (size_t)p->n_ops, comm);
             for (size_t i = 0; i < nk; i++)
                 out->comm_ps[k] += comm[i].b - comm[i].a;
@@ -304,7 +307,7 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
             n_all = unite(all, n_all, comm, nk, tmp);
             memcpy(all, tmp, n_all * sizeof *all);
         }
-        out->exposed_ps[STREAM_COMPUTE] = uncovered(all, n_all, comp, nc);
+        out->exposed_all_ps = uncovered(all, n_all, comp, nc);
         out->collapsible = p->ops[0].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
     } else if (rc == SIM_ENOMEM) {
         sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
@@ -631,7 +634,9 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         size_t nc = stream_intervals(e, stream_of(r, STREAM_COMPUTE), ids, n_tasks, comp);
         nc = merge(comp, nc);
         size_t n_all = 0;
-        for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            if (!streams_is_comm((stream_kind)k))
+                continue;
             /* A stream's tasks come in run order, so sorted by start. */
             size_t nk = stream_intervals(e, stream_of(r, (stream_kind)k), ids, n_tasks, comm);
             sim_time_ps total = 0;
@@ -652,20 +657,20 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
                     if (!st->collapsed[pass_index(st, r, kind, mb, c)])
                         continue;
                     const pass_summary *ps = summary_of(st, r, c, kind);
-                    exposed_ps += ps->exposed_ps[STREAM_COMPUTE];
-                    for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+                    exposed_ps += ps->exposed_all_ps;
+                    for (int k = 0; k < STREAM_KINDS; k++) {
                         sr->comm_s[k] += time_as_s(ps->comm_ps[k]);
                         sr->exposed_s[k] += time_as_s(ps->exposed_ps[k]);
                     }
                 }
-        for (int k = STREAM_TP; k < STREAM_KINDS; k++) {
+        for (int k = 0; k < STREAM_KINDS; k++) {
             if (sr->comm_s[k] > res->comm_s[k])
                 res->comm_s[k] = sr->comm_s[k];
             if (sr->exposed_s[k] > res->exposed_s[k])
                 res->exposed_s[k] = sr->exposed_s[k];
         }
         double exposed = time_as_s(exposed_ps);
-        sr->exposed_s[STREAM_COMPUTE] = exposed;
+        sr->exposed_total_s = exposed;
         if (exposed > res->exposed_total_s)
             res->exposed_total_s = exposed;
 

@@ -26,8 +26,9 @@ typedef struct stage_result {
     double peak_bytes;
     double busy_s;                       /* F/B spans on the compute stream */
     double bubble_s;                     /* idle during the pipeline phase */
-    double comm_s[STREAM_KINDS];         /* total time per comm stream */
-    double exposed_s[STREAM_KINDS];      /* comm time with compute idle */
+    double comm_s[STREAM_KINDS];         /* busy time per stream (communication, host) */
+    double exposed_s[STREAM_KINDS];      /* per comm stream: its time with compute idle */
+    double exposed_total_s;              /* all comm streams together with compute idle */
 } stage_result;
 
 typedef struct step_result {
@@ -39,7 +40,7 @@ typedef struct step_result {
     double model_tflops_per_gpu;
     double mfu;                  /* vs the bf16 dense peak */
     double peak_bytes;           /* max over stages */
-    double comm_s[STREAM_KINDS]; /* max over stages */
+    double comm_s[STREAM_KINDS]; /* max over stages, per stream (communication, host) */
     double exposed_s[STREAM_KINDS];
     double exposed_total_s;      /* max over stages of all exposed comm */
     int64_t n_stages;

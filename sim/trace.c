@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "jsonout.h"
+#include "streams.h"
 
 /* Opens an event's map with the fields every event has.  One event per
  * line: a newline before each keeps the file readable with line tools
@@ -61,7 +62,7 @@ int trace_write(FILE *out, const step_t *st, sim_err *err)
         snprintf(name, sizeof name, "stage %" PRId64, r);
         meta(j, "process_name", r, 0, name);
         for (int k = 0; k < STREAM_KINDS; k++)
-            meta(j, "thread_name", r, k, stream_kind_name((stream_kind)k));
+            meta(j, "thread_name", r, k, streams_desc((stream_kind)k)->name);
     }
     /* Forward and backward passes, the spans the schedule figures show. */
     for (int64_t r = 0; r < pp; r++)

@@ -39,12 +39,6 @@
 #include "memory.h"
 #include "net.h"
 
-const char *stream_kind_name(stream_kind k)
-{
-    static const char *const names[STREAM_KINDS] = {"compute", "tp", "cp", "ep", "dp", "pp"};
-    return (k >= 0 && k < STREAM_KINDS) ? names[k] : "?";
-}
-
 /* ---- op list under construction ---------------------------------------- */
 
 /* Failures are sticky (as in every builder here): after the first, pushes

@@ -22,14 +22,8 @@
 #include "config.h"
 #include "err.h"
 #include "strategy.h"
+#include "streams.h"
 #include "units.h"
-
-typedef enum {
-    STREAM_COMPUTE = 0, STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP,
-    STREAM_KINDS
-} stream_kind;
-
-const char *stream_kind_name(stream_kind k);
 
 typedef struct wl_op {
     const char *name;        /* static string: "qkv", "attn", "tp_ag", ... */

@@ -1,0 +1,33 @@
+/* streams: the one table of a stage's streams.  Every consumer (the step's
+ * measurement, the text / JSON / CSV reports, the trace, search's table)
+ * loops over it and asks a stream's role instead of assuming an order
+ * ("every stream after compute is communication"), so a new stream is one
+ * more row here and every output follows.
+ *
+ * Roles: compute (the stream passes begin and end on; "exposed" means
+ * while it is idle), communication (measured: total and exposed time),
+ * host (the CPU thread that issues the GPU work: busy time).
+ */
+#ifndef PARSIM_STREAMS_H
+#define PARSIM_STREAMS_H
+
+#include <stdbool.h>
+
+typedef enum {
+    STREAM_COMPUTE = 0, STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP,
+    STREAM_KINDS
+} stream_kind;
+
+typedef enum { STREAM_ROLE_COMPUTE, STREAM_ROLE_COMM, STREAM_ROLE_HOST } stream_role;
+
+typedef struct stream_desc {
+    const char *name;      /* text report, trace thread name */
+    stream_role role;
+    const char *key;       /* JSON / CSV: "<key>_s" (and "<key>_exposed_s" for communication) */
+} stream_desc;
+
+const stream_desc *streams_desc(stream_kind k);
+const char *stream_kind_name(stream_kind k);
+bool streams_is_comm(stream_kind k);
+
+#endif
