@@ -235,6 +235,23 @@ typedef struct nccl_params {
     bool ll128;                 /* LL128 enabled on this platform */
 } nccl_params;
 
+/* The host thread of a rank that issues its GPU work (cluster.host.*).
+ * Host costs are separate from the GPU-side cost of a kernel
+ * (compute.kernel_overhead_s, inside each kernel's duration): a kernel
+ * cannot start before the host has issued it, and the host runs ahead
+ * while kernels are long, so the two overlap instead of adding up. */
+typedef struct host_params {
+    double launch_s;         /* host time to issue one kernel or collective
+                                (PyTorch dispatch + CUDA launch) */
+    double op_overhead_s;    /* framework time per module call (Python, autograd) */
+    double sync_s;           /* a device-to-host copy and stream sync, beyond the
+                                wait for the GPU to drain */
+    double graph_launch_s;   /* one CUDA graph replay */
+    double optimizer_s;      /* host time issuing the optimizer step */
+    double graph_pool_bytes;    /* CUDA graph memory pool, PP = 1 */
+    double graph_pool_pp_bytes; /* with PP > 1 */
+} host_params;
+
 typedef struct cluster_spec {
     char name[64];          /* topology preset name */
     int64_t num_gpus;       /* GPUs in the job (world size) */
@@ -242,6 +259,7 @@ typedef struct cluster_spec {
     int64_t nvlink_domain_gpus; /* GPUs in one scale-up domain (8, or 72 for NVL72) */
     gpu_spec gpu;
     compute_params compute;
+    host_params host;
     scaleup_spec scaleup;
     scaleout_spec scaleout;
     nccl_params nccl;

@@ -893,6 +893,12 @@ static const char *const recompute_mod_names[] = { "core_attn", "mlp", "moe", "m
 static const int recompute_mod_values[] = { RECOMPUTE_MOD_CORE_ATTN, RECOMPUTE_MOD_MLP, RECOMPUTE_MOD_MOE,
                                             RECOMPUTE_MOD_MOE_ACT, RECOMPUTE_MOD_LAYERNORM,
                                             RECOMPUTE_MOD_MLA_UP_PROJ, RECOMPUTE_MOD_SHARED_EXPERTS };
+static const char *const graph_impl_names[] = { "none", "local", "transformer_engine", "full_iteration" };
+static const int graph_impl_values[] = { GRAPH_NONE, GRAPH_LOCAL, GRAPH_TE, GRAPH_FULL_ITERATION };
+static const char *const graph_mod_names[] = { "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                                               "full_iteration" };
+static const int graph_mod_values[] = { GRAPH_MOD_ATTN, GRAPH_MOD_MLP, GRAPH_MOD_MOE, GRAPH_MOD_MOE_ROUTER,
+                                        GRAPH_MOD_MOE_PREPROCESS, GRAPH_MOD_MAMBA, GRAPH_MOD_FULL_ITERATION };
 static const char *const peft_names[] = { "none", "lora" };
 static const int peft_values[] = { 0, 1 };
 static const char *const lora_target_names[] = { "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2" };
@@ -999,6 +1005,12 @@ static const key_def keys[] = {
             recompute_mod_values,
           "selective recompute: core_attn, mlp, moe, moe_act, layernorm, mla_up_proj, "
           "shared_experts"),
+    K_ENUM("model.cuda_graph_impl", graphs.impl, "\"none\"", graph_impl_names, graph_impl_values,
+           "CUDA graphs: none | local | transformer_engine | full_iteration (fwd+bwd, optimizer excluded)"),
+    K_FLAGS("model.cuda_graph_modules", graphs.modules, "[]", graph_mod_names, graph_mod_values,
+            "graphed modules: attn, mlp, moe, moe_router, moe_preprocess, mamba; [] = the whole layer"),
+    K_FLAGS("model.cuda_graph_scope", graphs.modules, "[]", graph_mod_names, graph_mod_values,
+            "deprecated name of model.cuda_graph_modules (also full_iteration)"),
     K_INT("model.recompute_num_layers", par.recompute_num_layers, "1", RG_GE1, MODEL_MAX_LAYERS,
           "full recompute: layers per recompute group"),
     K_INT("model.microbatch_group_size_per_vp_stage", par.microbatch_group_size_per_vp_stage,
@@ -1085,6 +1097,22 @@ static const key_def keys[] = {
           1e-6, "fixed cost per kernel launch, us"),
     K_FLT("cluster.compute.pass_overhead_us", cluster.compute.pass_overhead_s, "0", RG_GE0, LIMIT_LATENCY_US, 1e-6,
           "fixed host cost per forward or backward pass of a microbatch, us (fit with calibrate)"),
+    /* cluster.host: sources in topologies/README.md and each topology file */
+    K_FLT("cluster.host.launch_us", cluster.host.launch_s, "4", RG_GE0, LIMIT_LATENCY_US, 1e-6,
+          "host time to issue one kernel or collective, us (PyTorch dispatch + CUDA launch)"),
+    K_FLT("cluster.host.op_overhead_us", cluster.host.op_overhead_s, "10", RG_GE0, LIMIT_LATENCY_US, 1e-6,
+          "framework host time per module call (attention, MLP, router, ...), us"),
+    K_FLT("cluster.host.sync_us", cluster.host.sync_s, "39", RG_GE0, LIMIT_LATENCY_US, 1e-6,
+          "device-to-host copy + sync round trip at an MoE dispatch and the optimizer step, us, beyond the "
+          "wait for the GPU"),
+    K_FLT("cluster.host.graph_launch_us", cluster.host.graph_launch_s, "10", RG_GE0, LIMIT_LATENCY_US, 1e-6,
+          "host time of one CUDA graph replay, us"),
+    K_FLT("cluster.host.optimizer_us", cluster.host.optimizer_s, "200", RG_GE0, LIMIT_LATENCY_US, 1e-6,
+          "host time issuing the optimizer step, us"),
+    K_FLT("cluster.host.graph_pool_gib", cluster.host.graph_pool_bytes, "3", RG_GE0, LIMIT_HBM_GB, GIB,
+          "CUDA graph memory pool with PP = 1, GiB (added to the peak when graphs are on)"),
+    K_FLT("cluster.host.graph_pool_pp_gib", cluster.host.graph_pool_pp_bytes, "10", RG_GE0, LIMIT_HBM_GB, GIB,
+          "CUDA graph memory pool with PP > 1, GiB"),
     K_FLT("cluster.compute.gemm_tile_m", cluster.compute.gemm_tile_m, "0", RG_GE0, LIMIT_WIDTH, 1,
           "GEMM output tile rows (tile and wave quantization; 0 = off)"),
     K_FLT("cluster.compute.gemm_tile_n", cluster.compute.gemm_tile_n, "0", RG_GE0, LIMIT_WIDTH, 1,
@@ -1885,6 +1913,39 @@ static int check_known_keys(const cfg_t *c, sim_err *err)
     return SIM_OK;
 }
 
+/* Megatron's CUDA graph rules (transformer_config.py; megatron-features.md
+ * §C.3).  The scope list may come by either name. */
+static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
+{
+    graph_spec *g = &in->graphs;
+    const char *mods = find(c, "model.cuda_graph_modules") || !find(c, "model.cuda_graph_scope")
+                           ? "model.cuda_graph_modules"
+                           : "model.cuda_graph_scope";
+    if (g->modules & GRAPH_MOD_FULL_ITERATION) {
+        if (g->modules != GRAPH_MOD_FULL_ITERATION)
+            return cfg_err_key(c, err, SIM_EINVAL, mods, "full_iteration graphs the whole step: it stands alone");
+        if (g->impl == GRAPH_TE)
+            return cfg_err_key(c, err, SIM_EINVAL, mods,
+                               "full_iteration goes with cuda_graph_impl local or full_iteration, not "
+                               "transformer_engine");
+        if (g->impl == GRAPH_LOCAL)
+            g->impl = GRAPH_FULL_ITERATION; /* Megatron Bridge's legacy spelling */
+        g->modules = 0;
+    }
+    if (g->impl == GRAPH_NONE || g->impl == GRAPH_FULL_ITERATION)
+        return SIM_OK;
+    if (g->impl == GRAPH_TE && in->par.recompute_granularity == RECOMPUTE_FULL)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.cuda_graph_impl",
+                           "transformer_engine graphs cannot do full recompute (model.recompute_granularity)");
+    if ((g->modules & GRAPH_MOD_MOE_PREPROCESS) && !(g->modules & GRAPH_MOD_MOE_ROUTER))
+        return cfg_err_key(c, err, SIM_EINVAL, mods, "moe_preprocess requires moe_router");
+    if (g->modules & GRAPH_MOD_MOE)
+        return cfg_err_key(c, err, SIM_EINVAL, mods,
+                           "moe is graphed only with drop-and-pad experts (static shapes), which parsim does "
+                           "not simulate: its MoE is dropless");
+    return SIM_OK;
+}
+
 /* Rules between model keys that the key table cannot express alone. */
 static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
 {
@@ -1906,6 +1967,9 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
                                    "multi_latent_attention needs it >= 1 (got %" PRId64 ")",
                                    vals[i]);
     }
+    int rc = check_graphs(c, in, err);
+    if (rc != SIM_OK)
+        return rc;
     /* LoRA is modeled on the linear layers of standard attention and dense
      * MLPs, the targets Megatron Bridge's LoRA names. */
     if (in->peft.lora) {

@@ -38,6 +38,22 @@ typedef struct sim_opts {
                               instead of fusing chains on one stream */
 } sim_opts;
 
+/* CUDA graphs (Megatron's cuda_graph_impl / cuda_graph_modules). */
+typedef enum { GRAPH_NONE = 0, GRAPH_LOCAL, GRAPH_TE, GRAPH_FULL_ITERATION } graph_impl_kind;
+enum {
+    GRAPH_MOD_ATTN = 1u << 0,
+    GRAPH_MOD_MLP = 1u << 1,
+    GRAPH_MOD_MOE = 1u << 2,
+    GRAPH_MOD_MOE_ROUTER = 1u << 3,
+    GRAPH_MOD_MOE_PREPROCESS = 1u << 4,
+    GRAPH_MOD_MAMBA = 1u << 5,
+    GRAPH_MOD_FULL_ITERATION = 1u << 6, /* legacy: local + [full_iteration] */
+};
+typedef struct graph_spec {
+    graph_impl_kind impl;  /* after check: FULL_ITERATION also for the legacy scope */
+    unsigned modules;      /* GRAPH_MOD_* bits; 0 = the whole layer */
+} graph_spec;
+
 /* Everything one simulation needs, as plain data. */
 typedef struct run_inputs {
     model_spec model;
@@ -46,6 +62,7 @@ typedef struct run_inputs {
     peft_spec peft;
     ddp_spec ddp;
     cluster_spec cluster;
+    graph_spec graphs;
     sim_opts sim;
 } run_inputs;
 

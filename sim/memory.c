@@ -269,3 +269,10 @@ double memory_chunk_backward_transient_bytes(const run_inputs *in, const strateg
     }
     return worst;
 }
+
+double memory_graph_pool_bytes(const run_inputs *in, const strategy_t *s)
+{
+    if (in->graphs.impl == GRAPH_NONE)
+        return 0.0;
+    return s->pp > 1 ? in->cluster.host.graph_pool_pp_bytes : in->cluster.host.graph_pool_bytes;
+}

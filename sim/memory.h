@@ -32,6 +32,12 @@ typedef struct stage_static_mem {
 
 void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out);
 
+/* The CUDA graph memory pool on each GPU when graphs are on
+ * (cluster.host.graph_pool_gib, or graph_pool_pp_gib with PP > 1:
+ * megatron-features.md §C.3 "a few GB, more than 10 GB with PP > 1");
+ * 0 without graphs. */
+double memory_graph_pool_bytes(const run_inputs *in, const strategy_t *s);
+
 /* Parameters one GPU holds for model chunk `chunk` of `stage`: dense ones
  * (TP-sharded and replicated, with embeddings, output layer, final norm
  * and MTP where they live) and routed-expert ones (EP x ETP sharded). */

@@ -110,6 +110,11 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     }
     fprintf(out, "    %-30s %9s   ", "all (not hidden by compute)", "");
     put_num(out, 9, "%.4f", r->exposed_total_s, TEXT_NA);
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST) {
+            fprintf(out, "\n    %-30s ", "host (issuing the GPU work)");
+            put_num(out, 9, "%.4f", r->comm_s[k], TEXT_NA);
+        }
     fputs("\n\n  memory per GPU (GiB)  weights  grads  optim  activ  peak   in-flight\n", out);
     for (int64_t i = 0; i < r->n_stages; i++) {
         const stage_result *sr = &r->stages[i];
@@ -210,6 +215,15 @@ int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step
         }
     jsonout_kv_real(j, "exposed_s", r->exposed_total_s);
     jsonout_map_close(j);
+    /* Host streams: busy time per step on the busiest stage. */
+    jsonout_str(j, "host");
+    jsonout_map_open(j);
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST) {
+            snprintf(key, sizeof key, "%s_s", streams_desc((stream_kind)k)->key);
+            jsonout_kv_real(j, key, r->comm_s[k]);
+        }
+    jsonout_map_close(j);
     jsonout_str(j, "sim");
     jsonout_map_open(j);
     jsonout_str(j, "tasks");
@@ -222,11 +236,12 @@ int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step
     return jsonout_end(j, err);
 }
 
-/* A stream with a CSV column: every stream but compute (whose time the
- * step and bubble columns already say), in table order. */
+/* A stream with a CSV column, in table order: communication and host
+ * streams (the compute stream's time is what the step and bubble columns
+ * say). */
 static bool csv_stream(stream_kind k)
 {
-    return streams_desc(k)->role != STREAM_ROLE_COMPUTE;
+    return streams_desc(k)->role == STREAM_ROLE_COMM || streams_desc(k)->role == STREAM_ROLE_HOST;
 }
 
 void report_csv_header(FILE *out)

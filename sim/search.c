@@ -166,7 +166,7 @@ double search_peak_lower_bound(const run_inputs *in, const strategy_t *s)
         }
         held += trunc(memory_chunk_backward_transient_bytes(in, s, r, v - 1));
         free(heap);
-        double peak = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + held;
+        double peak = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + held + memory_graph_pool_bytes(in, s);
         if (peak > worst)
             worst = peak;
     }

@@ -45,11 +45,19 @@ enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
 
 #define NO_TASK (-1)
 
+/* Names of the host tasks that stand in for a pass's host ops (their busy
+ * time comes from the summary instead). */
+static const char HOST_LEAD[] = "host_issue", HOST_REST[] = "host_issue ";
+
 /* One forward or backward pass of one microbatch on one chunk, as placed in
- * the engine: its ops are the contiguous tasks [first, last]; send is the
- * pipeline p2p task that carries its output on (NO_TASK if none). */
+ * the engine: its ops are the contiguous tasks [base, last], first is its
+ * first GPU task (what waits for other passes: the host ops ahead of it
+ * wait for nothing), span the task whose start is the start of its GPU
+ * work (first, but the GPU span of a stand-in that begins with a
+ * zero-length start); send is the pipeline p2p task that carries its
+ * output on (NO_TASK if none). */
 typedef struct pass_ref {
-    eng_task first, last, send;
+    eng_task base, first, span, last, send;
 } pass_ref;
 
 /* A pass template simulated alone: its span and, per stream, its busy and
@@ -63,6 +71,15 @@ typedef struct pass_summary {
     sim_time_ps exposed_ps[STREAM_KINDS]; /* per communication stream */
     sim_time_ps exposed_all_ps;           /* all communication streams together */
     bool collapsible;
+    /* A pass with host issue ops, as a function of when its GPU streams
+     * (t_g) and its host (t_h) are free: it ends on the GPU at
+     * max(t_g + gpu, t_h + lead + gpu) and on the host at
+     * max(t_h + host, t_g + wait + host - lead) (the last only when the host
+     * waits for the GPU inside it: sync).  Simulating with either side
+     * delayed gives these exactly (the engine is max-plus linear). */
+    bool host, sync;
+    sim_time_ps gpu_ps, lead_ps, host_ps, wait_ps;
+    sim_time_ps host_busy_ps;             /* sum of its host ops */
 } pass_summary;
 
 struct step {
@@ -267,8 +284,99 @@ static void add_pass(builder *b, int64_t stage, const wl_pass *p, int32_t mb, in
             if (op->dep_back[j])
                 dep(b, t - op->dep_back[j], t);
     }
-    ref->first = base;
+    int32_t gpu = 0;
+    while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
+        gpu++;
+    ref->base = base;
+    ref->first = ref->span = base == NO_TASK ? NO_TASK : base + gpu;
     ref->last = base == NO_TASK ? NO_TASK : base + p->n_ops - 1;
+}
+
+/* When a pass's GPU work ends (its last op on any GPU stream, as a pass
+ * span is its makespan) and its host work ends, with its GPU streams free
+ * from gpu_at and its host from host_at (two origin tasks ahead of its
+ * ops). */
+static int respond(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, sim_time_ps *gpu_end,
+                   sim_time_ps *host_end, sim_err *err)
+{
+    engine_t *e = eng_create(STREAM_KINDS, 0, (size_t)p->n_ops + 2, 2 * (size_t)p->n_ops + STREAM_KINDS);
+    int rc = e ? SIM_OK : SIM_ENOMEM;
+    eng_task go = e ? eng_add_task(e, STREAM_COMPUTE, gpu_at, -1) : -1;
+    eng_task ho = e ? eng_add_task(e, STREAM_HOST, host_at, -1) : -1;
+    bool seen[STREAM_KINDS] = {false};
+    eng_task last_h = -1;
+    if (go < 0 || ho < 0)
+        rc = SIM_ENOMEM;
+    for (int32_t i = 0; i < p->n_ops && rc == SIM_OK; i++) {
+        const wl_op *op = &p->ops[i];
+        eng_task t = eng_add_task(e, op->stream, op->duration_ps, i);
+        if (t < 0) {
+            rc = SIM_ENOMEM;
+            break;
+        }
+        for (int j = 0; j < 2 && rc == SIM_OK; j++)
+            if (op->dep_back[j])
+                rc = eng_add_dep(e, t - op->dep_back[j], t);
+        /* Every GPU stream is free from gpu_at. */
+        if (!seen[op->stream] && op->stream != STREAM_COMPUTE && op->stream != STREAM_HOST && rc == SIM_OK)
+            rc = eng_add_dep(e, go, t);
+        seen[op->stream] = true;
+        if (op->stream == STREAM_HOST)
+            last_h = t;
+    }
+    if (rc == SIM_OK)
+        rc = eng_run(e, err);
+    if (rc == SIM_OK) {
+        *gpu_end = gpu_at;
+        for (int32_t i = 0; i < p->n_ops; i++)
+            if (p->ops[i].stream != STREAM_HOST && eng_task_end(e, i + 2) > *gpu_end)
+                *gpu_end = eng_task_end(e, i + 2);
+        *host_end = last_h >= 0 ? eng_task_end(e, last_h) : host_at;
+    } else if (rc == SIM_ENOMEM) {
+        sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
+    }
+    eng_destroy(e);
+    return rc;
+}
+
+/* The host side of a pass's summary (see pass_summary).  The stand-in
+ * (host lead, GPU span, host rest, and with a sync the wait carried on
+ * STREAM_HOST_WAIT) reproduces the pass only when its parts are in range;
+ * otherwise the pass keeps its ops. */
+static int summarize_host(const wl_pass *p, pass_summary *out, sim_err *err)
+{
+    sim_time_ps total = 1, g0, h0, gd, hd, gh, hh;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        total += p->ops[i].duration_ps;
+        if (p->ops[i].stream == STREAM_HOST) {
+            out->host = true;
+            out->host_busy_ps += p->ops[i].duration_ps;
+            for (int j = 0; j < 2; j++)
+                if (p->ops[i].dep_back[j] && p->ops[i - p->ops[i].dep_back[j]].stream != STREAM_HOST)
+                    out->sync = true;
+        }
+    }
+    if (!out->host)
+        return SIM_OK;
+    int rc;
+    if ((rc = respond(p, 0, 0, &g0, &h0, err)) != SIM_OK || (rc = respond(p, total, 0, &gd, &hd, err)) != SIM_OK ||
+        (rc = respond(p, 0, total, &gh, &hh, err)) != SIM_OK)
+        return rc;
+    /* GPU late: it ends at total + gpu, the host (if it waits) at total + wait'. */
+    out->gpu_ps = gd - total;
+    sim_time_ps b = gh - total; /* host late: GPU end from the host's start */
+    out->host_ps = hh - total;
+    out->lead_ps = b >= out->gpu_ps ? b - out->gpu_ps : 0;
+    bool ok = b >= out->gpu_ps && out->lead_ps <= out->host_ps;
+    if (out->sync) {
+        sim_time_ps d = hd >= total ? hd - total : 0, rest = out->host_ps - out->lead_ps;
+        ok = ok && hd >= total && d >= rest && d - rest <= out->gpu_ps;
+        out->wait_ps = ok ? d - rest : 0;
+    }
+    (void)g0;
+    (void)h0;
+    out->collapsible = out->collapsible && ok;
+    return SIM_OK;
 }
 
 /* Simulates one pass template alone and fills its summary. */
@@ -308,7 +416,12 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
             memcpy(all, tmp, n_all * sizeof *all);
         }
         out->exposed_all_ps = uncovered(all, n_all, comp, nc);
-        out->collapsible = p->ops[0].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
+        /* It begins and ends on the compute stream (host ops that issue
+         * its first kernels may come before). */
+        int32_t first = 0;
+        while (first < p->n_ops - 1 && p->ops[first].stream == STREAM_HOST)
+            first++;
+        out->collapsible = p->ops[first].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
     } else if (rc == SIM_ENOMEM) {
         sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
     }
@@ -318,6 +431,11 @@ static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
     free(comm);
     free(all);
     free(tmp);
+    if (rc == SIM_OK)
+        rc = summarize_host(p, out, err);
+    for (int k = 0; k < STREAM_KINDS; k++)
+        if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+            out->comm_ps[k] = out->host_busy_ps;
     return rc;
 }
 
@@ -355,8 +473,8 @@ static void link_forward(builder *b, int64_t r, const sched_item *it, const wl_c
                          bool ag_first)
 {
     step_t *st = b->st;
-    count(b, ref->first, (int)(r * CTR_PER_STAGE + CTR_ACT), ch->act_bytes, 0);
-    count(b, ref->first, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 1, 0);
+    count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_ACT), ch->act_bytes, 0);
+    count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 1, 0);
     if (!ag_first || b->first_f_done[it->chunk])
         return;
     b->first_f_done[it->chunk] = true;
@@ -364,7 +482,7 @@ static void link_forward(builder *b, int64_t r, const sched_item *it, const wl_c
     for (int32_t k = ch->n_buckets - 1; k >= 0 && b->param_ag[it->chunk] != NO_TASK; k--) {
         eng_task ag = b->param_ag[it->chunk] + (ch->n_buckets - 1 - k);
         /* A whole-pass task (one bucket) waits at its start. */
-        dep(b, ag, whole || ref->first == NO_TASK ? ref->first : ref->first + ch->buckets[k].fwd_op);
+        dep(b, ag, whole || ref->first == NO_TASK ? ref->first : ref->base + ch->buckets[k].fwd_op);
     }
 }
 
@@ -373,7 +491,7 @@ static void link_forward(builder *b, int64_t r, const sched_item *it, const wl_c
 static void link_backward(builder *b, int64_t r, const sched_item *it, const wl_chunk *ch, const pass_ref *ref)
 {
     step_t *st = b->st;
-    count(b, ref->first, (int)(r * CTR_PER_STAGE + CTR_ACT), ch->bwd_transient_bytes,
+    count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_ACT), ch->bwd_transient_bytes,
           -ch->act_bytes - ch->bwd_transient_bytes);
     count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 0, -1);
     const pass_ref *f = &st->passes[pass_index(st, r, SCHED_F, it->microbatch, it->chunk)];
@@ -394,9 +512,34 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_item *i
         const wl_bucket *bk = &ch->buckets[k];
         last_rs = add(b, r, STREAM_DP, duration_ps(b, bk->reduce_s, "a DP gradient reduction", r),
                       distopt ? "dp_rs" : "dp_ar", -1, it->chunk);
-        dep(b, whole || ref->first == NO_TASK ? ref->last : ref->first + bk->ready_op, last_rs);
+        dep(b, whole || ref->first == NO_TASK ? ref->last : ref->base + bk->ready_op, last_rs);
     }
     return last_rs;
+}
+
+/* The stand-in of a pass with host issue ops (pass_summary): the host's
+ * lead, the GPU span after it, the rest of the host's issue time; with a
+ * sync also a zero-length start on the compute stream (the pass's first
+ * task: it begins when the GPU is free) and the host's wait for the GPU
+ * carried from there on STREAM_HOST_WAIT.  The wait task ends before the
+ * next pass's begins (summarize_host checks wait <= gpu), so that stream
+ * never delays anything. */
+static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const sched_item *it, pass_ref *ref)
+{
+    const char *name = it->kind == SCHED_F ? "F" : "B";
+    eng_task start = NO_TASK, wait = NO_TASK;
+    if (sum->sync) {
+        start = add(b, r, STREAM_COMPUTE, 0, name, it->microbatch, it->chunk);
+        wait = add(b, r, STREAM_HOST_WAIT, sum->wait_ps, "host_wait", it->microbatch, it->chunk);
+        dep(b, start, wait);
+    }
+    eng_task lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
+    eng_task gpu = add(b, r, STREAM_COMPUTE, sum->gpu_ps, name, it->microbatch, it->chunk);
+    dep(b, lead, gpu);
+    eng_task rest = add(b, r, STREAM_HOST, sum->host_ps - sum->lead_ps, HOST_REST, it->microbatch, it->chunk);
+    dep(b, wait, rest);
+    ref->base = ref->first = start != NO_TASK ? start : gpu;
+    ref->span = ref->last = gpu;
 }
 
 /* The stage's passes in schedule order: each as one task of its span or as
@@ -415,6 +558,13 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
      * asynchronous and only the receiver waits. */
     const bool blocking_p2p = v == 1 || !b->s->par.overlap_p2p_comm;
     eng_task last_rs = NO_TASK, pending_send = NO_TASK;
+    /* full_iteration: the host replays one graph of the whole forward and
+     * backward; the first pass waits for that launch. */
+    const host_params *h = &in->cluster.host;
+    eng_task graph = NO_TASK;
+    if (in->graphs.impl == GRAPH_FULL_ITERATION && !in->sim.ideal_pipeline && h->graph_launch_s > 0)
+        graph = add(b, r, STREAM_HOST, duration_ps(b, h->graph_launch_s, "the CUDA graph launch", r), "graph_launch",
+                    -1, -1);
     for (int64_t i = 0; i < b->n_items && b->rc == SIM_OK; i++) {
         const sched_item *it = &b->items[i];
         const wl_chunk *ch = &ws->chunks[it->chunk];
@@ -430,14 +580,19 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         /* So does the first forward of a chunk that waits for the
          * parameter gathers of several buckets. */
         bool gather_pass = it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1;
-        if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass) {
+        if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass && !sum->host) {
             eng_task t = add(b, r, STREAM_COMPUTE, sum->span_ps, it->kind == SCHED_F ? "F" : "B", it->microbatch,
                              it->chunk);
-            ref->first = ref->last = t;
+            ref->base = ref->first = ref->span = ref->last = t;
+            st->collapsed[pi] = true;
+        } else if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass) {
+            add_host_pass(b, r, sum, it, ref);
             st->collapsed[pi] = true;
         } else {
             add_pass(b, r, p, it->microbatch, it->chunk, ref);
         }
+        if (i == 0)
+            dep(b, graph, ref->first);
         if (blocking_p2p)
             dep(b, pending_send, ref->first);
         pending_send = NO_TASK;
@@ -488,10 +643,23 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
                       "embedding_ar", -1, -1);
         dep(b, last->last, last_rs);
     }
+    /* The host's part of the optimizer step: it reads the gradient norm
+     * and the found-inf flag back (a sync after the last pass and
+     * reduction), then issues the step's kernels while they run. */
+    const host_params *h = &in->cluster.host;
+    eng_task sync = NO_TASK;
+    if (!in->sim.ideal_pipeline && (h->sync_s > 0 || h->optimizer_s > 0)) {
+        sync = add(b, r, STREAM_HOST, duration_ps(b, h->sync_s, "the optimizer's host sync", r), "d2h_sync", -1, -1);
+        dep(b, last->last, sync);
+        dep(b, last_rs, sync);
+    }
     eng_task opt = add(b, r, STREAM_COMPUTE, duration_ps(b, ws->optimizer_s, "the optimizer step", r), "optimizer",
                        -1, -1);
     dep(b, last->last, opt);
     dep(b, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
+    dep(b, sync, opt);
+    if (sync != NO_TASK)
+        add(b, r, STREAM_HOST, duration_ps(b, h->optimizer_s, "the optimizer's host issue", r), "host_issue", -1, -1);
     if (distopt && !ag_first)
         for (int64_t c = 0; c < st->v; c++) {
             eng_task ag = add(b, r, STREAM_DP,
@@ -617,8 +785,8 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         const int64_t n_items = 2 * M * v;
         for (int64_t i = 0; i < n_items; i++) {
             const pass_ref *p = &st->passes[st->order[r * n_items + i]];
-            if (p->first >= 0)
-                all[n++] = (interval){eng_task_start(e, p->first), eng_task_end(e, p->last)};
+            if (p->span >= 0)
+                all[n++] = (interval){eng_task_start(e, p->span), eng_task_end(e, p->last)};
         }
         n = merge(all, n);
         sim_time_ps busy = 0;
@@ -649,6 +817,21 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
             memcpy(all, tmp, n_all * sizeof *all);
         }
         sim_time_ps exposed_ps = uncovered(all, n_all, comp, nc);
+        /* Host busy time: its tasks, but the stand-ins of collapsed
+         * passes (which include the host's waits) count from their
+         * summaries below. */
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
+                continue;
+            size_t nk = eng_stream_tasks(e, stream_of(r, (stream_kind)k), ids, n_tasks);
+            sim_time_ps total = 0;
+            for (size_t i = 0; i < nk && i < n_tasks; i++) {
+                const char *name = st->info[eng_task_tag(e, ids[i])].name;
+                if (name != HOST_LEAD && name != HOST_REST)
+                    total += eng_task_end(e, ids[i]) - eng_task_start(e, ids[i]);
+            }
+            sr->comm_s[k] = time_as_s(total);
+        }
         /* Passes that stand as one task bring their communication from
          * their summary. */
         for (int kind = 0; kind < 2; kind++)
@@ -682,7 +865,8 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         sr->optimizer_bytes = sm.optimizer_bytes;
         sr->activations_peak_bytes = (double)eng_counter_peak(e, (int)(r * CTR_PER_STAGE + CTR_ACT));
         sr->inflight_microbatches_max = eng_counter_peak(e, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT));
-        sr->peak_bytes = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + sr->activations_peak_bytes;
+        sr->peak_bytes = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + sr->activations_peak_bytes +
+                         memory_graph_pool_bytes(in, s);
         if (sr->peak_bytes > res->peak_bytes)
             res->peak_bytes = sr->peak_bytes;
     }
@@ -770,9 +954,10 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                     return rc;
                 }
                 ops += (in->sim.keep_ops || !ps->collapsible) ? (size_t)p->n_ops * (size_t)s->num_microbatches
-                                                              : (size_t)s->num_microbatches + (size_t)p->n_ops;
+                                                              : (size_t)s->num_microbatches * (ps->host ? 5 : 1) +
+                                                                    (size_t)p->n_ops; /* a stand-in with host ops: up to 5 tasks */
             }
-    size_t hint = ops + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8);
+    size_t hint = ops + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8 + 4 * s->pp);
     if (hint > (size_t)INT32_MAX) { /* engine task ids are int32 */
         step_destroy(st);
         return sim_err_set(err, SIM_EINVAL,
@@ -785,7 +970,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n_passes; i++)
-        st->passes[i] = (pass_ref){-1, -1, -1};
+        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1};
     if ((rc = build(st, in, s, err)) != SIM_OK || (rc = eng_run(st->eng, err)) != SIM_OK ||
         (rc = measure(st, in, s, err)) != SIM_OK) {
         step_destroy(st);
@@ -821,9 +1006,9 @@ bool step_pass_span(const step_t *st, int64_t stage, int kind, int64_t mb, int64
                     sim_time_ps *start, sim_time_ps *end)
 {
     const pass_ref *p = &st->passes[pass_index(st, stage, kind, mb, chunk)];
-    if (p->first < 0)
+    if (p->span < 0)
         return false;
-    *start = eng_task_start(st->eng, p->first);
+    *start = eng_task_start(st->eng, p->span);
     *end = eng_task_end(st->eng, p->last);
     return true;
 }

@@ -9,6 +9,8 @@ static const stream_desc table[STREAM_KINDS] = {
     [STREAM_EP] = {"ep", STREAM_ROLE_COMM, "ep"},
     [STREAM_DP] = {"dp", STREAM_ROLE_COMM, "dp"},
     [STREAM_PP] = {"pp", STREAM_ROLE_COMM, "pp"},
+    [STREAM_HOST] = {"host", STREAM_ROLE_HOST, "host"},
+    [STREAM_HOST_WAIT] = {"host_wait", STREAM_ROLE_DELAY, "host_wait"},
 };
 
 const stream_desc *streams_desc(stream_kind k)

@@ -6,7 +6,9 @@
  *
  * Roles: compute (the stream passes begin and end on; "exposed" means
  * while it is idle), communication (measured: total and exposed time),
- * host (the CPU thread that issues the GPU work: busy time).
+ * host (the CPU thread that issues the GPU work: busy time), delay (no
+ * resource: the step's stand-in for a pass that makes the host wait for
+ * the GPU carries that wait on it; never measured, reported or traced).
  */
 #ifndef PARSIM_STREAMS_H
 #define PARSIM_STREAMS_H
@@ -14,11 +16,12 @@
 #include <stdbool.h>
 
 typedef enum {
-    STREAM_COMPUTE = 0, STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP,
+    STREAM_COMPUTE = 0, STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP, STREAM_HOST,
+    STREAM_HOST_WAIT,
     STREAM_KINDS
 } stream_kind;
 
-typedef enum { STREAM_ROLE_COMPUTE, STREAM_ROLE_COMM, STREAM_ROLE_HOST } stream_role;
+typedef enum { STREAM_ROLE_COMPUTE, STREAM_ROLE_COMM, STREAM_ROLE_HOST, STREAM_ROLE_DELAY } stream_role;
 
 typedef struct stream_desc {
     const char *name;      /* text report, trace thread name */

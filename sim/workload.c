@@ -92,6 +92,7 @@ typedef struct ctx {
     const cluster_spec *c;
     const model_spec *m;
     bool ideal;            /* sim.ideal_pipeline: no communication */
+    bool host;             /* host issue ops in the templates (host_issue) */
     gemm_dtype dt;
     double t;              /* TP size */
     double T;              /* tokens of one microbatch on this rank after SP gather */
@@ -426,9 +427,156 @@ static void rope(const ctx *x, wl_opbuf *b)
         then(b, "rope", STREAM_COMPUTE, mem(x, 4.0 * x->T * (x->q + x->kv_k) / x->t));
 }
 
+/* ---- host issue: modules and their host ops --------------------------- */
+
+/* Marks the start of a module; the ops from here to the next mark are
+ * issued together. */
+static void module(wl_opbuf *b, uint8_t scope, bool sync)
+{
+    if (b->n_marks < WL_MAX_MARKS)
+        b->marks[b->n_marks++] = (wl_mark){b->n, scope, sync};
+    else
+        b->oom = 1; /* a layer has a handful of modules: never reached */
+}
+
+/* Is a module captured in a CUDA graph?  Whole-layer graphs (an empty
+ * module list) leave the MoE dispatch and experts eager: their token
+ * counts are dynamic in a dropless MoE (megatron-features.md §C.3). */
+static bool graphed(const ctx *x, uint8_t scope)
+{
+    const graph_spec *g = &x->in->graphs;
+    if (g->impl == GRAPH_NONE || scope == WL_SCOPE_NONE)
+        return false;
+    if (g->modules == 0)
+        return scope != WL_SCOPE_MOE;
+    static const unsigned bit[] = {
+        [WL_SCOPE_ATTN] = GRAPH_MOD_ATTN, [WL_SCOPE_MLP] = GRAPH_MOD_MLP,
+        [WL_SCOPE_MOE_ROUTER] = GRAPH_MOD_MOE_ROUTER, [WL_SCOPE_MOE_PREPROCESS] = GRAPH_MOD_MOE_PREPROCESS,
+        [WL_SCOPE_MOE] = GRAPH_MOD_MOE,
+    };
+    return (g->modules & bit[scope]) != 0;
+}
+
+static sim_time_ps host_ps(double seconds)
+{
+    sim_time_ps t;
+    return time_from_s_checked(seconds, &t) ? t : 0; /* keys are bounded by LIMIT_LATENCY_US */
+}
+
+/* Appends a host op of exactly d ps on STREAM_HOST after d0. */
+static int32_t push_host(wl_opbuf *b, const char *name, sim_time_ps d, int32_t d0)
+{
+    int32_t i = wl_push(b, name, STREAM_HOST, 0.0, d0, WL_NONE);
+    if (!b->oom)
+        b->ops[i].duration_ps = d;
+    return i;
+}
+
+/* Rewrites an op list so that every module is issued by the host before
+ * its kernels run.  Per module, the host spends op_overhead (or one graph
+ * launch when the module is graphed) and launch per kernel; at an MoE
+ * dispatch it first copies the token counts to the host, waiting for the
+ * GPU work before it (sync).  With H_i the host time through kernel i and
+ * s_i the kernel's start when everything is issued at once (in the
+ * module's own dependency order), the module's GPU work can begin no
+ * earlier than lead = max_i (H_i - s_i) after the host starts it: one host
+ * op of that length gates the module's first kernels, and a second holds
+ * the host for the rest of its issue time.  The module's end is then exact
+ * for a chain of kernels (max-plus: it ends at max(GPU free + span, host
+ * free + lead + span)); kernels inside it may run a little later than when
+ * issued one by one.  Zero-length joins are not kernels. */
+static void host_issue(const ctx *x, wl_opbuf *p)
+{
+    int32_t n_marks = p->n_marks;
+    p->n_marks = 0;
+    if (!x->host || p->oom || p->n == 0)
+        return;
+    const host_params *h = &x->c->host;
+    const sim_time_ps launch = host_ps(h->launch_s), overhead = host_ps(h->op_overhead_s),
+                      graph = host_ps(h->graph_launch_s), sync = host_ps(h->sync_s);
+    wl_opbuf out = {0};
+    int32_t *map = malloc((size_t)p->n * sizeof *map);
+    sim_time_ps *end = malloc((size_t)p->n * sizeof *end);
+    if (!map || !end) {
+        free(map);
+        free(end);
+        p->oom = 1;
+        return;
+    }
+    /* Segments: [0, first mark) is a module of no scope, then one per mark. */
+    for (int32_t m = -1; m < n_marks && !out.oom; m++) {
+        int32_t a = m < 0 ? 0 : p->marks[m].at, e = m + 1 < n_marks ? p->marks[m + 1].at : p->n;
+        if (e <= a)
+            continue;
+        uint8_t scope = m < 0 ? WL_SCOPE_NONE : p->marks[m].scope;
+        bool g = graphed(x, scope);
+        int32_t last_on[STREAM_KINDS];
+        for (int k = 0; k < STREAM_KINDS; k++)
+            last_on[k] = -1;
+        sim_time_ps cum = g ? graph : overhead;
+        int64_t lead = 0;
+        for (int32_t i = a; i < e; i++) {
+            const wl_op *op = &p->ops[i];
+            sim_time_ps start = last_on[op->stream] >= 0 ? end[last_on[op->stream]] : 0;
+            for (int j = 0; j < 2; j++) {
+                int32_t d = i - op->dep_back[j];
+                if (op->dep_back[j] && d >= a && end[d] > start)
+                    start = end[d];
+            }
+            end[i] = start + op->duration_ps;
+            last_on[op->stream] = i;
+            if (!g && strcmp(op->name, "join") != 0)
+                cum += launch;
+            if ((int64_t)cum - (int64_t)start > lead)
+                lead = (int64_t)cum - (int64_t)start;
+        }
+        if (m >= 0 && p->marks[m].sync && !g && a > 0 && sync > 0)
+            push_host(&out, "d2h_sync", sync, map[a - 1]);
+        int32_t gate = cum > 0 ? push_host(&out, "host_issue", (sim_time_ps)lead, WL_NONE) : WL_NONE;
+        if (cum > (sim_time_ps)lead)
+            push_host(&out, "host_issue", cum - (sim_time_ps)lead, WL_NONE);
+        for (int k = 0; k < STREAM_KINDS; k++)
+            last_on[k] = -1;
+        for (int32_t i = a; i < e && !out.oom; i++) {
+            wl_op op = p->ops[i];
+            bool root = last_on[op.stream] < 0;
+            int32_t at = wl_push(&out, op.name, (stream_kind)op.stream, 0.0, WL_NONE, WL_NONE);
+            if (out.oom)
+                break;
+            for (int j = 0; j < 2; j++)
+                if (op.dep_back[j]) {
+                    int32_t d = i - op.dep_back[j];
+                    root = root && d < a;
+                    op.dep_back[j] = at - map[d];
+                }
+            if (root && gate != WL_NONE)
+                for (int j = 1; j >= 0; j--)
+                    if (!op.dep_back[j]) {
+                        op.dep_back[j] = at - gate;
+                        break;
+                    }
+            out.ops[at] = op;
+            map[i] = at;
+            last_on[op.stream] = i;
+        }
+    }
+    free(map);
+    free(end);
+    if (out.oom) {
+        free(out.ops);
+        p->oom = 1;
+        return;
+    }
+    free(p->ops);
+    p->ops = out.ops;
+    p->n = out.n;
+    p->cap = out.cap;
+}
+
 static void attention_fwd(const ctx *x, wl_opbuf *b)
 {
     double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
+    module(b, WL_SCOPE_ATTN, false);
     then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
     column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
     rope(x, b);
@@ -439,6 +587,7 @@ static void attention_fwd(const ctx *x, wl_opbuf *b)
 
 static void attention_bwd(const ctx *x, wl_opbuf *b, bool recompute_attn)
 {
+    module(b, WL_SCOPE_ATTN, false);
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     row_bwd(x, b, "proj_dgrad", "proj_wgrad", x->T, x->h, x->core_out / x->t, LORA_PROJ);
     if (recompute_attn)
@@ -530,7 +679,10 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
     }
     if (!bwd) {
         then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
+        module(b, WL_SCOPE_MOE_PREPROCESS, false);
         then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        /* Dropless: the dispatch needs the token counts on the host. */
+        module(b, WL_SCOPE_MOE, true);
         EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
@@ -559,7 +711,9 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
         EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
+        module(b, WL_SCOPE_MOE_PREPROCESS, false);
         then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        module(b, WL_SCOPE_MOE_ROUTER, false);
         then(b, "router_bwd", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, (double)m->num_moe_experts));
         then(b, "router_wgrad", STREAM_COMPUTE, gemm(x, b, (double)m->num_moe_experts, x->h, x->T_sp));
     }
@@ -568,6 +722,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 
 static void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
 {
+    module(b, moe ? WL_SCOPE_MOE_ROUTER : WL_SCOPE_MLP, false); /* the router's scope holds the shared experts */
     then(b, "ln2", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
     if (!moe) {
         dense_mlp_fwd(x, b, (double)x->m->ffn_hidden_size, "fc1", "act", "fc2");
@@ -582,6 +737,7 @@ static void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
 
 static void mlp_bwd(const ctx *x, wl_opbuf *b, bool moe, bool recompute_mlp)
 {
+    module(b, moe ? WL_SCOPE_MOE : WL_SCOPE_MLP, false);
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     if (!moe) {
         double F = (double)x->m->ffn_hidden_size;
@@ -674,7 +830,8 @@ static int layer_kind(const ctx *x, int64_t layer)
     return (model_layer_is_moe(x->m, layer) ? 1 : 0) | (model_layer_is_window(x->m, layer) ? 2 : 0);
 }
 
-/* Appends a cached op list; its first op follows the op before it. */
+/* Appends a cached op list; its first GPU op follows the op before it
+ * (host ops ahead of it issue it and wait for nothing). */
 static void append(wl_opbuf *dst, const wl_opbuf *src)
 {
     if (src->oom) {
@@ -683,13 +840,17 @@ static void append(wl_opbuf *dst, const wl_opbuf *src)
     }
     if (src->too_long_name)
         too_long(dst, src->too_long_name, src->too_long_s);
+    const int32_t before = dst->n - 1;
+    bool linked = false;
     for (int32_t i = 0; i < src->n; i++) {
         int32_t at = then(dst, src->ops[i].name, (stream_kind)src->ops[i].stream, 0.0);
         if (dst->oom)
             return;
         wl_op op = src->ops[i];
-        if (i == 0)
-            op.dep_back[0] = at > 0 ? 1 : 0;
+        if (!linked && op.stream != STREAM_HOST) {
+            op.dep_back[0] = before >= 0 ? at - before : 0;
+            linked = true;
+        }
         dst->ops[at] = op;
     }
     dst->flops += src->flops;
@@ -720,6 +881,10 @@ static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
     x->c = &in->cluster;
     x->m = &in->model;
     x->ideal = in->sim.ideal_pipeline;
+    const host_params *hp = &in->cluster.host;
+    x->host = !x->ideal && in->graphs.impl != GRAPH_FULL_ITERATION &&
+              (hp->launch_s > 0 || hp->op_overhead_s > 0 || hp->sync_s > 0 ||
+               (in->graphs.impl != GRAPH_NONE && hp->graph_launch_s > 0));
     x->dt = compute_gemm_dtype(s->par.precision);
     x->t = (double)s->tp;
     x->sp = s->par.sequence_parallel;
@@ -830,6 +995,7 @@ static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
             layer_bwd(&y, p, moe);
         else
             layer_fwd(&y, p, moe);
+        host_issue(x0, p);
         /* Fused once here; the layer's last op stays last, so bucket
          * boundaries (at layer ends) are kept. */
         if (!x0->in->sim.keep_ops && !p->oom && wl_fuse_chains(p, NULL, NULL, 0) != SIM_OK)
@@ -951,6 +1117,17 @@ static int fuse_chunk(wl_opbuf *f, wl_opbuf *b, wl_bucket *buckets, int32_t n_bu
     return rc;
 }
 
+/* Ops outside the layers (embedding, output layer and loss), issued by
+ * the host as one module. */
+static void issue_into(const ctx *x, wl_opbuf *dst, void (*build)(const ctx *, wl_opbuf *))
+{
+    wl_opbuf t = {0};
+    build(x, &t);
+    host_issue(x, &t);
+    append(dst, &t);
+    free(t.ops);
+}
+
 static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out, sim_err *err)
 {
     const strategy_t *s = x->s;
@@ -980,16 +1157,20 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         then(&b, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
     }
     if (first_virtual && !ideal)
-        embedding_fwd(x, &f);
+        issue_into(x, &f, embedding_fwd);
     for (int64_t l = first; l < first + count; l++) {
         layer_start[l - first] = f.n;
         append(&f, cached_layer(x, layer_kind(x, l), 0));
+        /* A layer waits for its parameters at its first kernel, not at
+         * the host ops that issue it. */
+        while (!f.oom && layer_start[l - first] < f.n - 1 && f.ops[layer_start[l - first]].stream == STREAM_HOST)
+            layer_start[l - first]++;
     }
     if (last_virtual && !ideal)
-        output_fwd(x, &f);
+        issue_into(x, &f, output_fwd);
 
     if (last_virtual && !ideal)
-        output_bwd(x, &b);
+        issue_into(x, &b, output_bwd);
     for (int64_t l = first + count - 1; l >= first; l--) {
         append(&b, cached_layer(x, layer_kind(x, l), 1));
         double d, e;
@@ -1006,10 +1187,12 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         }
     }
     if (first_virtual && !ideal)
-        embedding_bwd(x, &b);
+        issue_into(x, &b, embedding_bwd);
     /* The last bucket takes the rest: its layers, embeddings, norms. */
     buckets[n_buckets].ready_op = b.n - 1;
     buckets[n_buckets].fwd_op = 0;
+    while (!f.oom && buckets[n_buckets].fwd_op < f.n - 1 && f.ops[buckets[n_buckets].fwd_op].stream == STREAM_HOST)
+        buckets[n_buckets].fwd_op++; /* the first kernel, not the host ops issuing it */
     bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, &buckets[n_buckets++]);
 
     if ((rc = pass_check(&f, "forward", stage, chunk, err)) != SIM_OK ||

@@ -89,9 +89,23 @@ bool wl_pass_equal(const wl_pass *a, const wl_pass *b);
 /* An op list under construction (one pass template).  Failures are
  * sticky: after one, pushes store nothing and the caller checks oom and
  * too_long_name once at the end. */
+/* Where the modules of a layer begin (what a CUDA graph scope names) and
+ * whether the host must wait for the GPU there (an MoE dispatch copies
+ * token counts to the host): workload turns each module into host issue
+ * ops on STREAM_HOST before its kernels. */
+enum { WL_SCOPE_NONE = 0, WL_SCOPE_ATTN, WL_SCOPE_MLP, WL_SCOPE_MOE_ROUTER, WL_SCOPE_MOE_PREPROCESS, WL_SCOPE_MOE };
+#define WL_MAX_MARKS 32
+typedef struct wl_mark {
+    int32_t at;      /* first op of the module */
+    uint8_t scope;   /* WL_SCOPE_* */
+    bool sync;       /* the host waits for the GPU work before `at` */
+} wl_mark;
+
 typedef struct wl_opbuf {
     wl_op *ops;
     int32_t n, cap;
+    wl_mark marks[WL_MAX_MARKS];
+    int32_t n_marks;
     double flops;
     int oom;
     const char *too_long_name; /* first op whose duration was outside

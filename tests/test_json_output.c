@@ -120,7 +120,7 @@ Test(json_output, cli_report_parses_with_every_key_in_order)
     static const char *const top[] = { "parallel", "model", "topology", "mixed_precision", "step_time_s",
                                        "pipeline_s", "bubble_fraction", "tokens_per_s_per_gpu",
                                        "model_flops_per_step", "model_tflops_per_gpu", "mfu", "memory", "comm",
-                                       "sim" };
+                                       "host", "sim" };
     size_t n = sizeof top / sizeof top[0];
     cr_assert_eq(v->u.object.len, n, "%zu top-level keys", v->u.object.len);
     for (size_t i = 0; i < n; i++)
