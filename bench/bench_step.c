@@ -1,8 +1,9 @@
 /* Simulator speed: one training step of GPT-3 175B on 16,384 H100s
  * (TP 8, PP 16, VP 3, DP 128, GBS 2048, MBS 1), once with every kernel a
  * task and once two-level (the default), and how the wall time grows when
- * PP, microbatches and layers each double.  Prints wall time, tasks,
- * events and events per second for each case. */
+ * PP, microbatches and layers each double, and what modeling the host
+ * costs (host on, the default, against a host that issues at no cost).
+ * Prints wall time, tasks, events and events per second for each case. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,5 +110,32 @@ int main(void)
     base[8] = "train.global_batch_size=256";
     rc |= run_case("DP 16 (2048 GPUs, same M)", base, n, false, &w);
     printf("  ratio to base %.2f\n", w / w0);
+    base[2] = "cluster.num_gpus=16384";
+    base[8] = "train.global_batch_size=2048";
+
+    /* The host as a resource of each rank (the default, as in the base
+     * case) against a host that issues at no cost (no host ops: the model
+     * before the host was one).  Same for a small-expert MoE, where the
+     * host waits for the GPU at every dispatch. */
+    const char *off[] = {"cluster.host.launch_us=0", "cluster.host.op_overhead_us=0", "cluster.host.sync_us=0",
+                         "cluster.host.optimizer_us=0"};
+    const char *with_off[32];
+    for (int i = 0; i < n; i++)
+        with_off[i] = base[i];
+    for (int i = 0; i < 4; i++)
+        with_off[n + i] = off[i];
+    rc |= run_case("gpt3-175b, host off", with_off, n + 4, false, &w);
+    printf("  host modeling costs %.2fx (base %.4f s vs %.4f s)\n", w0 / w, w0, w);
+    const char *moe[] = {"model.name=qwen3-30b-a3b", "cluster.topology=dgx-h100", "cluster.num_gpus=256",
+                         "model.expert_model_parallel_size=8", "model.pipeline_model_parallel_size=4",
+                         "model.virtual_pipeline_model_parallel_size=3", "model.moe_token_dispatcher_type=alltoall",
+                         "model.seq_length=4096", "train.global_batch_size=512", "train.micro_batch_size=1",
+                         "model.num_layers=48", "", "", "", ""};
+    double wm;
+    rc |= run_case("qwen3-30b-a3b 256 GPUs, host on", moe, 11, false, &wm);
+    for (int i = 0; i < 4; i++)
+        moe[11 + i] = off[i];
+    rc |= run_case("qwen3-30b-a3b 256 GPUs, host off", moe, 15, false, &w);
+    printf("  host modeling costs %.2fx\n", wm / w);
     return rc;
 }

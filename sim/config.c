@@ -1009,7 +1009,7 @@ static const key_def keys[] = {
            "CUDA graphs: none | local | transformer_engine | full_iteration (fwd+bwd, optimizer excluded)"),
     K_FLAGS("model.cuda_graph_modules", graphs.modules, "[]", graph_mod_names, graph_mod_values,
             "graphed modules: attn, mlp, moe, moe_router, moe_preprocess, mamba; [] = the whole layer"),
-    K_FLAGS("model.cuda_graph_scope", graphs.modules, "[]", graph_mod_names, graph_mod_values,
+    K_FLAGS("model.cuda_graph_scope", graphs.scope, "[]", graph_mod_names, graph_mod_values,
             "deprecated name of model.cuda_graph_modules (also full_iteration)"),
     K_INT("model.recompute_num_layers", par.recompute_num_layers, "1", RG_GE1, MODEL_MAX_LAYERS,
           "full recompute: layers per recompute group"),
@@ -1918,9 +1918,10 @@ static int check_known_keys(const cfg_t *c, sim_err *err)
 static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
 {
     graph_spec *g = &in->graphs;
-    const char *mods = find(c, "model.cuda_graph_modules") || !find(c, "model.cuda_graph_scope")
-                           ? "model.cuda_graph_modules"
-                           : "model.cuda_graph_scope";
+    bool by_scope = !find(c, "model.cuda_graph_modules") && find(c, "model.cuda_graph_scope");
+    const char *mods = by_scope ? "model.cuda_graph_scope" : "model.cuda_graph_modules";
+    if (by_scope)
+        g->modules = g->scope;
     if (g->modules & GRAPH_MOD_FULL_ITERATION) {
         if (g->modules != GRAPH_MOD_FULL_ITERATION)
             return cfg_err_key(c, err, SIM_EINVAL, mods, "full_iteration graphs the whole step: it stands alone");

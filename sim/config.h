@@ -51,7 +51,9 @@ enum {
 };
 typedef struct graph_spec {
     graph_impl_kind impl;  /* after check: FULL_ITERATION also for the legacy scope */
-    unsigned modules;      /* GRAPH_MOD_* bits; 0 = the whole layer */
+    unsigned modules;      /* GRAPH_MOD_* bits; 0 = the whole layer (after check:
+                              model.cuda_graph_modules, else cuda_graph_scope) */
+    unsigned scope;        /* model.cuda_graph_scope as given */
 } graph_spec;
 
 /* Everything one simulation needs, as plain data. */

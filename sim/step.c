@@ -103,6 +103,13 @@ typedef struct builder {
     sim_err *err;
     int rc;                  /* SIM_OK until the first failure */
     sim_time_ps work_ps;     /* durations of every task so far: bounds the makespan */
+    /* The host rest of the last stand-in, not yet added: the next
+     * stand-in's lead joins it in one task (host_flush otherwise). */
+    bool rest_pending;
+    int64_t rest_stage;
+    sim_time_ps rest_ps;
+    eng_task rest_wait;      /* the task it waits for (NO_TASK if none) */
+    int32_t rest_mb, rest_chunk;
     /* Per stage, rebuilt for each. */
     sched_item *items;       /* the stage's schedule */
     int64_t n_items;
@@ -133,6 +140,9 @@ static void fail(builder *b, int rc)
         b->rc = rc;
 }
 
+static void dep(builder *b, eng_task before, eng_task after);
+static void host_flush(builder *b);
+
 /* Adds a task and records what it is.  NO_TASK once the build has failed. */
 static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
                     int32_t chunk)
@@ -140,6 +150,8 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
     step_t *st = b->st;
     if (b->rc != SIM_OK)
         return NO_TASK;
+    if (k == STREAM_HOST && b->rest_pending)
+        host_flush(b); /* a pending host rest comes first on its stream */
     double work_s = time_as_s(b->work_ps) + time_as_s(d);
     if (!time_s_fits(work_s)) {
         fail(b, wl_duration_err(b->err, work_s, "the step's kernels and transfers together"));
@@ -178,6 +190,16 @@ static sim_time_ps duration_ps(builder *b, double seconds, const char *what, int
         fail(b, wl_duration_err(b->err, seconds, buf));
     }
     return 0;
+}
+
+/* Adds the pending host rest of the last stand-in as a task of its own. */
+static void host_flush(builder *b)
+{
+    if (!b->rest_pending)
+        return;
+    b->rest_pending = false;
+    eng_task t = add(b, b->rest_stage, STREAM_HOST, b->rest_ps, HOST_REST, b->rest_mb, b->rest_chunk);
+    dep(b, b->rest_wait, t);
 }
 
 /* `after` waits for `before`; no edge when either is NO_TASK. */
@@ -533,11 +555,26 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
         wait = add(b, r, STREAM_HOST_WAIT, sum->wait_ps, "host_wait", it->microbatch, it->chunk);
         dep(b, start, wait);
     }
-    eng_task lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
+    /* The previous stand-in's host rest and this lead are back to back
+     * on the host stream: one task (it waits for what the rest waited
+     * for; the lead waits for nothing). */
+    sim_time_ps before = 0;
+    eng_task before_wait = NO_TASK;
+    if (b->rest_pending && b->rest_stage == r) {
+        before = b->rest_ps;
+        before_wait = b->rest_wait;
+        b->rest_pending = false;
+    }
+    eng_task lead = add(b, r, STREAM_HOST, before + sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
+    dep(b, before_wait, lead);
     eng_task gpu = add(b, r, STREAM_COMPUTE, sum->gpu_ps, name, it->microbatch, it->chunk);
     dep(b, lead, gpu);
-    eng_task rest = add(b, r, STREAM_HOST, sum->host_ps - sum->lead_ps, HOST_REST, it->microbatch, it->chunk);
-    dep(b, wait, rest);
+    b->rest_pending = true;
+    b->rest_stage = r;
+    b->rest_ps = sum->host_ps - sum->lead_ps;
+    b->rest_wait = wait;
+    b->rest_mb = it->microbatch;
+    b->rest_chunk = it->chunk;
     ref->base = ref->first = start != NO_TASK ? start : gpu;
     ref->span = ref->last = gpu;
 }
@@ -714,6 +751,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
         eng_task last_rs = add_scheduled_passes(&b, r, ag_first);
         if (b.rc == SIM_OK)
             add_tail(&b, r, last_rs, ag_first);
+        host_flush(&b);
     }
     link_stages(&b);
     free(b.items);

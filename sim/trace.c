@@ -62,7 +62,8 @@ int trace_write(FILE *out, const step_t *st, sim_err *err)
         snprintf(name, sizeof name, "stage %" PRId64, r);
         meta(j, "process_name", r, 0, name);
         for (int k = 0; k < STREAM_KINDS; k++)
-            meta(j, "thread_name", r, k, streams_desc((stream_kind)k)->name);
+            if (streams_desc((stream_kind)k)->role != STREAM_ROLE_DELAY)
+                meta(j, "thread_name", r, k, streams_desc((stream_kind)k)->name);
     }
     /* Forward and backward passes, the spans the schedule figures show. */
     for (int64_t r = 0; r < pp; r++)
@@ -79,9 +80,11 @@ int trace_write(FILE *out, const step_t *st, sim_err *err)
         step_task_info info;
         step_task_describe(st, (eng_task)i, &info);
         sim_time_ps a = eng_task_start(e, (eng_task)i), b = eng_task_end(e, (eng_task)i);
-        /* Zero-length joins, and passes that stand as one task (written
-         * above as their span), are left out. */
-        if (b == a || ((info.name[0] == 'F' || info.name[0] == 'B') && info.name[1] == '\0'))
+        /* Zero-length joins, passes that stand as one task (written
+         * above as their span) and delay tasks (no resource) are left
+         * out. */
+        if (b == a || ((info.name[0] == 'F' || info.name[0] == 'B') && info.name[1] == '\0') ||
+            streams_desc(info.stream)->role == STREAM_ROLE_DELAY)
             continue;
         event(j, info.name, info.stage, (int)info.stream, a, b, info.microbatch, info.chunk);
     }

@@ -34,6 +34,19 @@ static inline void sim_run(sim *x, const char *const *kv)
     cr_assert_eq(rc, SIM_OK, "%s", buf);
 }
 
+/* The same inputs as a, simulated with every kernel a task (no pass
+ * stands as one task): b owns only its step (step_destroy(b->st)). */
+static inline void sim_rerun_every_kernel(const sim *a, sim *b)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    b->cfg = NULL;
+    b->in = a->in;
+    b->s = a->s;
+    b->in.sim.keep_ops = true;
+    cr_assert_eq(step_run(&b->st, &b->in, &b->s, &err), SIM_OK, "%s", err.msg);
+}
+
 static inline void sim_free(sim *x)
 {
     step_destroy(x->st);

@@ -319,13 +319,7 @@ static void check_two_level(const char *const *kv)
 {
     sim a, b;
     sim_run(&a, kv);
-    sim_err err;
-    sim_err_clear(&err);
-    b.cfg = NULL;
-    b.in = a.in;
-    b.s = a.s;
-    b.in.sim.keep_ops = true;
-    cr_assert_eq(step_run(&b.st, &b.in, &b.s, &err), SIM_OK, "%s", err.msg);
+    sim_rerun_every_kernel(&a, &b);
     const step_result *ra = step_result_get(a.st), *rb = step_result_get(b.st);
     cr_assert_eq(ra->step_time_s, rb->step_time_s, "%s: two-level %.9f s, every kernel %.9f s", kv[0],
                  ra->step_time_s, rb->step_time_s);
