@@ -125,7 +125,7 @@ int main(void)
     for (int i = 0; i < 4; i++)
         with_off[n + i] = off[i];
     rc |= run_case("gpt3-175b, host off", with_off, n + 4, false, &w);
-    printf("  host modeling costs %.2fx (base %.4f s vs %.4f s)\n", w0 / w, w0, w);
+    printf("  host modeling costs %.2fx (base %.3f ms vs %.3f ms)\n", w0 / w, 1e3 * w0, 1e3 * w);
     const char *moe[] = {"model.name=qwen3-30b-a3b", "cluster.topology=dgx-h100", "cluster.num_gpus=256",
                          "model.expert_model_parallel_size=8", "model.pipeline_model_parallel_size=4",
                          "model.virtual_pipeline_model_parallel_size=3", "model.moe_token_dispatcher_type=alltoall",
@@ -136,6 +136,6 @@ int main(void)
     for (int i = 0; i < 4; i++)
         moe[11 + i] = off[i];
     rc |= run_case("qwen3-30b-a3b 256 GPUs, host off", moe, 15, false, &w);
-    printf("  host modeling costs %.2fx\n", wm / w);
+    printf("  host modeling costs %.2fx (%.3f ms vs %.3f ms)\n", wm / w, 1e3 * wm, 1e3 * w);
     return rc;
 }

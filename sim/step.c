@@ -11,12 +11,33 @@
  * forward that waits for several parameter all-gathers, and every pass
  * when the trace wants every kernel (sim.keep_ops).
  *
- * The step's engine has six streams per stage (compute, tp, cp, ep, dp,
- * pp) and two counters per stage (activation bytes, passes in flight).
+ * The host.  A pass's templates carry host issue ops on the host stream
+ * (workload's host_issue), so a pass no longer starts from one stream:
+ * its GPU work can start when the GPU is free (t_g) and its host when the
+ * host is (t_h), and the host of the next pass may run ahead while this
+ * pass's kernels run.  The engine is max-plus linear, so a pass alone
+ * answers both exactly: summarize_host() simulates it with the GPU late
+ * and with the host late, and the pass ends on the GPU at max(t_g + gpu,
+ * t_h + lead + gpu) and on the host at max(t_h + host, t_g + wait + rest).
+ * In the step it stands as the host's lead (host stream), its GPU span
+ * (compute stream, after the lead) and the host's rest (host stream;
+ * joined with the next stand-in's lead into one task); a pass whose host
+ * waits for the GPU (an MoE dispatch's D2H copy) also gets a zero-length
+ * start on the compute stream and, from there, the host's wait on the
+ * delay stream, which the rest waits for.  So host modeling keeps passes
+ * collapsed (two tasks per pass, four with a sync); a pass whose figures
+ * fall outside what the stand-in reproduces (wait longer than its GPU
+ * span, a lead longer than its host time) keeps its ops instead.
+ *
+ * The step's engine has the streams of the stream table per stage
+ * (compute, tp, cp, ep, dp, pp, host, the delay stream) and two counters
+ * per stage (activation bytes, passes in flight).
  * build() adds, stage by stage: the parameter all-gathers issued before
  * the first forwards (overlap_param_gather), the scheduled passes in
  * Megatron's order with their pipeline sends, counters and bucket
- * reductions, then the DP tail and the optimizer step; last the links
+ * reductions, then the DP tail and the optimizer step (the host's sync
+ * for the gradient norm and found-inf, then its issue of the step, beside
+ * it); last the links
  * between stages (a forward waits for the previous virtual stage's send, a
  * backward for the next one's).  measure() reads bubble, exposed
  * communication and memory off the timeline.
@@ -380,6 +401,10 @@ static int summarize_host(const wl_pass *p, pass_summary *out, sim_err *err)
     }
     if (!out->host)
         return SIM_OK;
+    if (total > UINT64_MAX / 4) { /* delayed by total, its ends could pass 2^64 ps: keep its ops */
+        out->collapsible = false;
+        return SIM_OK;
+    }
     int rc;
     if ((rc = respond(p, 0, 0, &g0, &h0, err)) != SIM_OK || (rc = respond(p, total, 0, &gd, &hd, err)) != SIM_OK ||
         (rc = respond(p, 0, total, &gh, &hh, err)) != SIM_OK)
