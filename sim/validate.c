@@ -1186,12 +1186,16 @@ enum { G_ALL, G_FAMILY, G_METRIC, G_PREFIX, G_GPU, G_FEATURE, G_PRECISION, G_ARC
 
 /* The precision a case runs at (its mixed_precision setting), "" before
  * the case has one. */
+/* The row's precision by parsim's canonical name (a recipe may spell it as
+ * Megatron Bridge does: bf16_with_fp8_delayed_scaling_mixed is fp8-delayed). */
 static const char *case_precision(const vcase *c)
 {
+    const char *p = "";
     for (int k = 0; k < c->n_over; k++)
         if (!strncmp(c->over[k], "mixed_precision=", 16))
-            return c->over[k] + 16;
-    return "";
+            p = c->over[k] + 16;
+    precision_kind kind;
+    return p[0] && precision_from_name(p, &kind) ? precision_name(kind) : p;
 }
 
 static size_t add_group(vgroup *g, size_t n, size_t max, int kind, int arg, const char *value,
