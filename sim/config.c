@@ -967,6 +967,12 @@ static const key_def keys[] = {
           "allgather | alltoall | flex (Megatron Core's default: allgather)"),
     K_ENUM("model.moe_flex_dispatcher_backend", par.moe_flex_backend, "\"deepep\"", flex_backend_names,
            flex_backend_values, "flex dispatcher kernels: deepep | hybridep (rates from the kernel table)"),
+    K_FLT("model.moe_expert_capacity_factor", par.moe_capacity_factor, "0", RG_GE0, 64, 1,
+          "expert capacity as a multiple of the balanced share; tokens beyond it are dropped; "
+          "0 = dropless (Megatron's None)"),
+    K_BOOL("model.moe_pad_expert_input_to_capacity", par.moe_pad_to_capacity, "false",
+           "pad every expert's input to its capacity (needs moe_expert_capacity_factor): static "
+           "shapes, no token-count sync, experts graphable"),
     K_ENUM("model.softmax_type", model.softmax_type, "\"vanilla\"", softmax_names, softmax_values,
            "vanilla | off-by-one | learnable (softmax sinks: attention runs a family that has them)"),
     /* model: multi-latent attention, multi-token prediction */
@@ -1011,6 +1017,8 @@ static const key_def keys[] = {
             "graphed modules: attn, mlp, moe, moe_router, moe_preprocess, mamba; [] = the whole layer"),
     K_FLAGS("model.cuda_graph_scope", graphs.scope, "[]", graph_mod_names, graph_mod_values,
             "deprecated name of model.cuda_graph_modules (also full_iteration)"),
+    K_BOOL("model.enable_cuda_graph", graphs.enable_local, "false",
+           "deprecated switch: true = cuda_graph_impl local (per-layer graphs) when that key is not given"),
     K_INT("model.recompute_num_layers", par.recompute_num_layers, "1", RG_GE1, MODEL_MAX_LAYERS,
           "full recompute: layers per recompute group"),
     K_INT("model.microbatch_group_size_per_vp_stage", par.microbatch_group_size_per_vp_stage,
@@ -1922,6 +1930,8 @@ static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
     const char *mods = by_scope ? "model.cuda_graph_scope" : "model.cuda_graph_modules";
     if (by_scope)
         g->modules = g->scope;
+    if (g->enable_local && !find(c, "model.cuda_graph_impl"))
+        g->impl = GRAPH_LOCAL;
     if (g->modules & GRAPH_MOD_FULL_ITERATION) {
         if (g->modules != GRAPH_MOD_FULL_ITERATION)
             return cfg_err_key(c, err, SIM_EINVAL, mods, "full_iteration graphs the whole step: it stands alone");
@@ -1940,10 +1950,10 @@ static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
                            "transformer_engine graphs cannot do full recompute (model.recompute_granularity)");
     if ((g->modules & GRAPH_MOD_MOE_PREPROCESS) && !(g->modules & GRAPH_MOD_MOE_ROUTER))
         return cfg_err_key(c, err, SIM_EINVAL, mods, "moe_preprocess requires moe_router");
-    if (g->modules & GRAPH_MOD_MOE)
+    if ((g->modules & GRAPH_MOD_MOE) && !in->par.moe_pad_to_capacity)
         return cfg_err_key(c, err, SIM_EINVAL, mods,
-                           "moe is graphed only with drop-and-pad experts (static shapes), which parsim does "
-                           "not simulate: its MoE is dropless");
+                           "moe is graphed only with drop-and-pad experts (static shapes): set "
+                           "model.moe_expert_capacity_factor and model.moe_pad_expert_input_to_capacity");
     return SIM_OK;
 }
 
@@ -1968,6 +1978,9 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
                                    "multi_latent_attention needs it >= 1 (got %" PRId64 ")",
                                    vals[i]);
     }
+    if (in->par.moe_pad_to_capacity && in->par.moe_capacity_factor <= 0)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.moe_pad_expert_input_to_capacity",
+                           "pads to a capacity: needs model.moe_expert_capacity_factor > 0 (Megatron's rule)");
     int rc = check_graphs(c, in, err);
     if (rc != SIM_OK)
         return rc;

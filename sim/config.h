@@ -54,6 +54,7 @@ typedef struct graph_spec {
     unsigned modules;      /* GRAPH_MOD_* bits; 0 = the whole layer (after check:
                               model.cuda_graph_modules, else cuda_graph_scope) */
     unsigned scope;        /* model.cuda_graph_scope as given */
+    bool enable_local;     /* model.enable_cuda_graph: the legacy switch for local graphs */
 } graph_spec;
 
 /* Everything one simulation needs, as plain data. */

@@ -933,7 +933,8 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     if (strstr(notes, "w/o MTP"))
         add_over(c, "model.mtp_num_layers=0");
     if (strstr(notes, "variant: tokendrop"))
-        add_assumed(b, NULL, "token-drop routing run as balanced dropless");
+        add_assumed(b, "model.moe_expert_capacity_factor",
+                    "token-drop routing without a stated capacity: run as balanced dropless");
 
     /* DP column vs the GPU count */
     int64_t dp_cell = 0;

@@ -447,8 +447,8 @@ static bool graphed(const ctx *x, uint8_t scope)
     const graph_spec *g = &x->in->graphs;
     if (g->impl == GRAPH_NONE || scope == WL_SCOPE_NONE)
         return false;
-    if (g->modules == 0)
-        return scope != WL_SCOPE_MOE;
+    if (g->modules == 0) /* the whole layer; dropless experts have dynamic shapes */
+        return scope != WL_SCOPE_MOE || x->s->par.moe_pad_to_capacity;
     static const unsigned bit[] = {
         [WL_SCOPE_ATTN] = GRAPH_MOD_ATTN, [WL_SCOPE_MLP] = GRAPH_MOD_MLP,
         [WL_SCOPE_MOE_ROUTER] = GRAPH_MOD_MOE_ROUTER, [WL_SCOPE_MOE_PREPROCESS] = GRAPH_MOD_MOE_PREPROCESS,
@@ -642,6 +642,11 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
     double k = (double)m->moe_router_topk;
     double etp = (double)s->etp;
     double sent = x->T_sp * k;                 /* rows this rank dispatches */
+    /* Balanced routing fills each expert to its share; a capacity factor c
+     * drops what is beyond c shares, and padding fills every expert to c. */
+    double cf = s->par.moe_capacity_factor;
+    if (cf > 0)
+        sent *= s->par.moe_pad_to_capacity ? cf : fmin(cf, 1.0);
     double rows = sent * etp;                  /* rows its experts process */
     double Fe = (double)model_moe_ffn(m) / etp;
     /* Experts on this rank, each fed rows / E_loc rows (balanced routing). */
@@ -681,8 +686,9 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
         module(b, WL_SCOPE_MOE_PREPROCESS, false);
         then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
-        /* Dropless: the dispatch needs the token counts on the host. */
-        module(b, WL_SCOPE_MOE, true);
+        /* Dropless: the dispatch needs the token counts on the host; padded
+         * to capacity, the shapes are static and nothing waits. */
+        module(b, WL_SCOPE_MOE, !s->par.moe_pad_to_capacity);
         EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
