@@ -61,6 +61,7 @@
 #define LIMIT_BW_GBPS 1e6              /* any bandwidth per GPU or NIC: 100x HBM3e */
 #define LIMIT_LATENCY_US 1e6           /* any latency or fixed overhead: one second */
 #define LIMIT_FACTOR 1e3               /* dimensionless multipliers (oversubscription, plateau, ...) */
+#define LIMIT_HOST_OPS 100000LL      /* framework ops per module call: 1000x Megatron Core's busiest module */
 #define LIMIT_NET_BYTES 0x1p50         /* parsim net --min-bytes/--max-bytes: 1 PiB */
 #define LIMIT_TOKENS 1e18             /* search --token-budget: 10000x the largest training run (~4e13) */
 

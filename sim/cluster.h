@@ -240,9 +240,24 @@ typedef struct nccl_params {
  * (compute.kernel_overhead_s, inside each kernel's duration): a kernel
  * cannot start before the host has issued it, and the host runs ahead
  * while kernels are long, so the two overlap instead of adding up. */
+/* Framework ops per module call beyond the kernels workload costs
+ * (PyTorch calls that launch a small kernel or allocate: topk, scatter,
+ * bincount, empty, ...), each taking launch_s of host time
+ * (cluster.host.framework_ops.*, counted in topologies/host/megatron-core.cfg).
+ * MOE_PER_EXPERT is per local expert of the expert module. */
+enum {
+    HOST_OPS_ATTN, HOST_OPS_MLP, HOST_OPS_MOE_ROUTER, HOST_OPS_MOE_PREPROCESS, HOST_OPS_MOE_DISPATCH,
+    HOST_OPS_MOE_EXPERTS, HOST_OPS_MOE_PER_EXPERT, HOST_OPS_MOE_COMBINE, HOST_OPS_EMBEDDING, HOST_OPS_OUTPUT,
+    HOST_OPS_KINDS
+};
+
 typedef struct host_params {
     double launch_s;         /* host time to issue one kernel or collective
                                 (PyTorch dispatch + CUDA launch) */
+    int64_t framework_ops[HOST_OPS_KINDS]; /* forward, per module call */
+    double framework_ops_bwd_factor;       /* backward ops per forward op (autograd) */
+    bool grouped_gemm_per_expert;     /* a grouped expert GEMM launches once per local expert */
+    bool grouped_quantize_per_expert; /* so does the quantize of the expert inputs */
     double op_overhead_s;    /* framework time per module call (Python, autograd) */
     double sync_s;           /* a device-to-host copy and stream sync, beyond the
                                 wait for the GPU to drain */

@@ -70,6 +70,7 @@ int32_t wl_push(wl_opbuf *b, const char *name, stream_kind st, double seconds, i
     memset(op, 0, sizeof *op);
     op->name = name;
     op->stream = (uint8_t)st;
+    op->launches = 1;
     if (!time_from_s_checked(seconds, &op->duration_ps))
         too_long(b, name, seconds); /* duration_ps stays 0 */
     int32_t d[2] = {d0, d1};
@@ -82,6 +83,21 @@ int32_t wl_push(wl_opbuf *b, const char *name, stream_kind st, double seconds, i
 static int32_t then(wl_opbuf *b, const char *name, stream_kind st, double seconds)
 {
     return wl_push(b, name, st, seconds, b->n - 1, WL_NONE);
+}
+
+/* A zero-length op after ops a and c: a dependency, not a kernel. */
+static void join(wl_opbuf *b, int32_t a, int32_t c)
+{
+    int32_t i = wl_push(b, "join", STREAM_COMPUTE, 0.0, a, c);
+    if (!b->oom)
+        b->ops[i].launches = 0;
+}
+
+/* The host launches of op i (a kernel issued once per local expert). */
+static void set_launches(wl_opbuf *b, int32_t i, double n)
+{
+    if (!b->oom && i >= 0 && i < b->n)
+        b->ops[i].launches = n >= 1 && n <= UINT32_MAX ? (uint32_t)n : 1u;
 }
 
 /* ---- the costing context --------------------------------------------- */
@@ -229,7 +245,7 @@ static void side_by_side(wl_opbuf *b, const char *n1, stream_kind s1, double t1,
     int32_t prev = b->n - 1;
     int32_t a = wl_push(b, n1, s1, t1, prev, WL_NONE);
     int32_t c = wl_push(b, n2, s2, t2, prev, WL_NONE);
-    wl_push(b, "join", STREAM_COMPUTE, 0.0, a, c);
+    join(b, a, c);
 }
 
 /* Column-parallel linear, forward: the SP all-gather of the input, then the
@@ -311,7 +327,7 @@ static void column_bwd(const ctx *x, wl_opbuf *b, const char *dgrad, const char 
     int32_t d = wl_push(b, dgrad, STREAM_COMPUTE, contended(x, tp, dg, ag_s), prev, WL_NONE);
     int32_t rs = wl_push(b, tp_exit_name(x), STREAM_TP, tp_exit_s(x), d, WL_NONE);
     int32_t w = wl_push(b, wgrad, STREAM_COMPUTE, contended(x, tp, wg, tp_exit_s(x)), d, ag);
-    wl_push(b, "join", STREAM_COMPUTE, 0.0, w, rs);
+    join(b, w, rs);
 }
 
 /* ---- attention ------------------------------------------------------- */
@@ -431,10 +447,10 @@ static void rope(const ctx *x, wl_opbuf *b)
 
 /* Marks the start of a module; the ops from here to the next mark are
  * issued together. */
-static void module(wl_opbuf *b, uint8_t scope, bool sync)
+static void module(wl_opbuf *b, uint8_t scope, bool sync, double framework_ops)
 {
     if (b->n_marks < WL_MAX_MARKS)
-        b->marks[b->n_marks++] = (wl_mark){b->n, scope, sync};
+        b->marks[b->n_marks++] = (wl_mark){b->n, scope, sync, framework_ops};
     else
         b->oom = 1; /* a layer has a handful of modules: never reached */
 }
@@ -455,6 +471,35 @@ static bool graphed(const ctx *x, uint8_t scope)
         [WL_SCOPE_MOE] = GRAPH_MOD_MOE,
     };
     return (g->modules & bit[scope]) != 0;
+}
+
+/* Framework ops of one module call (cluster.host.framework_ops.*): the
+ * forward count, times the autograd factor in a backward pass. */
+static double host_ops(const ctx *x, int kind, bool bwd)
+{
+    double n = (double)x->c->host.framework_ops[kind];
+    return bwd ? n * x->c->host.framework_ops_bwd_factor : n;
+}
+
+/* The router's module holds the shared experts, a dense MLP, too. */
+static double router_ops(const ctx *x, bool bwd)
+{
+    return host_ops(x, HOST_OPS_MOE_ROUTER, bwd) +
+           (x->m->moe_shared_expert_intermediate_size > 0 ? host_ops(x, HOST_OPS_MLP, bwd) : 0.0);
+}
+
+/* Experts on this rank (balanced placement). */
+static double local_experts(const ctx *x)
+{
+    return (double)x->m->num_moe_experts / (double)x->s->ep;
+}
+
+/* Dispatch, experts (a fixed part and one per local expert) and combine:
+ * one module. */
+static double moe_ops(const ctx *x, bool bwd)
+{
+    return host_ops(x, HOST_OPS_MOE_DISPATCH, bwd) + host_ops(x, HOST_OPS_MOE_EXPERTS, bwd) +
+           host_ops(x, HOST_OPS_MOE_PER_EXPERT, bwd) * local_experts(x) + host_ops(x, HOST_OPS_MOE_COMBINE, bwd);
 }
 
 static sim_time_ps host_ps(double seconds)
@@ -513,8 +558,20 @@ static void host_issue(const ctx *x, wl_opbuf *p)
         int32_t last_on[STREAM_KINDS];
         for (int k = 0; k < STREAM_KINDS; k++)
             last_on[k] = -1;
-        sim_time_ps cum = g ? graph : overhead;
-        int64_t lead = 0;
+        sim_time_ps cum = g ? graph : overhead, fw = 0;
+        uint64_t total = 0, seen = 0; /* launches of the module, and through op i */
+        for (int32_t i = a; i < e; i++)
+            total += p->ops[i].launches;
+        double fw_s = !g && m >= 0 ? p->marks[m].framework_ops * h->launch_s : 0.0;
+        double all_s = time_as_s(cum) + fw_s + (g ? 0.0 : (double)total * h->launch_s);
+        sim_time_ps per = g ? 0 : launch;
+        if (!time_s_fits(all_s)) {
+            too_long(p, "the host issue of one module", all_s); /* sticky: the pass is refused */
+            per = 0;
+        } else {
+            (void)time_from_s_checked(fw_s, &fw); /* fits: all_s does */
+        }
+        sim_time_ps lead = 0;
         for (int32_t i = a; i < e; i++) {
             const wl_op *op = &p->ops[i];
             sim_time_ps start = last_on[op->stream] >= 0 ? end[last_on[op->stream]] : 0;
@@ -525,16 +582,21 @@ static void host_issue(const ctx *x, wl_opbuf *p)
             }
             end[i] = start + op->duration_ps;
             last_on[op->stream] = i;
-            if (!g && strcmp(op->name, "join") != 0)
-                cum += launch;
-            if ((int64_t)cum - (int64_t)start > lead)
-                lead = (int64_t)cum - (int64_t)start;
+            cum += (sim_time_ps)op->launches * per;
+            seen += op->launches;
+            /* The framework's own calls are spread over the module's
+             * launches (the router's top-k between its GEMM and the
+             * permute); all of them are done by the last one. */
+            sim_time_ps at = cum + (seen >= total ? fw : (sim_time_ps)((double)fw * (double)seen / (double)total));
+            if (at > start && at - start > lead)
+                lead = at - start;
         }
+        cum += fw;
         if (m >= 0 && p->marks[m].sync && !g && a > 0 && sync > 0)
             push_host(&out, "d2h_sync", sync, map[a - 1]);
-        int32_t gate = cum > 0 ? push_host(&out, "host_issue", (sim_time_ps)lead, WL_NONE) : WL_NONE;
-        if (cum > (sim_time_ps)lead)
-            push_host(&out, "host_issue", cum - (sim_time_ps)lead, WL_NONE);
+        int32_t gate = cum > 0 ? push_host(&out, "host_issue", lead, WL_NONE) : WL_NONE;
+        if (cum > lead)
+            push_host(&out, "host_issue", cum - lead, WL_NONE);
         for (int k = 0; k < STREAM_KINDS; k++)
             last_on[k] = -1;
         for (int32_t i = a; i < e && !out.oom; i++) {
@@ -576,7 +638,7 @@ static void host_issue(const ctx *x, wl_opbuf *p)
 static void attention_fwd(const ctx *x, wl_opbuf *b)
 {
     double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
-    module(b, WL_SCOPE_ATTN, false);
+    module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, false));
     then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
     column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
     rope(x, b);
@@ -587,7 +649,7 @@ static void attention_fwd(const ctx *x, wl_opbuf *b)
 
 static void attention_bwd(const ctx *x, wl_opbuf *b, bool recompute_attn)
 {
-    module(b, WL_SCOPE_ATTN, false);
+    module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, true));
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     row_bwd(x, b, "proj_dgrad", "proj_wgrad", x->T, x->h, x->core_out / x->t, LORA_PROJ);
     if (recompute_attn)
@@ -631,6 +693,26 @@ static double ep_a2a_s(const ctx *x, bool combine, double bytes)
     return coll(x, GROUP_EP, COLL_ALL_TO_ALL, bytes);
 }
 
+/* The grouped expert GEMMs of Transformer Engine's GroupedLinear loop
+ * cuBLAS over the local experts on several streams ("multi-stream cuBLAS
+ * (TE)", kernels.md §1.3): one launch per expert, when
+ * cluster.host.grouped_gemm_per_expert; the quantize of their inputs
+ * likewise with grouped_quantize_per_expert. */
+static void expert_gemm(const ctx *x, wl_opbuf *b, const char *name, double seconds)
+{
+    int32_t i = then(b, name, STREAM_COMPUTE, seconds);
+    if (x->c->host.grouped_gemm_per_expert)
+        set_launches(b, i, local_experts(x));
+}
+
+static void expert_cast(const ctx *x, wl_opbuf *b, double elements)
+{
+    int32_t n = b->n;
+    cast(x, b, elements);
+    if (b->n > n && x->c->host.grouped_quantize_per_expert)
+        set_launches(b, b->n - 1, local_experts(x));
+}
+
 /* Routed experts with the all-to-all dispatcher: tokens of this rank times
  * top-k leave through the EP all-to-all, are gathered over ETP, run
  * through this rank's experts (grouped GEMMs) and come back. */
@@ -650,7 +732,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
     double rows = sent * etp;                  /* rows its experts process */
     double Fe = (double)model_moe_ffn(m) / etp;
     /* Experts on this rank, each fed rows / E_loc rows (balanced routing). */
-    double E_loc = (double)m->num_moe_experts / (double)s->ep;
+    double E_loc = local_experts(x);
     double a2a_bytes = sent * x->h * 2.0;
     /* The allgather dispatcher gathers every token of the ETP x EP group
      * (hidden states and routing) and reduce-scatters the results back;
@@ -684,19 +766,19 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
     }
     if (!bwd) {
         then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
-        module(b, WL_SCOPE_MOE_PREPROCESS, false);
+        module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, false));
         then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
         /* Dropless: the dispatch needs the token counts on the host; padded
          * to capacity, the shapes are static and nothing waits. */
-        module(b, WL_SCOPE_MOE, !s->par.moe_pad_to_capacity);
+        module(b, WL_SCOPE_MOE, !s->par.moe_pad_to_capacity, moe_ops(x, false));
         EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
-        cast(x, b, rows * x->h);
-        then(b, "expert_fc1", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, Fe * glu, x->h));
+        expert_cast(x, b, rows * x->h);
+        expert_gemm(x, b, "expert_fc1", ggemm(x, b, E_loc, rows / E_loc, Fe * glu, x->h));
         then(b, "expert_act", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (glu + 1.0)));
-        cast(x, b, rows * Fe);
-        then(b, "expert_fc2", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, x->h, Fe));
+        expert_cast(x, b, rows * Fe);
+        expert_gemm(x, b, "expert_fc2", ggemm(x, b, E_loc, rows / E_loc, x->h, Fe));
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
         EP_EXCHANGE(scatter, COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
@@ -707,19 +789,19 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         EP_EXCHANGE(allgather ? "ep_allgather_bwd" : "ep_combine_bwd", COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
-        cast(x, b, rows * x->h);
-        then(b, "expert_fc2_dgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, Fe, x->h));
-        then(b, "expert_fc2_wgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, Fe, x->h, rows / E_loc));
+        expert_cast(x, b, rows * x->h);
+        expert_gemm(x, b, "expert_fc2_dgrad", ggemm(x, b, E_loc, rows / E_loc, Fe, x->h));
+        expert_gemm(x, b, "expert_fc2_wgrad", ggemm(x, b, E_loc, Fe, x->h, rows / E_loc));
         then(b, "expert_act_bwd", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (2.0 * glu + 1.0)));
-        cast(x, b, rows * Fe * glu);
-        then(b, "expert_fc1_dgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, rows / E_loc, x->h, Fe * glu));
-        then(b, "expert_fc1_wgrad", STREAM_COMPUTE, ggemm(x, b, E_loc, Fe * glu, x->h, rows / E_loc));
+        expert_cast(x, b, rows * Fe * glu);
+        expert_gemm(x, b, "expert_fc1_dgrad", ggemm(x, b, E_loc, rows / E_loc, x->h, Fe * glu));
+        expert_gemm(x, b, "expert_fc1_wgrad", ggemm(x, b, E_loc, Fe * glu, x->h, rows / E_loc));
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
         EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
-        module(b, WL_SCOPE_MOE_PREPROCESS, false);
+        module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, true));
         then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
-        module(b, WL_SCOPE_MOE_ROUTER, false);
+        module(b, WL_SCOPE_MOE_ROUTER, false, router_ops(x, true));
         then(b, "router_bwd", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, (double)m->num_moe_experts));
         then(b, "router_wgrad", STREAM_COMPUTE, gemm(x, b, (double)m->num_moe_experts, x->h, x->T_sp));
     }
@@ -728,7 +810,9 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 
 static void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
 {
-    module(b, moe ? WL_SCOPE_MOE_ROUTER : WL_SCOPE_MLP, false); /* the router's scope holds the shared experts */
+    /* the router's scope holds the shared experts */
+    module(b, moe ? WL_SCOPE_MOE_ROUTER : WL_SCOPE_MLP, false,
+           moe ? router_ops(x, false) : host_ops(x, HOST_OPS_MLP, false));
     then(b, "ln2", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
     if (!moe) {
         dense_mlp_fwd(x, b, (double)x->m->ffn_hidden_size, "fc1", "act", "fc2");
@@ -743,7 +827,7 @@ static void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
 
 static void mlp_bwd(const ctx *x, wl_opbuf *b, bool moe, bool recompute_mlp)
 {
-    module(b, moe ? WL_SCOPE_MOE : WL_SCOPE_MLP, false);
+    module(b, moe ? WL_SCOPE_MOE : WL_SCOPE_MLP, false, moe ? moe_ops(x, true) : host_ops(x, HOST_OPS_MLP, true));
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     if (!moe) {
         double F = (double)x->m->ffn_hidden_size;
@@ -763,6 +847,7 @@ static void mlp_bwd(const ctx *x, wl_opbuf *b, bool moe, bool recompute_mlp)
 
 static void embedding_fwd(const ctx *x, wl_opbuf *b)
 {
+    module(b, WL_SCOPE_NONE, false, host_ops(x, HOST_OPS_EMBEDDING, false));
     then(b, "embedding", STREAM_COMPUTE, mem(x, 2.0 * x->T * x->h));
     if (has(x, GROUP_TP))
         then(b, x->sp ? "tp_rs" : "tp_ar", STREAM_TP,
@@ -775,6 +860,7 @@ static void embedding_bwd(const ctx *x, wl_opbuf *b)
 {
     if (x->frozen)
         return;
+    module(b, WL_SCOPE_NONE, false, host_ops(x, HOST_OPS_EMBEDDING, true));
     tp_enter(x, b, "tp_ag");
     then(b, "embedding_bwd", STREAM_COMPUTE, mem(x, 6.0 * x->T * x->h));
 }
@@ -799,6 +885,7 @@ static void output_fwd(const ctx *x0, wl_opbuf *b)
     ctx y = bf16_ctx(x0);
     const ctx *x = &y;
     double V = padded_vocab_local(x);
+    module(b, WL_SCOPE_NONE, false, host_ops(x, HOST_OPS_OUTPUT, false));
     then(b, "final_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
     column_fwd(x, b, "logits", x->T, V, x->h, 0);
     /* Vocab-parallel cross entropy: fp32 logits read/written, three small
@@ -813,6 +900,7 @@ static void output_bwd(const ctx *x0, wl_opbuf *b)
     ctx y = bf16_ctx(x0);
     const ctx *x = &y;
     double V = padded_vocab_local(x);
+    module(b, WL_SCOPE_NONE, false, host_ops(x, HOST_OPS_OUTPUT, true));
     then(b, "cross_entropy_bwd", STREAM_COMPUTE, mem(x, 2.0 * 4.0 * x->T * V));
     column_bwd(x, b, "logits_dgrad", "logits_wgrad", x->T, V, x->h, 0);
     then(b, "final_norm_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
@@ -967,6 +1055,9 @@ int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pin
                      op.duration_ps <= UINT64_MAX / 2 - b->ops[out - 1].duration_ps; /* no wrap */
         if (chain) {
             b->ops[out - 1].duration_ps += op.duration_ps;
+            b->ops[out - 1].launches = op.launches > UINT32_MAX - b->ops[out - 1].launches
+                                           ? UINT32_MAX
+                                           : b->ops[out - 1].launches + op.launches;
             idx[i] = out - 1;
             continue;
         }
@@ -1393,7 +1484,7 @@ bool wl_pass_equal(const wl_pass *a, const wl_pass *b)
     for (int32_t i = 0; i < a->n_ops; i++) {
         const wl_op *p = &a->ops[i], *q = &b->ops[i];
         if (p->name != q->name || p->duration_ps != q->duration_ps || p->stream != q->stream ||
-            p->dep_back[0] != q->dep_back[0] || p->dep_back[1] != q->dep_back[1])
+            p->dep_back[0] != q->dep_back[0] || p->dep_back[1] != q->dep_back[1] || p->launches != q->launches)
             return false;
     }
     return true;

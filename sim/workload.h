@@ -30,7 +30,12 @@ typedef struct wl_op {
     sim_time_ps duration_ps;
     uint8_t stream;          /* stream_kind */
     int32_t dep_back[2];     /* depends on op i-dep_back[j]; 0 = none */
+    uint32_t launches;       /* host launches that issue it: 1 per kernel or
+                                collective, 0 for a join, one per local
+                                expert for Transformer Engine's grouped GEMM */
 } wl_op;
+/* launches sits in what was tail padding: templates stay as large. */
+_Static_assert(sizeof(void *) != 8 || sizeof(wl_op) == 32, "wl_op grew past 32 bytes");
 
 typedef struct wl_pass {
     wl_op *ops;
@@ -99,6 +104,8 @@ typedef struct wl_mark {
     int32_t at;      /* first op of the module */
     uint8_t scope;   /* WL_SCOPE_* */
     bool sync;       /* the host waits for the GPU work before `at` */
+    double framework_ops; /* PyTorch calls of the module beyond its kernels
+                             (cluster.host.framework_ops.*), each launch_s */
 } wl_mark;
 
 typedef struct wl_opbuf {

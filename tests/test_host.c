@@ -73,8 +73,9 @@ Test(host, host_runs_ahead_of_long_kernels)
     sim_free(&b);
 }
 
-/* Kernels (every op but the host's own and zero-length joins) that the
- * host issues per step: the unfused templates, once per microbatch. */
+/* Launches (of every op but the host's own: one per kernel, none for a
+ * zero-length join, one per local expert for a grouped expert GEMM) that
+ * the host issues per step: the unfused templates, once per microbatch. */
 static double kernels_per_step(const sim *x)
 {
     run_inputs in = x->in;
@@ -89,8 +90,8 @@ static double kernels_per_step(const sim *x)
             const wl_pass *pass[2] = {&wl->stages[r].chunks[c].fwd, &wl->stages[r].chunks[c].bwd};
             for (int k = 0; k < 2; k++)
                 for (int32_t i = 0; i < pass[k]->n_ops; i++)
-                    if (pass[k]->ops[i].stream != STREAM_HOST && strcmp(pass[k]->ops[i].name, "join") != 0)
-                        n += 1;
+                    if (pass[k]->ops[i].stream != STREAM_HOST)
+                        n += pass[k]->ops[i].launches;
         }
     workload_destroy(wl);
     return n * (double)x->s.num_microbatches;
@@ -118,11 +119,18 @@ static double host_s_of(yajl_val v)
 
 /* Host busy time per step without graphs and with full_iteration differs
  * by the launch cost of every kernel the graph replays (module overheads,
- * syncs and the replay itself set to zero; the optimizer, outside the
+ * framework ops, syncs and the replay itself set to zero; the optimizer, outside the
  * graph, costs both the same). */
 Test(host, full_iteration_saves_the_launches_of_every_kernel)
 {
-#define ZERO "cluster.host.op_overhead_us=0", "cluster.host.sync_us=0", "cluster.host.graph_launch_us=0"
+#define ZERO                                                                                                 \
+    "cluster.host.op_overhead_us=0", "cluster.host.sync_us=0", "cluster.host.graph_launch_us=0",              \
+        "cluster.host.framework_ops.attn=0", "cluster.host.framework_ops.mlp=0",                               \
+        "cluster.host.framework_ops.moe_router=0",                                                             \
+        "cluster.host.framework_ops.moe_preprocess=0", "cluster.host.framework_ops.moe_dispatch=0",            \
+        "cluster.host.framework_ops.moe_experts=0", "cluster.host.framework_ops.moe_per_expert=0",             \
+        "cluster.host.framework_ops.moe_combine=0", "cluster.host.framework_ops.embedding=0",                  \
+        "cluster.host.framework_ops.output=0"
     const char *none[] = {SMALL_MOE, ZERO, NULL};
     const char *full[] = {SMALL_MOE, ZERO, "model.cuda_graph_impl=full_iteration", NULL};
     sim a, b;
@@ -138,7 +146,12 @@ Test(host, full_iteration_saves_the_launches_of_every_kernel)
     static char out[65536];
     yajl_val v = json_of("run " SMALL_MOE_ARGS
                          " cluster.host.op_overhead_us=0 cluster.host.sync_us=0 cluster.host.graph_launch_us=0"
-                         " --format json",
+                         " cluster.host.framework_ops.attn=0 cluster.host.framework_ops.mlp=0"
+                         " cluster.host.framework_ops.moe_router=0"
+                         " cluster.host.framework_ops.moe_preprocess=0 cluster.host.framework_ops.moe_dispatch=0"
+                         " cluster.host.framework_ops.moe_experts=0 cluster.host.framework_ops.moe_per_expert=0"
+                         " cluster.host.framework_ops.moe_combine=0 cluster.host.framework_ops.embedding=0"
+                         " cluster.host.framework_ops.output=0 --format json",
                          out, sizeof out);
     double js = host_s_of(v);
     yajl_tree_free(v);
