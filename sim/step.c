@@ -2,8 +2,9 @@
  *
  * Two levels.  Every distinct pass template of the workload (forward and
  * backward of each (stage, chunk); middle stages mostly share theirs) is
- * first simulated alone on a small engine of its own: summarize() keeps
- * its span and its per-stream busy and exposed time.  A pass begins and
+ * first simulated alone (sweep(): one pass over its ops in list order is
+ * the engine's timeline for a template, with no engine to build):
+ * summarize() keeps its span and its per-stream busy and exposed time.  A pass begins and
  * ends on the in-order compute stream, so inside the step it runs exactly
  * as alone, and one task of its span stands in for its ops ("collapsed").
  * Passes whose inner ops other tasks must see keep their ops: the last
@@ -335,60 +336,98 @@ static void add_pass(builder *b, int64_t stage, const wl_pass *p, int32_t mb, in
     ref->last = base == NO_TASK ? NO_TASK : base + p->n_ops - 1;
 }
 
+/* Scratch for simulating pass templates alone, sized once for the
+ * longest template: one allocation per step, not per simulation. */
+typedef struct tmpl_scratch {
+    sim_time_ps *start, *end; /* per op */
+    interval *comp, *comm, *all, *tmp;
+} tmpl_scratch;
+
+static void scratch_free(tmpl_scratch *w)
+{
+    free(w->start);
+    free(w->end);
+    free(w->comp);
+    free(w->comm);
+    free(w->all);
+    free(w->tmp);
+}
+
+static int scratch_init(tmpl_scratch *w, size_t n)
+{
+    n = n ? n : 1;
+    *w = (tmpl_scratch){malloc(n * sizeof *w->start), malloc(n * sizeof *w->end), malloc(n * sizeof *w->comp),
+                        malloc(n * sizeof *w->comm), malloc(n * sizeof *w->all), malloc(n * sizeof *w->tmp)};
+    if (w->start && w->end && w->comp && w->comm && w->all && w->tmp)
+        return SIM_OK;
+    scratch_free(w);
+    return SIM_ENOMEM;
+}
+
+/* The timeline of a pass template alone, with its GPU streams free from
+ * gpu_at and its host from host_at: what the engine gives for its ops
+ * behind an origin task of each length, without building an engine.  In a
+ * template every op's dependencies come before it and each stream runs its
+ * ops in list order, so an op starts when the last of its stream
+ * predecessor and its dependencies ends (the engine's rule, nothing else
+ * delays a task): one sweep in list order is the engine's timeline. */
+static int sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_scratch *w, sim_err *err)
+{
+    sim_time_ps free_at[STREAM_KINDS];
+    for (int k = 0; k < STREAM_KINDS; k++)
+        free_at[k] = k == STREAM_HOST ? host_at : gpu_at;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        const wl_op *op = &p->ops[i];
+        sim_time_ps t = free_at[op->stream];
+        for (int j = 0; j < 2; j++)
+            if (op->dep_back[j] && w->end[i - op->dep_back[j]] > t)
+                t = w->end[i - op->dep_back[j]];
+        w->start[i] = t;
+        if (__builtin_add_overflow(t, op->duration_ps, &w->end[i]))
+            return sim_err_set(err, SIM_ESIM, "engine: simulated time overflows 2^64 ps at %llu ps",
+                               (unsigned long long)t);
+        free_at[op->stream] = w->end[i];
+    }
+    return SIM_OK;
+}
+
+/* The ops of one stream in the last sweep, as intervals in run order. */
+static size_t op_intervals(const wl_pass *p, int stream, const tmpl_scratch *w, interval *out)
+{
+    size_t n = 0;
+    for (int32_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].stream == stream)
+            out[n++] = (interval){w->start[i], w->end[i]};
+    return n;
+}
+
 /* When a pass's GPU work ends (its last op on any GPU stream, as a pass
  * span is its makespan) and its host work ends, with its GPU streams free
- * from gpu_at and its host from host_at (two origin tasks ahead of its
- * ops). */
+ * from gpu_at and its host from host_at. */
 static int respond(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, sim_time_ps *gpu_end,
-                   sim_time_ps *host_end, sim_err *err)
+                   sim_time_ps *host_end, tmpl_scratch *w, sim_err *err)
 {
-    engine_t *e = eng_create(STREAM_KINDS, 0, (size_t)p->n_ops + 2, 2 * (size_t)p->n_ops + STREAM_KINDS);
-    int rc = e ? SIM_OK : SIM_ENOMEM;
-    eng_task go = e ? eng_add_task(e, STREAM_COMPUTE, gpu_at, -1) : -1;
-    eng_task ho = e ? eng_add_task(e, STREAM_HOST, host_at, -1) : -1;
-    bool seen[STREAM_KINDS] = {false};
-    eng_task last_h = -1;
-    if (go < 0 || ho < 0)
-        rc = SIM_ENOMEM;
-    for (int32_t i = 0; i < p->n_ops && rc == SIM_OK; i++) {
-        const wl_op *op = &p->ops[i];
-        eng_task t = eng_add_task(e, op->stream, op->duration_ps, i);
-        if (t < 0) {
-            rc = SIM_ENOMEM;
-            break;
-        }
-        for (int j = 0; j < 2 && rc == SIM_OK; j++)
-            if (op->dep_back[j])
-                rc = eng_add_dep(e, t - op->dep_back[j], t);
-        /* Every GPU stream is free from gpu_at. */
-        if (!seen[op->stream] && op->stream != STREAM_COMPUTE && op->stream != STREAM_HOST && rc == SIM_OK)
-            rc = eng_add_dep(e, go, t);
-        seen[op->stream] = true;
-        if (op->stream == STREAM_HOST)
-            last_h = t;
+    int rc = sweep(p, gpu_at, host_at, w, err);
+    if (rc != SIM_OK)
+        return rc;
+    *gpu_end = gpu_at;
+    *host_end = host_at;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        if (p->ops[i].stream == STREAM_HOST)
+            *host_end = w->end[i];
+        else if (w->end[i] > *gpu_end)
+            *gpu_end = w->end[i];
     }
-    if (rc == SIM_OK)
-        rc = eng_run(e, err);
-    if (rc == SIM_OK) {
-        *gpu_end = gpu_at;
-        for (int32_t i = 0; i < p->n_ops; i++)
-            if (p->ops[i].stream != STREAM_HOST && eng_task_end(e, i + 2) > *gpu_end)
-                *gpu_end = eng_task_end(e, i + 2);
-        *host_end = last_h >= 0 ? eng_task_end(e, last_h) : host_at;
-    } else if (rc == SIM_ENOMEM) {
-        sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
-    }
-    eng_destroy(e);
-    return rc;
+    return SIM_OK;
 }
 
 /* The host side of a pass's summary (see pass_summary).  The stand-in
  * (host lead, GPU span, host rest, and with a sync the wait carried on
  * STREAM_HOST_WAIT) reproduces the pass only when its parts are in range;
  * otherwise the pass keeps its ops. */
-static int summarize_host(const wl_pass *p, pass_summary *out, sim_err *err)
+static int summarize_host(const wl_pass *p, pass_summary *out, tmpl_scratch *w, sim_err *err)
 {
-    sim_time_ps total = 1, g0, h0, gd, hd, gh, hh;
+    sim_time_ps total = 1, gd, hd, gh, hh;
     for (int32_t i = 0; i < p->n_ops; i++) {
         total += p->ops[i].duration_ps;
         if (p->ops[i].stream == STREAM_HOST) {
@@ -406,8 +445,7 @@ static int summarize_host(const wl_pass *p, pass_summary *out, sim_err *err)
         return SIM_OK;
     }
     int rc;
-    if ((rc = respond(p, 0, 0, &g0, &h0, err)) != SIM_OK || (rc = respond(p, total, 0, &gd, &hd, err)) != SIM_OK ||
-        (rc = respond(p, 0, total, &gh, &hh, err)) != SIM_OK)
+    if ((rc = respond(p, total, 0, &gd, &hd, w, err)) != SIM_OK || (rc = respond(p, 0, total, &gh, &hh, w, err)) != SIM_OK)
         return rc;
     /* GPU late: it ends at total + gpu, the host (if it waits) at total + wait'. */
     out->gpu_ps = gd - total;
@@ -420,66 +458,43 @@ static int summarize_host(const wl_pass *p, pass_summary *out, sim_err *err)
         ok = ok && hd >= total && d >= rest && d - rest <= out->gpu_ps;
         out->wait_ps = ok ? d - rest : 0;
     }
-    (void)g0;
-    (void)h0;
     out->collapsible = out->collapsible && ok;
     return SIM_OK;
 }
 
 /* Simulates one pass template alone and fills its summary. */
-static int summarize(const wl_pass *p, pass_summary *out, sim_err *err)
+static int summarize(const wl_pass *p, pass_summary *out, tmpl_scratch *w, sim_err *err)
 {
     memset(out, 0, sizeof *out);
     if (p->n_ops == 0)
         return SIM_OK;
-    engine_t *e = eng_create(STREAM_KINDS, 0, (size_t)p->n_ops, 2 * (size_t)p->n_ops);
-    eng_task *ids = malloc((size_t)p->n_ops * sizeof *ids);
-    interval *comp = malloc((size_t)p->n_ops * sizeof *comp), *comm = malloc((size_t)p->n_ops * sizeof *comm),
-             *all = malloc((size_t)p->n_ops * sizeof *all), *tmp = malloc((size_t)p->n_ops * sizeof *tmp);
-    int rc = (!e || !ids || !comp || !comm || !all || !tmp) ? SIM_ENOMEM : SIM_OK;
-    for (int32_t i = 0; i < p->n_ops && rc == SIM_OK; i++) {
-        eng_task t = eng_add_task(e, p->ops[i].stream, p->ops[i].duration_ps, i);
-        for (int j = 0; j < 2 && t >= 0 && rc == SIM_OK; j++)
-            if (p->ops[i].dep_back[j])
-                rc = eng_add_dep(e, t - p->ops[i].dep_back[j], t);
-        if (t < 0)
-            rc = SIM_ENOMEM;
+    int rc = sweep(p, 0, 0, w, err);
+    if (rc != SIM_OK)
+        return rc;
+    for (int32_t i = 0; i < p->n_ops; i++)
+        if (w->end[i] > out->span_ps)
+            out->span_ps = w->end[i];
+    size_t nc = merge(w->comp, op_intervals(p, STREAM_COMPUTE, w, w->comp));
+    size_t n_all = 0;
+    for (int k = 0; k < STREAM_KINDS; k++) {
+        if (!streams_is_comm((stream_kind)k))
+            continue;
+        size_t nk = op_intervals(p, k, w, w->comm);
+        for (size_t i = 0; i < nk; i++)
+            out->comm_ps[k] += w->comm[i].b - w->comm[i].a;
+        nk = merge(w->comm, nk);
+        out->exposed_ps[k] = uncovered(w->comm, nk, w->comp, nc);
+        n_all = unite(w->all, n_all, w->comm, nk, w->tmp);
+        memcpy(w->all, w->tmp, n_all * sizeof *w->all);
     }
-    if (rc == SIM_OK)
-        rc = eng_run(e, err);
-    if (rc == SIM_OK) {
-        out->span_ps = eng_makespan(e);
-        size_t nc = merge(comp, stream_intervals(e, STREAM_COMPUTE, ids, (size_t)p->n_ops, comp));
-        size_t n_all = 0;
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            if (!streams_is_comm((stream_kind)k))
-                continue;
-            size_t nk = stream_intervals(e, k, ids, (size_t)p->n_ops, comm);
-            for (size_t i = 0; i < nk; i++)
-                out->comm_ps[k] += comm[i].b - comm[i].a;
-            nk = merge(comm, nk);
-            out->exposed_ps[k] = uncovered(comm, nk, comp, nc);
-            n_all = unite(all, n_all, comm, nk, tmp);
-            memcpy(all, tmp, n_all * sizeof *all);
-        }
-        out->exposed_all_ps = uncovered(all, n_all, comp, nc);
-        /* It begins and ends on the compute stream (host ops that issue
-         * its first kernels may come before). */
-        int32_t first = 0;
-        while (first < p->n_ops - 1 && p->ops[first].stream == STREAM_HOST)
-            first++;
-        out->collapsible = p->ops[first].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
-    } else if (rc == SIM_ENOMEM) {
-        sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
-    }
-    eng_destroy(e);
-    free(ids);
-    free(comp);
-    free(comm);
-    free(all);
-    free(tmp);
-    if (rc == SIM_OK)
-        rc = summarize_host(p, out, err);
+    out->exposed_all_ps = uncovered(w->all, n_all, w->comp, nc);
+    /* It begins and ends on the compute stream (host ops that issue its
+     * first kernels may come before). */
+    int32_t first = 0;
+    while (first < p->n_ops - 1 && p->ops[first].stream == STREAM_HOST)
+        first++;
+    out->collapsible = p->ops[first].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
+    rc = summarize_host(p, out, w, err);
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
             out->comm_ps[k] = out->host_busy_ps;
@@ -994,7 +1009,18 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     /* Simulate every pass template once; size the engine from what will
      * be instantiated: a task per collapsed pass, every op otherwise, plus
      * sends and the DP/optimizer tail. */
-    size_t ops = 0;
+    size_t ops = 0, longest = 0;
+    for (int64_t r = 0; r < s->pp; r++)
+        for (int64_t c = 0; c < s->v; c++) {
+            const wl_chunk *ch = &st->wl->stages[r].chunks[c];
+            longest = (size_t)ch->fwd.n_ops > longest ? (size_t)ch->fwd.n_ops : longest;
+            longest = (size_t)ch->bwd.n_ops > longest ? (size_t)ch->bwd.n_ops : longest;
+        }
+    tmpl_scratch w;
+    if (scratch_init(&w, longest) != SIM_OK) {
+        step_destroy(st);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
+    }
     for (int64_t r = 0; r < s->pp; r++)
         for (int64_t c = 0; c < s->v; c++)
             for (int kind = 0; kind < 2; kind++) {
@@ -1012,7 +1038,8 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                 }
                 if (same)
                     *ps = *same;
-                else if ((rc = summarize(p, ps, err)) != SIM_OK) {
+                else if ((rc = summarize(p, ps, &w, err)) != SIM_OK) {
+                    scratch_free(&w);
                     step_destroy(st);
                     return rc;
                 }
@@ -1020,6 +1047,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                                                               : (size_t)s->num_microbatches * (ps->host ? 5 : 1) +
                                                                     (size_t)p->n_ops; /* a stand-in with host ops: up to 5 tasks */
             }
+    scratch_free(&w);
     size_t hint = ops + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8 + 4 * s->pp);
     if (hint > (size_t)INT32_MAX) { /* engine task ids are int32 */
         step_destroy(st);
