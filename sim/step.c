@@ -28,7 +28,10 @@
  * delay stream, which the rest waits for.  So host modeling keeps passes
  * collapsed (two tasks per pass, four with a sync); a pass whose figures
  * fall outside what the stand-in reproduces (wait longer than its GPU
- * span, a lead longer than its host time) keeps its ops instead.
+ * span, a lead longer than its host time) keeps its ops instead.  A stage
+ * whose host provably stays ahead of its GPU (host_ahead(): bounds on the
+ * host's end against the compute stream's, pass by pass) needs none of
+ * this: its passes stand as their GPU spans, the first behind its lead.
  *
  * The step's engine has the streams of the stream table per stage
  * (compute, tp, cp, ep, dp, pp, host, the delay stream) and two counters
@@ -619,6 +622,82 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
     ref->span = ref->last = gpu;
 }
 
+/* x += d; false if it would pass 2^64 ps. */
+static bool accumulate(sim_time_ps *x, sim_time_ps d)
+{
+    return !__builtin_add_overflow(*x, d, x);
+}
+
+/* Is the host provably ahead of stage r's GPU at every pass, so that its
+ * stand-in tasks cannot move any other task?  Then each pass stands as its
+ * GPU span alone (one task, as without host ops) and the timeline is the
+ * same.  With every pass a stand-in, the host's lead of pass k ends at
+ * the sum of its host time so far (its rests and leads; the host waits
+ * for nothing) or, after a pass with a sync, at that pass's GPU start +
+ * its wait + the host time since; the GPU starts pass k no earlier than
+ * the sum of the stage's compute tasks before it, nor than the sync pass's
+ * GPU start + the compute tasks since.  When the lead bound stays within
+ * the GPU bound at every pass, no pass waits for its lead (and so every
+ * sync pass's GPU start is the one the bound assumed); when the host's
+ * end bound stays within the last pass's end, the optimizer's host sync
+ * waits for the GPU as before.  Stages with passes that keep their ops
+ * (DP buckets from inside, several parameter gathers, a trace) or with a
+ * zero-length pass (its counters could then change at the same instant
+ * in another order) keep the stand-ins. */
+static bool host_ahead(const builder *b, int64_t r, bool ag_first)
+{
+    const step_t *st = b->st;
+    const run_inputs *in = b->in;
+    const wl_stage *ws = &st->wl->stages[r];
+    if (in->sim.keep_ops)
+        return false;
+    for (int64_t c = 0; c < st->v; c++)
+        if (ws->chunks[c].n_buckets > 1 && (ag_first || in->ddp.overlap_grad_reduce))
+            return false;
+    /* host_*: bounds on when the host ends (from 0 / from the last sync
+     * pass's GPU start); gpu_*: lower bounds on when the GPU is free. */
+    sim_time_ps host_abs = 0, host_rel = 0, gpu_abs = 0, gpu_rel = 0, rest = 0;
+    bool synced = false, any = false;
+    for (int64_t i = 0; i < b->n_items; i++) {
+        const sched_item *it = &b->items[i];
+        const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
+        sim_time_ps gpu = sum->host ? sum->gpu_ps : sum->span_ps;
+        if (!sum->collapsible || gpu == 0)
+            return false;
+        if (sum->host && !any) {
+            /* The first host pass keeps its lead (on an idle host) before
+             * its GPU span: the GPU starts it no earlier than the lead. */
+            any = true;
+            host_abs = host_rel = sum->lead_ps;
+            gpu_abs = gpu_abs > sum->lead_ps ? gpu_abs : sum->lead_ps;
+            gpu_rel = 0;
+            if (sum->sync) {
+                synced = true;
+                host_rel = sum->wait_ps;
+                host_abs = 0;
+            }
+            rest = sum->host_ps - sum->lead_ps;
+        } else if (sum->host) {
+            if (!accumulate(&host_abs, rest) || !accumulate(&host_abs, sum->lead_ps) ||
+                !accumulate(&host_rel, rest) || !accumulate(&host_rel, sum->lead_ps))
+                return false;
+            if (host_abs > gpu_abs || (synced && host_rel > gpu_rel))
+                return false;
+            if (sum->sync) { /* the host resumes at the GPU start + wait */
+                synced = true;
+                host_rel = sum->wait_ps;
+                host_abs = 0;
+                gpu_rel = 0;
+            }
+            rest = sum->host_ps - sum->lead_ps;
+        }
+        if (!accumulate(&gpu_abs, gpu) || !accumulate(&gpu_rel, gpu))
+            return false;
+    }
+    return any && accumulate(&host_abs, rest) && accumulate(&host_rel, rest) && host_abs <= gpu_abs &&
+           (!synced || host_rel <= gpu_rel);
+}
+
 /* The stage's passes in schedule order: each as one task of its span or as
  * its ops, its counters, its pipeline send, and the waits for its send
  * where p2p blocks.  Returns the last DP reduction added (NO_TASK if
@@ -642,6 +721,10 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
     if (in->graphs.impl == GRAPH_FULL_ITERATION && !in->sim.ideal_pipeline && h->graph_launch_s > 0)
         graph = add(b, r, STREAM_HOST, duration_ps(b, h->graph_launch_s, "the CUDA graph launch", r), "graph_launch",
                     -1, -1);
+    /* The host never late: passes stand as their GPU spans, the first
+     * host pass behind its lead. */
+    const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first);
+    bool lead_placed = false;
     for (int64_t i = 0; i < b->n_items && b->rc == SIM_OK; i++) {
         const sched_item *it = &b->items[i];
         const wl_chunk *ch = &ws->chunks[it->chunk];
@@ -657,9 +740,15 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         /* So does the first forward of a chunk that waits for the
          * parameter gathers of several buckets. */
         bool gather_pass = it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1;
-        if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass && !sum->host) {
-            eng_task t = add(b, r, STREAM_COMPUTE, sum->span_ps, it->kind == SCHED_F ? "F" : "B", it->microbatch,
-                             it->chunk);
+        if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass && (!sum->host || no_host)) {
+            eng_task lead = NO_TASK;
+            if (sum->host && !lead_placed) {
+                lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
+                lead_placed = true;
+            }
+            eng_task t = add(b, r, STREAM_COMPUTE, sum->host ? sum->gpu_ps : sum->span_ps,
+                             it->kind == SCHED_F ? "F" : "B", it->microbatch, it->chunk);
+            dep(b, lead, t);
             ref->base = ref->first = ref->span = ref->last = t;
             st->collapsed[pi] = true;
         } else if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass) {
