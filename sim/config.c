@@ -1066,7 +1066,7 @@ static const key_def keys[] = {
     K_SET("cluster.fitted", KT_STRING, "\"\"", set_fitted,
           "parameter file fitted to measurements (topologies/fitted/, written by "
           "bench/validation/fit_defaults.sh), relative to the file that names it; a file that is "
-          "not there, or \"\", = the topology's own values"),
+          "not there, or \"\", = the topology's own values (PARSIM_FITTED=none: in every run)"),
     K_INT("cluster.num_gpus", cluster.num_gpus, NULL, RG_GE1, LIMIT_GPUS, "GPUs in the job (world size)"),
     K_INT("cluster.gpus_per_node", cluster.gpus_per_node, NULL, RG_GE1, LIMIT_GPUS, "GPUs per node"),
     K_INT("cluster.nvlink_domain_gpus", cluster.nvlink_domain_gpus, NULL, RG_GE1, LIMIT_GPUS,
@@ -1887,6 +1887,11 @@ static int load_presets(cfg_t *c, sim_err *err)
                                    pk->what, kind_name(e->v.kind));
             loaded[p] = true;
             if (!e->v.s[0])
+                continue;
+            /* PARSIM_FITTED=none: every preset on its physical values, as
+             * cluster.fitted="" does for one run (tests, fits from scratch) */
+            const char *fitted_env = pk->optional ? getenv("PARSIM_FITTED") : NULL;
+            if (fitted_env && !strcmp(fitted_env, "none"))
                 continue;
             if (pk->subdir && !preset_name_ok(e->v.s))
                 return cfg_err_key(c, err, SIM_EINVAL, pk->key,

@@ -225,6 +225,7 @@ static double sustained(const char *d, const char *setting)
 
 Test(calibrate_rules, fitted_file_included_when_there)
 {
+    unsetenv("PARSIM_FITTED"); /* the suite runs without fitted files; this test loads one */
     char cmd[1024], data[96];
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(cmd, sizeof cmd,
@@ -239,6 +240,10 @@ Test(calibrate_rules, fitted_file_included_when_there)
              data, data);
     cr_assert_eq(system(cmd), 0);
     cr_assert_float_eq(sustained(data, NULL), 0.625, 1e-12);
+    /* PARSIM_FITTED=none: the physical values in every run */
+    setenv("PARSIM_FITTED", "none", 1);
+    cr_assert_float_eq(sustained(data, NULL), 1.0, 1e-12);
+    unsetenv("PARSIM_FITTED");
     /* cluster.fitted="" runs the topology's own values */
     cr_assert_float_eq(sustained(data, "cluster.fitted=\"\""), 1.0, 1e-12);
     /* a fitted file that is there but broken is an error naming it */

@@ -11,7 +11,7 @@ case $build in /*) ;; *) build="$root/$build" ;; esac
 old=$(mktemp)
 trap 'rm -f "$old"' EXIT
 if [ -f "$root/tests/golden/expected.csv" ]; then cp "$root/tests/golden/expected.csv" "$old"; else : > "$old"; fi
-PARSIM_UPDATE_GOLDEN=1 "$build/test_golden" --jobs 1 >/dev/null 2>&1 || true
+PARSIM_FITTED=none PARSIM_UPDATE_GOLDEN=1 "$build/test_golden" --jobs 1 >/dev/null 2>&1 || true
 [ -f "$root/tests/golden/expected.csv" ] || { echo "update.sh: expected.csv was not written" >&2; exit 1; }
 if [ -s "$old" ]; then
   "$build/parsim" compare "$old" "$root/tests/golden/expected.csv" --key case --list 0 || true
