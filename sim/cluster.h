@@ -271,7 +271,9 @@ typedef struct cluster_spec {
     char name[64];          /* topology preset name */
     int64_t num_gpus;       /* GPUs in the job (world size) */
     int64_t gpus_per_node;
-    int64_t nvlink_domain_gpus; /* GPUs in one scale-up domain (8, or 72 for NVL72) */
+    int64_t nvlink_domain_gpus; /* GPUs of one scale-up domain the job's ranks fill (8, or
+                                   72 for NVL72; cluster.nvlink_domain_job_gpus when set) */
+    int64_t nvlink_domain_job_gpus; /* as set: 0 = the whole domain */
     gpu_spec gpu;
     compute_params compute;
     host_params host;

@@ -1071,6 +1071,9 @@ static const key_def keys[] = {
     K_INT("cluster.gpus_per_node", cluster.gpus_per_node, NULL, RG_GE1, LIMIT_GPUS, "GPUs per node"),
     K_INT("cluster.nvlink_domain_gpus", cluster.nvlink_domain_gpus, NULL, RG_GE1, LIMIT_GPUS,
           "GPUs in one NVLink (scale-up) domain"),
+    K_INT("cluster.nvlink_domain_job_gpus", cluster.nvlink_domain_job_gpus, "0", RG_GE0, LIMIT_GPUS,
+          "GPUs of each NVLink domain a job's ranks fill, in rank order (a multiple of gpus_per_node; "
+          "NVL72 jobs commonly use 16 of a rack's 18 trays); 0 = all of them"),
     K_STR("cluster.gpu.name", cluster.gpu.name, NULL, "GPU model"),
     K_FLT("cluster.gpu.peak_bf16_tflops", cluster.gpu.peak_bf16_flops_per_s, NULL, RG_POS, LIMIT_TFLOPS, TFLOPS,
           "dense bf16 tensor-core peak, TFLOP/s"),
@@ -2068,6 +2071,17 @@ static int resolve(cfg_t *c, run_inputs *in, bool fabric_only, sim_err *err)
             if (rc)
                 return rc;
         }
+    }
+    /* Ranks fill nvlink_domain_job_gpus of each domain: to the job that is
+     * the domain (the GPUs left over run nothing of it). */
+    cluster_spec *cl = &in->cluster;
+    int64_t fill = cl->nvlink_domain_job_gpus;
+    if (fill > 0) {
+        if (fill > cl->nvlink_domain_gpus || fill % cl->gpus_per_node != 0)
+            return cfg_err_key(c, err, SIM_EINVAL, "cluster.nvlink_domain_job_gpus",
+                               "%" PRId64 " GPUs: at most the domain's %" PRId64 " and whole nodes of %" PRId64,
+                               fill, cl->nvlink_domain_gpus, cl->gpus_per_node);
+        cl->nvlink_domain_gpus = fill;
     }
     return fabric_only ? SIM_OK : check_model(c, in, err);
 }

@@ -316,3 +316,33 @@ Test(placement, layout_lists_every_placement)
     cr_assert(strstr(r.out, "warning: 3 of 4 EP groups cross an NVLink domain boundary; the step "
                             "is paced by those"), "%s", r.out);
 }
+
+/* Ranks that fill 64 GPUs of each 72-GPU NVL72 domain (16 of its 18
+ * trays): every EP-64 group of the 256-GPU job is one domain, and a fill
+ * that is not whole nodes or exceeds the domain is exit 2 naming the key. */
+Test(placement, job_fill_of_a_domain_sets_where_groups_sit)
+{
+    result r;
+    const char *base = "run model.name=deepseek-v3 cluster.topology=gb200-nvl72 cluster.num_gpus=256 "
+                       "train.global_batch_size=1024 model.pipeline_model_parallel_size=4 "
+                       "model.expert_model_parallel_size=64 model.virtual_pipeline_model_parallel_size=4 "
+                       "'model.pipeline_model_parallel_layout=Et*2|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|"
+                       "t*4|t*4|t*4|t*4|t*4|t*3L' --layout";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s cluster.nvlink_domain_job_gpus=64", base);
+    run(&r, cmd);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    const char *ep = strstr(strstr(r.out, "placements (groups of a kind"), "\nEP ");
+    cr_assert_not_null(ep, "%s", r.out);
+    long g0, t0, b0, n0, d0;
+    cr_assert_eq(sscanf(ep, "\nEP %ld of %ld %ld %ld %ld", &g0, &t0, &b0, &n0, &d0), 5, "%s", ep);
+    cr_assert(g0 == 4 && t0 == 4 && d0 == 1, "%s", ep);
+    cr_assert_null(strstr(r.out, "EP groups cross"), "%s", r.out);
+    snprintf(cmd, sizeof cmd, "%s cluster.nvlink_domain_job_gpus=66", base);
+    run(&r, cmd);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+    cr_assert(strstr(r.out, "cluster.nvlink_domain_job_gpus") && strstr(r.out, "whole nodes"), "%s", r.out);
+    snprintf(cmd, sizeof cmd, "%s cluster.nvlink_domain_job_gpus=76", base);
+    run(&r, cmd);
+    cr_assert_eq(r.status, 2, "%s", r.out);
+}
