@@ -117,7 +117,7 @@ for g in $(PARSIM_DATA_DIR="$tmp/phys" "$parsim" validate $csv | awk '$1 == "gpu
   fi
   {
     echo "# Written by: bench/validation/fit_defaults.sh${args:+ $args} at commit $commit on $today"
-    echo "#   = PARSIM_DATA_DIR=(presets without fitted files) parsim calibrate $csv --rows '$sel' --params $p"
+    echo "#   = PARSIM_FITTED=none parsim calibrate $csv --rows '$sel' --params $p"
     echo "# Loaded by topologies/$topo.cfg (cluster.fitted) for every run on it ($g rows fitted)."
     cat "$tmp/fit-$g.cfg"
   } > "$tmp/all/topologies/fitted/$topo.cfg"
