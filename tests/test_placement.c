@@ -220,7 +220,7 @@ Test(placement, large_world_counts_every_group)
         "model.pipeline_model_parallel_size=4", "model.expert_model_parallel_size=64",             \
         "model.virtual_pipeline_model_parallel_size=4", "model.expert_tensor_parallel_size=1",     \
         "mixed_precision=mxfp8", "ddp.use_distributed_optimizer=true",                             \
-        "model.moe_token_dispatcher_type=alltoall",                                                \
+        "model.moe_token_dispatcher_type=alltoall", "cluster.nvlink_domain_job_gpus=0",           \
         "model.pipeline_model_parallel_layout=Et*2|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|"   \
         "t*4|t*4|t*4|t*3L"
 
@@ -232,8 +232,8 @@ Test(placement, deepseek_v3_on_256_gb200_paced_by_crossing_ep_groups)
     const group_placements *ep = &a.s.places[GROUP_EP];
     cr_assert_eq(ep->total, 4);
     cr_assert_eq(ep->n, 2);
-    /* EP groups from ranks 0, 64, 128, 192 against domains of 72: only
-     * the first stays inside one. */
+    /* EP groups from ranks 0, 64, 128, 192 against domains of 72 filled
+     * whole (cluster.nvlink_domain_job_gpus=0): only the first stays inside one. */
     cr_assert_eq(ep->span[0].base, 0);
     cr_assert_eq(ep->span[0].domains, 1);
     cr_assert_eq(ep->groups[0], 1);
@@ -294,7 +294,7 @@ Test(placement, congruent_groups_keep_the_rank0_span)
 Test(placement, layout_lists_every_placement)
 {
     result r;
-    run(&r, "run model.name=deepseek-v3 cluster.topology=gb200-nvl72 cluster.num_gpus=256 "
+    run(&r, "run model.name=deepseek-v3 cluster.topology=gb200-nvl72 cluster.num_gpus=256 cluster.nvlink_domain_job_gpus=0 "
             "train.global_batch_size=1024 model.pipeline_model_parallel_size=4 "
             "model.expert_model_parallel_size=64 model.virtual_pipeline_model_parallel_size=4 "
             "'model.pipeline_model_parallel_layout=Et*2|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|"
