@@ -33,7 +33,8 @@ cd "$root"
 # The commit the tables are made at, before this script rewrites its own outputs (which would
 # make every run look like one with uncommitted changes).
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null | head -1)
+dirty=$(git -C "$root" status --porcelain --untracked-files=no -- sim models topologies kernels bench/validation/recipes.csv \
+        bench/validation/frameworks.csv 2>/dev/null | grep -v ' topologies/fitted/' | head -1 || true)
 [ -n "$dirty" ] && commit="$commit (with uncommitted changes)"
 today=$(date -u +%Y-%m-%d)
 tmp=$(mktemp -d)
@@ -68,7 +69,9 @@ cal_end='<!-- end of the calibrated section -->'
 # parsim against published measurements
 
 Made by \`bench/validation/run.sh\` at commit $commit on $today, with the
-default parameters of the topology presets$( [ $# -gt 0 ] && printf ' and %s' "$*" ).
+default parameters of the topology presets (their fitted files in \`topologies/fitted/\`
+included: the section "Fitted defaults" below gives the error before the fit and held out
+from it)$( [ $# -gt 0 ] && printf ' and %s' "$*" ).
 Rows, their sources and columns: \`bench/validation/README.md\`; per-row predictions, skip
 reasons and the settings each row was run with: \`bench/validation/predictions.csv\`.
 Compare a later run with \`parsim compare bench/validation/predictions.csv NEW.csv\`.
@@ -77,13 +80,17 @@ How rows become runs (the full rules are in \`sim/validate.h\`):
 
 - gpu_type -> topology: A100, A100-80GB -> dgx-a100; H100 -> dgx-h100; H200 -> dgx-h200;
   H800 -> h800; B200 -> dgx-b200; B300 -> dgx-b300; GB200 -> gb200-nvl72; GB300 -> gb300-nvl72.
-- Empty cells take the defaults of the source's framework and the row counts as *assumed*:
+- Settings come from the row's own cells first, then from its configuration's recipe
+  (\`recipes.csv\`: what the release's performance recipe set; settings parsim does not
+  model are listed in the \`ignored\` / \`ignored_same\` columns), then from the framework
+  defaults of its source (\`frameworks.csv\`).
+- Empty cells no recipe covers take the defaults of the source's framework and the row counts as *assumed*:
   Megatron Bridge / NeMo / DGX Cloud rows SP with TP > 1, distributed optimizer, no
   recompute, mbs 1, bf16, overlapped DP and TP communication, ETP 1 for Bridge MoE recipes;
   Megatron-LM 2021-22 rows (sc21, korthikanti, mtnlg) full recompute, fp16, no SP, no
   distributed optimizer; the 2024 Megatron-LM table (mlm-h100) bf16, SP, distributed
   optimizer, overlaps (its notes). Megatron-FSDP rows run as the distributed optimizer and
-  token-drop rows as balanced dropless routing (assumed). World size is num_gpus. MoE rows of
+  token-drop rows without a recipe as balanced dropless routing (assumed). World size is num_gpus. MoE rows of
   Bridge, NeMo and DGX Cloud recipes dispatch with all-to-all (flex for DeepSeek-architecture
   models), others with Megatron Core's allgather. A VP listed with PP 1 is dropped (Megatron
   interleaves only with PP > 1; assumed).
