@@ -1668,15 +1668,19 @@ static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value 
     int64_t L = m->num_layers;
     if (v->kind == CV_INT) {
         for (int64_t i = 0; i < L; i++)
-            m->moe_layer_pattern[i] = (i % v->i == 0);
+            m->layers[i].mlp = i % v->i == 0 ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
     } else {
-        int rc = layer_list(c, k, v, L, m->moe_layer_pattern, err);
+        uint8_t moe[MODEL_MAX_LAYERS];
+        int rc = layer_list(c, k, v, L, moe, err);
         if (rc)
             return rc;
+        for (int64_t i = 0; i < L; i++)
+            m->layers[i].mlp = moe[i] ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
     }
     /* The pattern describes where experts go; a dense model has none. */
     if (m->num_moe_experts == 0)
-        memset(m->moe_layer_pattern, 0, sizeof m->moe_layer_pattern);
+        for (int64_t i = 0; i < MODEL_MAX_LAYERS; i++)
+            m->layers[i].mlp = MODEL_MLP_DENSE;
     return SIM_OK;
 }
 
@@ -1704,17 +1708,17 @@ static int set_window_skip(const cfg_t *c, const key_def *k, const cfg_value *v,
 {
     model_spec *m = &in->model;
     int64_t L = m->num_layers;
-    memset(m->window_pattern, 0, sizeof m->window_pattern);
+    uint8_t win[MODEL_MAX_LAYERS] = { 0 };
     if (v->kind == CV_INT) {
         for (int64_t i = 0; i < L && i < MODEL_MAX_LAYERS; i++)
-            m->window_pattern[i] = v->i == 0 || (i + 1) % v->i != 0;
+            win[i] = v->i == 0 || (i + 1) % v->i != 0;
     } else {
-        int rc = layer_list(c, k, v, L, m->window_pattern, err);
+        int rc = layer_list(c, k, v, L, win, err);
         if (rc)
             return rc;
     }
-    if (m->window_size == 0)
-        memset(m->window_pattern, 0, sizeof m->window_pattern);
+    for (int64_t i = 0; i < MODEL_MAX_LAYERS; i++)
+        m->layers[i].window = m->window_size == 0 ? 0 : win[i];
     return SIM_OK;
 }
 

@@ -32,7 +32,8 @@ void model_defaults(model_spec *m)
     m->add_bias_linear = true;
     strcpy(m->position_embedding_type, "learned_absolute");
     m->moe_router_topk = 2;
-    /* moe_layer_pattern stays all zeros: config fills it from moe_layer_freq. */
+    /* layers[] stays all zeros (attention + dense MLP): config fills it
+     * from moe_layer_freq and window_attn_skip_freq. */
 }
 
 int64_t model_query_groups(const model_spec *m)
@@ -58,38 +59,38 @@ bool model_is_moe(const model_spec *m)
     return m->num_moe_experts > 0;
 }
 
-/* A layer's flag in a per-layer pattern, when the feature is on. */
-static bool pattern_at(const model_spec *m, bool on, const uint8_t *pattern, int64_t layer)
+/* Layer `layer` when it exists (0-based), else NULL. */
+static const model_layer *layer_at(const model_spec *m, int64_t layer)
 {
-    return on && layer >= 0 && layer < m->num_layers && layer < MODEL_MAX_LAYERS && pattern[layer] != 0;
-}
-
-static int64_t pattern_count(const model_spec *m, bool on, const uint8_t *pattern)
-{
-    int64_t n = 0;
-    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
-        n += pattern_at(m, on, pattern, i) ? 1 : 0;
-    return n;
+    return layer >= 0 && layer < m->num_layers && layer < MODEL_MAX_LAYERS ? &m->layers[layer] : NULL;
 }
 
 bool model_layer_is_moe(const model_spec *m, int64_t layer)
 {
-    return pattern_at(m, model_is_moe(m), m->moe_layer_pattern, layer);
+    const model_layer *l = layer_at(m, layer);
+    return model_is_moe(m) && l && l->mlp == MODEL_MLP_MOE;
 }
 
 int64_t model_num_moe_layers(const model_spec *m)
 {
-    return pattern_count(m, model_is_moe(m), m->moe_layer_pattern);
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
+        n += model_layer_is_moe(m, i) ? 1 : 0;
+    return n;
 }
 
 bool model_layer_is_window(const model_spec *m, int64_t layer)
 {
-    return pattern_at(m, m->window_size > 0, m->window_pattern, layer);
+    const model_layer *l = layer_at(m, layer);
+    return m->window_size > 0 && l && l->window != 0;
 }
 
 int64_t model_num_window_layers(const model_spec *m)
 {
-    return pattern_count(m, m->window_size > 0, m->window_pattern);
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
+        n += model_layer_is_window(m, i) ? 1 : 0;
+    return n;
 }
 
 double model_attention_context(const model_spec *m, bool window_layer)

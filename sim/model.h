@@ -16,6 +16,17 @@
 
 typedef enum { NORM_LAYERNORM = 0, NORM_RMSNORM = 1 } norm_kind;
 
+/* What one layer holds.  A transformer layer is attention + an MLP; in a
+ * hybrid pattern (model.hybrid_layer_pattern) each symbol is one layer
+ * holding either a mixer or an MLP (Megatron's hybrid counting). */
+typedef enum { MODEL_MIXER_ATTENTION = 0, MODEL_MIXER_MAMBA = 1, MODEL_MIXER_NONE = 2 } model_mixer_kind;
+typedef enum { MODEL_MLP_DENSE = 0, MODEL_MLP_MOE = 1, MODEL_MLP_NONE = 2 } model_mlp_kind;
+typedef struct model_layer {
+    uint8_t mixer;  /* model_mixer_kind */
+    uint8_t mlp;    /* model_mlp_kind; MoE counts only when num_moe_experts > 0 */
+    uint8_t window; /* 1 = sliding-window attention (counts when window_size > 0) */
+} model_layer;
+
 typedef struct model_spec {
     char name[64];                   /* preset name, "" if given key by key */
     int64_t num_layers;              /* L */
@@ -41,8 +52,6 @@ typedef struct model_spec {
     int64_t moe_shared_expert_intermediate_size; /* F_sh total; 0 = none */
     int64_t moe_router_num_groups;               /* device-limited routing: expert groups (0 = off) */
     int64_t moe_router_group_topk;               /* groups a token may use (0 = off) */
-    uint8_t moe_layer_pattern[MODEL_MAX_LAYERS]; /* 1 = MoE layer; from
-                                                    moe_layer_freq (int or list) */
 
     /* Multi-latent attention (DeepSeek) */
     bool multi_latent_attention;
@@ -57,8 +66,10 @@ typedef struct model_spec {
     /* Sliding-window attention (Megatron's window_size, causal: (W, 0)) */
     int64_t window_size;             /* keys before a query it attends to, W; 0 = full */
     int softmax_type;                /* 0 vanilla, 1 off-by-one, 2 learnable (sinks) */
-    uint8_t window_pattern[MODEL_MAX_LAYERS]; /* 1 = sliding-window layer; from
-                                                 window_attn_skip_freq */
+
+    /* One entry per layer: mixer, MLP and window, from moe_layer_freq and
+     * window_attn_skip_freq (all zeros: attention + dense MLP). */
+    model_layer layers[MODEL_MAX_LAYERS];
 } model_spec;
 
 /* Fills the defaults every model_spec starts from (Megatron's defaults). */

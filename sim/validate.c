@@ -390,7 +390,7 @@ static void moe_pattern_override(vcase *c, const model_spec *m, int64_t L)
     for (int64_t f = 1; f <= L; f++) {
         bool same = true;
         for (int64_t i = 0; i < L && same; i++)
-            same = (m->moe_layer_pattern[i] != 0) == (i % f == 0);
+            same = (m->layers[i].mlp == MODEL_MLP_MOE) == (i % f == 0);
         if (same) {
             add_over(c, "model.moe_layer_freq=%" PRId64, f);
             return;
@@ -400,7 +400,7 @@ static void moe_pattern_override(vcase *c, const model_spec *m, int64_t L)
     size_t n = (size_t)snprintf(list, sizeof list, "model.moe_layer_freq=[");
     for (int64_t i = 0; i < L && n + 4 < sizeof list; i++)
         n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", i ? "," : "",
-                              m->moe_layer_pattern[i] ? 1 : 0);
+                              m->layers[i].mlp == MODEL_MLP_MOE ? 1 : 0);
     if (n + 2 >= sizeof list) {
         set_skip(c, "layers_override=%" PRId64 ": MoE layer pattern too long to write", L);
         return;

@@ -158,7 +158,7 @@ Test(config, loads_file_and_presets)
     cr_assert_str_eq(in.model.position_embedding_type, "learned_absolute");
     cr_assert(in.model.share_embeddings_and_output_weights);
     for (int i = 0; i < 4; i++)
-        cr_assert_eq(in.model.moe_layer_pattern[i], 0, "dense model has no MoE layers");
+        cr_assert_eq((in.model.layers[i].mlp == MODEL_MLP_MOE), 0, "dense model has no MoE layers");
 
     cr_assert_eq(in.par.tp, 1);
     cr_assert_eq(in.par.vp, 0);
@@ -461,14 +461,14 @@ Test(config, moe_layer_freq_int_and_list)
     SIM_ASSERT_OK(cfg_resolve(c, &in, &err), err);
     const uint8_t want_list[4] = { 0, 1, 1, 1 };
     for (int i = 0; i < 4; i++)
-        cr_assert_eq(in.model.moe_layer_pattern[i], want_list[i], "layer %d", i);
+        cr_assert_eq((in.model.layers[i].mlp == MODEL_MLP_MOE), want_list[i], "layer %d", i);
 
     /* int f: layer i is MoE iff i % f == 0 */
     SIM_ASSERT_OK(cfg_set_override(c, "model.moe_layer_freq=2", &err), err);
     SIM_ASSERT_OK(cfg_resolve(c, &in, &err), err);
     const uint8_t want_f2[4] = { 1, 0, 1, 0 };
     for (int i = 0; i < 4; i++)
-        cr_assert_eq(in.model.moe_layer_pattern[i], want_f2[i], "layer %d", i);
+        cr_assert_eq((in.model.layers[i].mlp == MODEL_MLP_MOE), want_f2[i], "layer %d", i);
 
     /* list of the wrong length */
     SIM_ASSERT_OK(cfg_set_override(c, "model.moe_layer_freq=[0,1]", &err), err);
@@ -486,7 +486,7 @@ Test(config, moe_layer_freq_int_and_list)
     SIM_ASSERT_OK(cfg_set_override(c, "model.num_moe_experts=0", &err), err);
     SIM_ASSERT_OK(cfg_resolve(c, &in, &err), err);
     for (int i = 0; i < 4; i++)
-        cr_assert_eq(in.model.moe_layer_pattern[i], 0);
+        cr_assert_eq((in.model.layers[i].mlp == MODEL_MLP_MOE), 0);
     cfg_destroy(c);
 }
 

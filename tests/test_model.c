@@ -157,7 +157,8 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
  * pattern itself (its length must equal num_layers). */
 static bool apply_moe_layer_freq(model_spec *m, const config_setting_t *s)
 {
-    memset(m->moe_layer_pattern, 0, sizeof m->moe_layer_pattern);
+    for (int i = 0; i < MODEL_MAX_LAYERS; i++)
+        m->layers[i].mlp = MODEL_MLP_DENSE;
     if (m->num_layers <= 0 || m->num_layers > MODEL_MAX_LAYERS)
         return false;
     if (config_setting_type(s) == CONFIG_TYPE_INT) {
@@ -165,7 +166,7 @@ static bool apply_moe_layer_freq(model_spec *m, const config_setting_t *s)
         if (f <= 0)
             return false;
         for (int64_t i = 0; i < m->num_layers; i++)
-            m->moe_layer_pattern[i] = (uint8_t)(i % f == 0);
+            m->layers[i].mlp = i % f == 0 ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
         return true;
     }
     if (config_setting_length(s) != (int)m->num_layers)
@@ -174,7 +175,7 @@ static bool apply_moe_layer_freq(model_spec *m, const config_setting_t *s)
         int v = config_setting_get_int_elem(s, (int)i);
         if (v != 0 && v != 1)
             return false;
-        m->moe_layer_pattern[i] = (uint8_t)v;
+        m->layers[i].mlp = v ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
     }
     return true;
 }
@@ -204,13 +205,13 @@ static void load_preset_file(const char *path, model_spec *m)
     } else if (m->num_moe_experts > 0) {
         /* Megatron's default moe_layer_freq = 1. */
         for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
-            m->moe_layer_pattern[i] = 1;
+            m->layers[i].mlp = MODEL_MLP_MOE;
     }
     /* Megatron's is_layer_window_attention: 1-based layer n windowed iff n % N != 0. */
     config_setting_t *w = config_setting_get_member(g, "window_attn_skip_freq");
     int skip = w ? config_setting_get_int(w) : 0;
     for (int64_t i = 0; m->window_size > 0 && i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
-        m->window_pattern[i] = skip == 0 || (i + 1) % skip != 0;
+        m->layers[i].window = skip == 0 || (i + 1) % skip != 0;
     /* Top-level groups other than model are not expected in a model preset. */
     config_setting_t *root = config_root_setting(&cfg);
     cr_assert_eq(config_setting_length(root), 1, "%s: only a model group is expected", path);
@@ -255,7 +256,7 @@ Test(model, defaults_are_megatrons)
     cr_assert_eq(m.num_moe_experts, 0);
     cr_assert_eq(m.mtp_num_layers, 0);
     for (int i = 0; i < MODEL_MAX_LAYERS; i++)
-        cr_assert_eq(m.moe_layer_pattern[i], 0);
+        cr_assert_eq(m.layers[i].mlp, MODEL_MLP_DENSE);
 }
 
 Test(model, zero_means_derived)
@@ -279,7 +280,7 @@ Test(model, moe_layer_pattern_is_read_per_layer)
     model_spec m;
     vanilla_gpt(&m, 6, 1024, 8, 32000, 1024);
     cr_assert_eq(model_num_moe_layers(&m), 0);
-    m.moe_layer_pattern[1] = m.moe_layer_pattern[3] = m.moe_layer_pattern[5] = 1;
+    m.layers[1].mlp = m.layers[3].mlp = m.layers[5].mlp = MODEL_MLP_MOE;
     /* A pattern without experts is not MoE. */
     cr_assert(!model_layer_is_moe(&m, 1));
     cr_assert_eq(model_num_moe_layers(&m), 0);
@@ -675,7 +676,7 @@ Test(model, sliding_window_flops_and_pattern)
     double full = model_flops_per_step(&m, 8, 1);
     m.window_size = 128;
     for (int64_t l = 0; l < m.num_layers; l++)
-        m.window_pattern[l] = (l + 1) % 2 != 0;
+        m.layers[l].window = (l + 1) % 2 != 0;
     cr_assert(model_layer_is_window(&m, 0) && !model_layer_is_window(&m, 1) && model_layer_is_window(&m, 2));
     cr_assert_eq(model_num_window_layers(&m), 14);
     double s = 4096, w = 128, B = 8, L_win = 14;
