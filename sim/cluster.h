@@ -110,6 +110,7 @@ typedef struct kernel_table {
     kt_curve curves[KT_MAX_CURVES];
     int n_flex[KT_FLEX_BACKENDS];
     kt_flex flex[KT_FLEX_BACKENDS][KT_MAX_FLEX]; /* sorted: NVLink first, then by ranks */
+    double ssd_efficiency;                 /* Mamba-2 chunked SSD scan / bf16 peak; 0 = not given */
 } kernel_table;
 
 typedef struct compute_params {

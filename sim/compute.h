@@ -69,6 +69,13 @@ double compute_attention_s(const cluster_spec *c, const compute_attn *a, double 
 bool compute_flex_s(const cluster_spec *c, kt_flex_backend backend, bool combine, double ranks, double domains,
                     double bytes, double *seconds);
 
+/* The Mamba-2 chunked SSD scan of `flops` (forward count), moving `bytes`:
+ * at the kernel table's ssd efficiency of the bf16 peak, else 0.14
+ * [assumed: the H800 tilelang chunk_scan figure, kernels.md §5].  The
+ * backward is taken as twice the forward's flops at the same efficiency
+ * [assumed: kernels.md has no backward figure]. */
+double compute_ssd_s(const cluster_spec *c, double flops, double bytes, bool backward);
+
 /* A memory-bound kernel moving `bytes` through HBM (reads + writes). */
 double compute_memory_s(const cluster_spec *c, double bytes);
 

@@ -845,6 +845,7 @@ static int set_pos_emb(const cfg_t *, const key_def *, const cfg_value *, run_in
 static int set_moe_layer_freq(const cfg_t *, const key_def *, const cfg_value *, run_inputs *,
                               sim_err *);
 static int set_window_size(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_hybrid_pattern(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_window_skip(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_microbench(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
@@ -915,7 +916,20 @@ static const int fabric_values[] = { FABRIC_INFINIBAND, FABRIC_ROCE, FABRIC_ETHE
 static const key_def keys[] = {
     /* model: architecture */
     K_STR("model.name", model.name, "\"\"", "model preset: loads <data_dir>/models/<name>.cfg"),
-    K_INT("model.num_layers", model.num_layers, NULL, RG_GE1, MODEL_MAX_LAYERS, "transformer layers L"),
+    K_SET("model.hybrid_override_pattern", KT_STRING, "\"\"", set_hybrid_pattern,
+          "deprecated name of model.hybrid_layer_pattern"),
+    K_SET("model.hybrid_layer_pattern", KT_STRING, "\"\"", set_hybrid_pattern,
+          "hybrid model, one symbol a layer: M Mamba-2, * attention, - dense MLP, E MoE, | stage boundary; "
+          "sets num_layers"),
+    K_INT("model.num_layers", model.num_layers, NULL, RG_GE1, MODEL_MAX_LAYERS,
+          "transformer layers L (a hybrid pattern sets it)"),
+    K_INT("model.mamba_state_dim", model.mamba_state_dim, "128", RG_GE1, LIMIT_WIDTH, "Mamba-2 state size N"),
+    K_INT("model.mamba_head_dim", model.mamba_head_dim, "64", RG_GE1, LIMIT_WIDTH, "Mamba-2 head dimension P"),
+    K_INT("model.mamba_num_groups", model.mamba_num_groups, "8", RG_GE1, LIMIT_HEADS, "Mamba-2 B/C groups G"),
+    K_INT("model.mamba_num_heads", model.mamba_num_heads, "0", RG_GE0, LIMIT_WIDTH,
+          "Mamba-2 heads H; 0 = 2*hidden_size/mamba_head_dim"),
+    K_INT("model.mamba_chunk_size", model.mamba_chunk_size, "128", RG_GE1, LIMIT_SEQ_TOKENS,
+          "Mamba-2 SSD chunk length, tokens"),
     K_INT("model.hidden_size", model.hidden_size, NULL, RG_GE1, LIMIT_WIDTH, "hidden size h"),
     K_INT("model.ffn_hidden_size", model.ffn_hidden_size, "0", RG_GE0, LIMIT_WIDTH,
           "dense MLP hidden size F; 0 = 4*hidden_size"),
@@ -1661,11 +1675,32 @@ static int layer_list(const cfg_t *c, const key_def *k, const cfg_value *v, int6
     return SIM_OK;
 }
 
+/* model.hybrid_override_pattern (deprecated) and hybrid_layer_pattern,
+ * applied before num_layers: the pattern gives the layers and their number
+ * (Megatron: arguments.py:743-793), so num_layers is then not required;
+ * an explicit one must agree (check_hybrid). */
+static int set_hybrid_pattern(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    model_spec *m = &in->model;
+    if (v->s[0] == '\0')
+        return SIM_OK;
+    if (m->hybrid)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key,
+                           "model.hybrid_override_pattern is already set: give the pattern once "
+                           "(hybrid_layer_pattern)");
+    char msg[160];
+    if (model_hybrid_parse(m, v->s, msg, sizeof msg) != 0)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "%s", msg);
+    return SIM_OK;
+}
+
 static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value *v,
                               run_inputs *in, sim_err *err)
 {
     model_spec *m = &in->model;
     int64_t L = m->num_layers;
+    if (m->hybrid)
+        return SIM_OK; /* the pattern places the MoE layers (E) */
     if (v->kind == CV_INT) {
         for (int64_t i = 0; i < L; i++)
             m->layers[i].mlp = i % v->i == 0 ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
@@ -1996,9 +2031,53 @@ static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
 }
 
 /* Rules between model keys that the key table cannot express alone. */
+/* Hybrid models: E layers need experts; the Mamba-2 shape rules of
+ * megatron/core/ssm/mamba_mixer.py:239-274 that do not involve TP. */
+static int check_hybrid(const cfg_t *c, model_spec *m, sim_err *err)
+{
+    if (!m->hybrid)
+        return SIM_OK;
+    int64_t n = 0;
+    while (n < MODEL_MAX_LAYERS && (m->layers[n].mixer != MODEL_MIXER_NONE || m->layers[n].mlp != MODEL_MLP_NONE))
+        n++;
+    if (m->num_layers != n)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.num_layers",
+                           "is %" PRId64 " but model.hybrid_layer_pattern has %" PRId64
+                           " layers (the pattern sets it: leave num_layers out)", m->num_layers, n);
+    bool mamba = false;
+    for (int64_t i = 0; i < m->num_layers; i++) {
+        if (m->layers[i].mlp == MODEL_MLP_MOE && m->num_moe_experts == 0)
+            return cfg_err_key(c, err, SIM_EINVAL, "model.hybrid_layer_pattern",
+                               "layer %" PRId64 " is MoE (E) but model.num_moe_experts is 0", i);
+        mamba |= m->layers[i].mixer == MODEL_MIXER_MAMBA;
+    }
+    if (m->mtp_num_layers > 0)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.mtp_num_layers",
+                           "multi-token prediction in a hybrid model is not modeled yet (got %" PRId64 ")",
+                           m->mtp_num_layers);
+    if (!mamba)
+        return SIM_OK;
+    if (m->mamba_num_heads == 0) {
+        /* transformer_config.py:1259-1270: expand 2 */
+        if ((2 * m->hidden_size) % m->mamba_head_dim != 0)
+            return cfg_err_key(c, err, SIM_EINVAL, "model.mamba_head_dim",
+                               "2 x hidden_size (%" PRId64 ") must be a multiple of it (%" PRId64
+                               ") when mamba_num_heads is not set", 2 * m->hidden_size, m->mamba_head_dim);
+        m->mamba_num_heads = 2 * m->hidden_size / m->mamba_head_dim;
+    }
+    if (m->mamba_num_heads % m->mamba_num_groups != 0)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.mamba_num_groups",
+                           "mamba_num_heads (%" PRId64 ") must be divisible by mamba_num_groups (%" PRId64 ")",
+                           m->mamba_num_heads, m->mamba_num_groups);
+    return SIM_OK;
+}
+
 static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
 {
     model_spec *m = &in->model;
+    int hrc = check_hybrid(c, m, err);
+    if (hrc)
+        return hrc;
     if (m->ffn_hidden_size == 0)
         m->ffn_hidden_size = 4 * m->hidden_size; /* Megatron TransformerConfig default */
     if (m->num_moe_experts > 0 && m->moe_router_topk > m->num_moe_experts)
@@ -2025,10 +2104,11 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
     /* LoRA is modeled on the linear layers of standard attention and dense
      * MLPs, the targets Megatron Bridge's LoRA names. */
     if (in->peft.lora) {
-        if (m->num_moe_experts > 0 || m->multi_latent_attention)
+        if (m->num_moe_experts > 0 || m->multi_latent_attention || m->hybrid)
             return cfg_err_key(c, err, SIM_EINVAL, "peft.scheme",
                                "LoRA is modeled for dense models with standard attention (this model "
-                               "has %s)", m->num_moe_experts > 0 ? "MoE layers" : "multi-latent attention");
+                               "has %s)", m->num_moe_experts > 0 ? "MoE layers"
+                                          : m->hybrid ? "a hybrid layer pattern" : "multi-latent attention");
         if (in->peft.targets == 0)
             return cfg_err_key(c, err, SIM_EINVAL, "peft.target_modules",
                                "LoRA needs at least one target module");
@@ -2061,6 +2141,8 @@ static int resolve(cfg_t *c, run_inputs *in, bool fabric_only, sim_err *err)
             const cfg_entry *e = find(c, kd->key);
             if (e) {
                 rc = apply_key(c, kd, &e->v, in, err);
+            } else if (!kd->def && in->model.hybrid && strcmp(kd->key, "model.num_layers") == 0) {
+                rc = SIM_OK; /* the hybrid pattern has set it */
             } else if (!kd->def) {
                 rc = cfg_err_key(c, err, SIM_EINVAL, kd->key,
                                  "required key not set (set it, or name a preset with "

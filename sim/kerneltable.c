@@ -372,6 +372,13 @@ int kerneltable_load(const char *path, kernel_table *out, sim_err *err)
         rc = read_attention(&r, config_setting_get_member(g, "attention"), clock, out);
     if (!rc)
         rc = read_flex(&r, config_setting_get_member(g, "flex"), out);
+    /* ssd = { efficiency = E; src = "..."; }: the Mamba-2 SSD scan's
+     * share of the bf16 peak (kernels.md §5), as measured (no derate). */
+    const config_setting_t *ssd = g ? config_setting_get_member(g, "ssd") : NULL;
+    if (!rc && ssd)
+        rc = config_setting_is_group(ssd) ? get_num(&r, ssd, "ssd", -1, "efficiency", 0, 1, true, &out->ssd_efficiency)
+                                          : sim_err_set_at(err, SIM_EINVAL, path, config_setting_source_line(ssd),
+                                                           "kernels.ssd", "must be a group { efficiency = E; src = \"...\"; }");
     config_destroy(&lc);
     if (rc != SIM_OK) {
         memset(out, 0, sizeof *out);

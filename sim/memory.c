@@ -23,8 +23,8 @@ void memory_layer_params(const run_inputs *in, const strategy_t *s, int64_t laye
 {
     model_layer_params p;
     bool moe = model_layer_is_moe(&in->model, layer);
-    model_layer_param_counts(&in->model, moe, &p);
-    *dense = (p.attention + (moe ? p.shared_experts : p.dense_mlp)) / (double)s->tp + p.replicated;
+    model_layer_param_counts_at(&in->model, layer, &p);
+    *dense = (p.attention + p.mamba + (moe ? p.shared_experts : p.dense_mlp)) / (double)s->tp + p.replicated;
     *expert = moe ? p.routed_experts / (double)(s->ep * s->etp) : 0.0;
 }
 
@@ -41,8 +41,8 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
     for (int64_t l = first; l < first + count; l++) {
         model_layer_params p;
         bool moe = model_layer_is_moe(m, l);
-        model_layer_param_counts(m, moe, &p);
-        tp_sharded += p.attention + (moe ? p.shared_experts : p.dense_mlp);
+        model_layer_param_counts_at(m, l, &p);
+        tp_sharded += p.attention + p.mamba + (moe ? p.shared_experts : p.dense_mlp);
         replicated += p.replicated;
         routed += moe ? p.routed_experts : 0.0;
     }
@@ -153,7 +153,14 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
  * dispatch.  The s^2 score tensors are never stored: attention runs as a
  * fused flash kernel, so "none" and "selective core_attn" store the same.
  * Bytes at 2 per bf16 element, 1 per dropout-mask element. */
-double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer)
+/* A layer with the given mixer and MLP (a transformer layer has both; a
+ * hybrid one either).  Each half keeps its norm input, its GEMM input
+ * after the norm and its dropout mask.  A Mamba-2 mixer keeps what
+ * mamba_split_conv1d_scan_combined saves (megatron-features.md B.5,
+ * derived there): the in_proj output zxBCdt (2 d_in + 2GN + H), out_x, the
+ * gated norm's input and out_proj's input (d_in each), over TP; conv
+ * outputs and chunk states are recomputed in its backward. */
+static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, int mixer, int mlp)
 {
     const model_spec *m = &in->model;
     const parallel_spec *par = &s->par;
@@ -188,23 +195,31 @@ double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
      * inputs after the norms (4; dropped when layernorm is recomputed),
      * two dropout masks (2). */
     double ln_out = (mods & RECOMPUTE_MOD_LAYERNORM) ? 0.0 : 4.0;
-    double seq_part = (4.0 + ln_out + 2.0) * sb * h;
+    double half = (2.0 + ln_out / 2.0 + 1.0) * sb * h;
+    double seq_part = (mixer != MODEL_MIXER_NONE ? half : 0.0) + (mlp != MODEL_MLP_NONE ? half : 0.0);
 
-    /* Split by TP: Q, K, V and the core-attention output. */
-    double tp_part = 2.0 * sb * (q + kv_k + kv_v + core_out);
-    /* Unfused attention keeps the softmax output (2 B), its dropout mask
-     * (1 B) and dropout output (2 B) per score: 5 a s^2 b (Korthikanti,
-     * Table 2), the queries of this CP rank against every key. */
-    if (par->attention_backend == ATTN_UNFUSED && !(mods & RECOMPUTE_MOD_CORE_ATTN))
-        tp_part += 5.0 * (double)m->num_attention_heads * sb * (double)m->seq_length;
+    double tp_part = 0.0;
+    if (mixer == MODEL_MIXER_ATTENTION) {
+        /* Split by TP: Q, K, V and the core-attention output. */
+        tp_part = 2.0 * sb * (q + kv_k + kv_v + core_out);
+        /* Unfused attention keeps the softmax output (2 B), its dropout
+         * mask (1 B) and dropout output (2 B) per score: 5 a s^2 b
+         * (Korthikanti, Table 2), the queries of this CP rank against
+         * every key. */
+        if (par->attention_backend == ATTN_UNFUSED && !(mods & RECOMPUTE_MOD_CORE_ATTN))
+            tp_part += 5.0 * (double)m->num_attention_heads * sb * (double)m->seq_length;
+    } else if (mixer == MODEL_MIXER_MAMBA) {
+        tp_part = 2.0 * sb * (model_mamba_in_proj_width(m) + 3.0 * model_mamba_d_inner(m));
+    }
+    bool moe_layer = mlp == MODEL_MLP_MOE;
 
     double glu = m->gated_linear_unit ? 2.0 : 1.0;
     double moe_part = 0.0;
-    if (!moe_layer) {
+    if (mlp == MODEL_MLP_DENSE) {
         double F = (double)m->ffn_hidden_size;
         if (!(mods & RECOMPUTE_MOD_MLP))
             tp_part += 2.0 * sb * F * glu + 2.0 * sb * F; /* fc1 out, activation out */
-    } else {
+    } else if (moe_layer) {
         double Fsh = (double)m->moe_shared_expert_intermediate_size;
         if (Fsh > 0 && !(mods & RECOMPUTE_MOD_SHARED_EXPERTS))
             tp_part += 2.0 * sb * Fsh * glu + 2.0 * sb * Fsh;
@@ -222,6 +237,21 @@ double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
     return seq_part / shard + tp_part / t + moe_part;
 }
 
+double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer)
+{
+    return layer_activation_bytes(in, s, MODEL_MIXER_ATTENTION, moe_layer ? MODEL_MLP_MOE : MODEL_MLP_DENSE);
+}
+
+double memory_layer_activation_bytes_at(const run_inputs *in, const strategy_t *s, int64_t layer)
+{
+    const model_spec *m = &in->model;
+    if (!m->hybrid)
+        return memory_layer_activation_bytes(in, s, model_layer_is_moe(m, layer));
+    const model_layer *l = &m->layers[layer];
+    int mlp = l->mlp == MODEL_MLP_NONE ? MODEL_MLP_NONE : model_layer_is_moe(m, layer) ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
+    return layer_activation_bytes(in, s, l->mixer, mlp);
+}
+
 double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
                                      int64_t stage, int64_t chunk)
 {
@@ -230,7 +260,7 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     double bytes = 0;
     for (int64_t l = first; l < first + count; l++)
-        bytes += memory_layer_activation_bytes(in, s, model_layer_is_moe(m, l));
+        bytes += memory_layer_activation_bytes_at(in, s, l);
 
     const double t = (double)s->tp;
     const double sb = (double)m->seq_length / (double)s->cp * (double)in->train.micro_batch_size;
@@ -263,7 +293,7 @@ double memory_chunk_backward_transient_bytes(const run_inputs *in, const strateg
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     double worst = 0;
     for (int64_t l = first; l < first + count; l++) {
-        double b = memory_layer_activation_bytes(in, &st, model_layer_is_moe(&in->model, l));
+        double b = memory_layer_activation_bytes_at(in, &st, l);
         if (b > worst)
             worst = b;
     }

@@ -59,6 +59,9 @@ void memory_chunk_trained_params(const run_inputs *in, const strategy_t *s, int6
 
 /* Activation bytes one microbatch stores for one transformer layer. */
 double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer);
+/* The same for layer `layer` (0-based) as m->layers holds it (hybrid
+ * layers: a mixer or an MLP). */
+double memory_layer_activation_bytes_at(const run_inputs *in, const strategy_t *s, int64_t layer);
 
 /* Activation bytes one microbatch stores in model chunk `chunk` of `stage`
  * (its layers, plus the embedding on the first and the output layer and

@@ -20,6 +20,7 @@
  */
 #include "model.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void model_defaults(model_spec *m)
@@ -32,8 +33,75 @@ void model_defaults(model_spec *m)
     m->add_bias_linear = true;
     strcpy(m->position_embedding_type, "learned_absolute");
     m->moe_router_topk = 2;
+    /* transformer_config.py:1259-1270; mamba_num_heads 0 = 2h / P. */
+    m->mamba_state_dim = 128;
+    m->mamba_head_dim = 64;
+    m->mamba_num_groups = 8;
+    m->mamba_chunk_size = 128;
     /* layers[] stays all zeros (attention + dense MLP): config fills it
      * from moe_layer_freq and window_attn_skip_freq. */
+}
+
+/* megatron/core/models/hybrid/hybrid_layer_allocation.py:14-26 (symbols);
+ * megatron-features.md B.1.  The number of layers is the number of layer
+ * symbols: a '*' layer is attention alone, a '-' layer an MLP alone. */
+int model_hybrid_parse(model_spec *m, const char *pattern, char *msg, size_t cap)
+{
+    int64_t n = 0;
+    int32_t seg = 0;
+    bool pipes = false;
+    int16_t seg_layers[MODEL_MAX_LAYERS + 2] = { 0 };
+    for (size_t i = 0; pattern[i]; i++) {
+        char ch = pattern[i];
+        model_layer l = { MODEL_MIXER_NONE, MODEL_MLP_NONE, 0 };
+        const char *unmodeled = NULL;
+        switch (ch) {
+        case 'M': l.mixer = MODEL_MIXER_MAMBA; break;
+        case '*': l.mixer = MODEL_MIXER_ATTENTION; break;
+        case '-': l.mlp = MODEL_MLP_DENSE; break;
+        case 'E': l.mlp = MODEL_MLP_MOE; break;
+        case '|':
+            if (seg + 1 >= MODEL_MAX_LAYERS + 2) {
+                snprintf(msg, cap, "more than %d pipeline segments ('|' at position %zu)", MODEL_MAX_LAYERS + 1, i);
+                return -1;
+            }
+            pipes = true;
+            seg++;
+            continue;
+        case 'G': unmodeled = "Gated DeltaNet"; break;
+        case 'D': unmodeled = "DSA attention"; break;
+        case '+': unmodeled = "MLA"; break;
+        case '/': unmodeled = "the MTP separator"; break;
+        default:
+            if ((unsigned char)ch >= 0x20 && (unsigned char)ch < 0x7f)
+                snprintf(msg, cap, "unknown symbol '%c' at position %zu (symbols: M * - E | and G D + / not modeled)",
+                         ch, i);
+            else
+                snprintf(msg, cap, "unknown byte 0x%02x at position %zu (symbols: M * - E |)", (unsigned char)ch, i);
+            return -1;
+        }
+        if (unmodeled) {
+            snprintf(msg, cap, "symbol '%c' (%s) at position %zu is not modeled by parsim", ch, unmodeled, i);
+            return -1;
+        }
+        if (n >= MODEL_MAX_LAYERS) {
+            snprintf(msg, cap, "has more than %d layers (position %zu)", MODEL_MAX_LAYERS, i);
+            return -1;
+        }
+        m->layers[n++] = l;
+        seg_layers[seg]++;
+    }
+    if (n == 0) {
+        snprintf(msg, cap, "has no layers (symbols M * - E)");
+        return -1;
+    }
+    for (int64_t i = n; i < MODEL_MAX_LAYERS; i++)
+        m->layers[i] = (model_layer){ MODEL_MIXER_NONE, MODEL_MLP_NONE, 0 };
+    m->num_layers = n;
+    m->hybrid = true;
+    m->hybrid_segments = pipes ? seg + 1 : 0;
+    memcpy(m->hybrid_segment_layers, seg_layers, sizeof seg_layers);
+    return 0;
 }
 
 int64_t model_query_groups(const model_spec *m)
@@ -175,13 +243,65 @@ void model_layer_param_counts(const model_spec *m, bool moe_layer, model_layer_p
     }
 }
 
+double model_mamba_d_inner(const model_spec *m)
+{
+    return (double)m->mamba_num_heads * (double)m->mamba_head_dim;
+}
+
+double model_mamba_in_proj_width(const model_spec *m)
+{
+    return 2.0 * model_mamba_d_inner(m) + 2.0 * (double)m->mamba_num_groups * (double)m->mamba_state_dim
+           + (double)m->mamba_num_heads;
+}
+
+/* Parameters of one Mamba-2 mixer (megatron-features.md B.5):
+ * in_proj h (2 d_in + 2GN + H), the depthwise conv over x, B, C with
+ * kernel 4 and a bias ((d_in + 2GN) x 5), dt_bias, A_log and D (3H), the
+ * gated RMSNorm (d_in) and out_proj d_in h. */
+static double mamba_params(const model_spec *m)
+{
+    double h = (double)m->hidden_size, d_in = model_mamba_d_inner(m);
+    double gn = (double)m->mamba_num_groups * (double)m->mamba_state_dim;
+    double H = (double)m->mamba_num_heads;
+    return h * model_mamba_in_proj_width(m) + (d_in + 2.0 * gn) * 5.0 + 3.0 * H + d_in + d_in * h;
+}
+
+void model_layer_param_counts_at(const model_spec *m, int64_t layer, model_layer_params *out)
+{
+    model_layer_param_counts(m, model_layer_is_moe(m, layer), out);
+    if (!m->hybrid || layer < 0 || layer >= m->num_layers || layer >= MODEL_MAX_LAYERS)
+        return;
+    const model_layer *l = &m->layers[layer];
+    double h = (double)m->hidden_size;
+    if (l->mixer != MODEL_MIXER_ATTENTION)
+        out->attention = 0.0;
+    if (l->mixer == MODEL_MIXER_MAMBA)
+        out->mamba = mamba_params(m);
+    if (l->mlp == MODEL_MLP_NONE) {
+        out->dense_mlp = out->shared_experts = out->routed_experts = 0.0;
+        out->replicated = h * norm_size(m); /* the mixer's norm */
+    } else {
+        out->replicated -= h * norm_size(m); /* one norm: the MLP's */
+    }
+}
+
 static double layer_total(const model_layer_params *p)
 {
-    return p->attention + p->dense_mlp + p->shared_experts + p->routed_experts + p->replicated;
+    return p->attention + p->mamba + p->dense_mlp + p->shared_experts + p->routed_experts + p->replicated;
 }
 
 double model_total_params(const model_spec *m, int64_t tp)
 {
+    if (m->hybrid) {
+        double block = norm_size(m) * (double)m->hidden_size; /* final norm */
+        for (int64_t l = 0; l < m->num_layers; l++) {
+            model_layer_params p;
+            model_layer_param_counts_at(m, l, &p);
+            block += layer_total(&p);
+        }
+        double v = (double)model_padded_vocab(m, tp);
+        return block + (double)m->hidden_size * v * (m->share_embeddings_and_output_weights ? 1.0 : 2.0);
+    }
     model_layer_params dense, moe;
     model_layer_param_counts(m, false, &dense);
     model_layer_param_counts(m, true, &moe);
@@ -203,8 +323,42 @@ double model_total_params(const model_spec *m, int64_t tp)
     return block + mtp_block + embedding;
 }
 
+/* Megatron Bridge's hybrid_flops (training/utils/flop_utils.py:801-945,
+ * megatron-features.md B.4): per layer symbol, attention
+ * 4Th(q + kv) + 2 sum(L^2) q, MLP 4ThF (x1.5 gated), MoE 4Th F_e k and
+ * shared 4Th F_sh (x1.5 gated), Mamba 2Th(2 d_in + 2GN + H) + 7 T d_in N
+ * + 2 T d_in h with d_in = 2h as Bridge hard-codes it (the simulated time
+ * uses the true H x P), logits 2ThV; all x3 (forward, two backward). */
+static double hybrid_flops(const model_spec *m, int64_t batch_size, int64_t tp)
+{
+    double h = (double)m->hidden_size, s = (double)m->seq_length;
+    double T = (double)batch_size * s, sq = (double)batch_size * s * s;
+    double glu = m->gated_linear_unit ? 1.5 : 1.0;
+    double d = (double)model_kv_channels(m);
+    double q = d * (double)m->num_attention_heads, kv = d * (double)model_query_groups(m);
+    double d_in = 2.0 * h, gn = (double)m->mamba_num_groups * (double)m->mamba_state_dim;
+    double fwd = 0.0;
+    for (int64_t l = 0; l < m->num_layers && l < MODEL_MAX_LAYERS; l++) {
+        const model_layer *ly = &m->layers[l];
+        if (ly->mixer == MODEL_MIXER_ATTENTION)
+            fwd += 4.0 * T * h * (q + kv) + 2.0 * sq * q;
+        else if (ly->mixer == MODEL_MIXER_MAMBA)
+            fwd += 2.0 * T * h * (2.0 * d_in + 2.0 * gn + (double)m->mamba_num_heads)
+                   + 7.0 * T * d_in * (double)m->mamba_state_dim + 2.0 * T * d_in * h;
+        if (ly->mlp == MODEL_MLP_DENSE)
+            fwd += 4.0 * T * h * (double)m->ffn_hidden_size * glu;
+        else if (ly->mlp == MODEL_MLP_MOE && model_is_moe(m))
+            fwd += 4.0 * T * h * (double)model_moe_ffn(m) * (double)m->moe_router_topk * glu
+                   + 4.0 * T * h * (double)m->moe_shared_expert_intermediate_size * glu;
+    }
+    fwd += 2.0 * T * h * (double)model_padded_vocab(m, tp);
+    return 3.0 * fwd;
+}
+
 double model_flops_per_step(const model_spec *m, int64_t batch_size, int64_t tp)
 {
+    if (m->hybrid)
+        return hybrid_flops(m, batch_size, tp);
     double h = (double)m->hidden_size;
     double a = (double)m->num_attention_heads;
     double s = (double)m->seq_length;

@@ -10,6 +10,7 @@
 #define PARSIM_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define MODEL_MAX_LAYERS 1024
@@ -70,10 +71,32 @@ typedef struct model_spec {
     /* One entry per layer: mixer, MLP and window, from moe_layer_freq and
      * window_attn_skip_freq (all zeros: attention + dense MLP). */
     model_layer layers[MODEL_MAX_LAYERS];
+
+    /* Hybrid models (model.hybrid_layer_pattern): each symbol one layer.
+     * hybrid_segments > 0 when the pattern has '|' stage boundaries: then
+     * hybrid_segment_layers[i] layers in segment i, in order. */
+    bool hybrid;
+    int32_t hybrid_segments;
+    int16_t hybrid_segment_layers[MODEL_MAX_LAYERS + 2];
+
+    /* Mamba-2 mixer (Megatron Core's mamba_* keys; 0 = derived) */
+    int64_t mamba_state_dim;   /* N */
+    int64_t mamba_head_dim;    /* P */
+    int64_t mamba_num_groups;  /* G */
+    int64_t mamba_num_heads;   /* H; 0 = 2h / P */
+    int64_t mamba_chunk_size;  /* SSD chunk length */
 } model_spec;
 
 /* Fills the defaults every model_spec starts from (Megatron's defaults). */
 void model_defaults(model_spec *m);
+
+/* Reads a hybrid layer pattern (Megatron Core's hybrid_layer_allocation
+ * symbols: M Mamba-2, * attention, - dense MLP, E MoE, | stage boundary)
+ * into m->layers, m->num_layers and the segments.  Returns 0, or -1 with
+ * one line in msg naming the symbol and its 0-based position: symbols
+ * parsim does not model (G, D, +, the MTP separator /), unknown ones,
+ * more than MODEL_MAX_LAYERS layers or none. */
+int model_hybrid_parse(model_spec *m, const char *pattern, char *msg, size_t cap);
 
 /* Effective values of the "0 = derived" fields. */
 int64_t model_query_groups(const model_spec *m);   /* g */
@@ -102,10 +125,21 @@ typedef struct model_layer_params {
     double dense_mlp;      /* TP-sharded */
     double shared_experts; /* TP-sharded */
     double routed_experts; /* sharded over EP x ETP */
+    double mamba;          /* Mamba-2 mixer, TP-sharded */
     double replicated;     /* norms, router, shared-expert gate: not sharded */
 } model_layer_params;
 
 void model_layer_param_counts(const model_spec *m, bool moe_layer, model_layer_params *out);
+
+/* The same for layer `layer` (0-based) as its entry in m->layers holds it:
+ * a transformer layer as above; a hybrid layer only its mixer or its MLP,
+ * with one norm. */
+void model_layer_param_counts_at(const model_spec *m, int64_t layer, model_layer_params *out);
+
+/* Mamba-2 widths: d_inner = H * P and the in_proj output 2 d_inner + 2 G N + H
+ * (megatron/core/ssm/mamba_mixer.py:239-308). */
+double model_mamba_d_inner(const model_spec *m);
+double model_mamba_in_proj_width(const model_spec *m);
 
 /* Total parameters (with embeddings, output layer if untied, MTP). */
 double model_total_params(const model_spec *m, int64_t tp);

@@ -110,6 +110,28 @@ static int check_world(strategy_t *s, const struct cfg *cfg, sim_err *err)
                s->min_gpus, note);
 }
 
+/* Mamba-2 mixers under TP and CP (megatron/core/ssm/mamba_mixer.py:259-274):
+ * heads and groups split over TP.  CP needs the head-parallel all-to-all
+ * of mamba_context_parallel.py, which parsim does not model yet. */
+static int check_mamba(const model_spec *m, const strategy_t *s, const cfg_t *cfg, sim_err *err)
+{
+    bool mamba = false;
+    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS && !mamba; i++)
+        mamba = m->hybrid && m->layers[i].mixer == MODEL_MIXER_MAMBA;
+    if (!mamba)
+        return SIM_OK;
+    if (m->mamba_num_heads % s->tp != 0)
+        return BAD("model.mamba_num_heads", "%" PRId64 " Mamba heads must be divisible by "
+                   "tensor_model_parallel_size (%" PRId64 ")", m->mamba_num_heads, s->tp);
+    if (m->mamba_num_groups % s->tp != 0)
+        return BAD("model.mamba_num_groups", "%" PRId64 " Mamba groups must be divisible by "
+                   "tensor_model_parallel_size (%" PRId64 ")", m->mamba_num_groups, s->tp);
+    if (s->cp > 1)
+        return BAD(K_CP, "context parallelism with Mamba layers (head-parallel all-to-all) is not modeled yet "
+                   "(got %" PRId64 ")", s->cp);
+    return SIM_OK;
+}
+
 /* Layers per virtual stage, as Megatron's get_num_layers_to_build splits
  * them: evenly; or with num_layers_in_first/last_pipeline_stage on the
  * first/last rank and the rest evenly over the middle ranks; or counting
@@ -213,7 +235,22 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
     if (L > MODEL_MAX_LAYERS)
         return BAD("model.num_layers", "must be <= %d (got %" PRId64 ")", MODEL_MAX_LAYERS, L);
 
-    if (par->pipeline_model_parallel_layout[0]) {
+    if (m->hybrid_segments > 0) {
+        /* A hybrid pattern with '|': one segment per virtual stage, in
+         * order (megatron-features.md B.1: VPP = segments / PP,
+         * arguments.py:840-860).  Without '|' the symbols split evenly
+         * like the layers below (hybrid_layer_allocation.py:331-372). */
+        if (first > 0 || last > 0 || acc_emb || acc_loss || par->pipeline_model_parallel_layout[0])
+            return BAD("model.hybrid_layer_pattern",
+                       "stage boundaries ('|') cannot be combined with first/last stage layers, "
+                       "account_for_*_in_pipeline_split or pipeline_model_parallel_layout");
+        if (m->hybrid_segments != nv)
+            return BAD("model.hybrid_layer_pattern",
+                       "has %" PRId32 " pipeline segments ('|'), pipeline x virtual size is %" PRId64,
+                       m->hybrid_segments, nv);
+        for (int64_t vs = 0; vs < nv; vs++)
+            count[vs] = m->hybrid_segment_layers[vs];
+    } else if (par->pipeline_model_parallel_layout[0]) {
         if (first > 0 || last > 0 || acc_emb || acc_loss)
             return BAD("model.pipeline_model_parallel_layout",
                        "cannot be combined with first/last stage layers or account_for_*_in_pipeline_split");
@@ -350,6 +387,10 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
     s->ep = par->ep;
     s->etp = par->etp ? par->etp : par->tp;  /* Megatron: ETP defaults to TP */
     s->v = par->vp ? par->vp : 1;
+    /* A hybrid pattern's '|' segments give the virtual size when it is
+     * not set (arguments.py:840-860). */
+    if (!par->vp && m->hybrid_segments > 0 && s->pp > 0 && m->hybrid_segments % s->pp == 0)
+        s->v = m->hybrid_segments / s->pp;
     s->group_size_n = par->microbatch_group_size_per_vp_stage ? par->microbatch_group_size_per_vp_stage
                                                                : par->pp;
     s->par.etp = s->etp;
@@ -368,6 +409,9 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
      * the heads */
     if ((rc = strategy_check_cp(m, s->cp, cfg, err)) || (rc = strategy_check_ep(m, s->ep, cfg, err)) ||
         (rc = strategy_check_tp(m, s->tp, cfg, err)))
+        return rc;
+
+    if ((rc = check_mamba(m, s, cfg, err)))
         return rc;
 
     int64_t padded = 0;

@@ -660,6 +660,70 @@ static void attention_bwd(const ctx *x, wl_opbuf *b, bool recompute_attn)
     then(b, "ln1_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
 }
 
+/* ---- Mamba-2 mixer ---------------------------------------------------- */
+
+/* The chunked SSD scan of one microbatch on this rank: H/t heads of P, G/t
+ * groups of state N, chunk Q.  Flops [D] from the SSD kernels:
+ * chunk_scan T H P (Q + 2N) (the tilelang formula, kernels.md §5),
+ * chunk_state 2 T H P N, the C^T B products T Q G N; state passing is
+ * small.  Bytes: x, B, C, dt in and y out, bf16. */
+static void ssd_scan(const ctx *x, wl_opbuf *b, bool bwd)
+{
+    const model_spec *m = x->m;
+    double H = (double)m->mamba_num_heads / x->t, P = (double)m->mamba_head_dim;
+    double G = (double)m->mamba_num_groups / x->t, N = (double)m->mamba_state_dim;
+    double Q = (double)m->mamba_chunk_size;
+    double flops = x->T * (H * P * (Q + 4.0 * N) + Q * G * N);
+    double bytes = 2.0 * x->T * (2.0 * H * P + 2.0 * G * N + H);
+    b->flops += bwd ? 2.0 * flops : flops;
+    then(b, bwd ? "ssd_scan_bwd" : "ssd_scan", STREAM_COMPUTE, compute_ssd_s(x->c, flops, bytes, bwd));
+}
+
+/* d_inner on this rank and the conv's channels x, B, C (mamba_mixer.py:321-339). */
+static void mamba_widths(const ctx *x, double *d_l, double *conv)
+{
+    *d_l = model_mamba_d_inner(x->m) / x->t;
+    *conv = *d_l + 2.0 * (double)x->m->mamba_num_groups * (double)x->m->mamba_state_dim / x->t;
+}
+
+/* megatron/core/ssm/mamba_mixer.py: norm, in_proj (column-parallel, the SP
+ * all-gather before it), depthwise conv1d over x, B, C (kernel 4), the SSD
+ * scan, the gated RMSNorm, out_proj (row-parallel, the SP reduce-scatter
+ * after it); the host issues it as one module like attention. */
+static void mamba_fwd(const ctx *x, wl_opbuf *b)
+{
+    const model_spec *m = x->m;
+    double d_l, conv;
+    mamba_widths(x, &d_l, &conv);
+    module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, false));
+    then(b, "mamba_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
+    column_fwd(x, b, "mamba_in_proj", x->T, model_mamba_in_proj_width(m) / x->t, x->h, 0);
+    then(b, "mamba_conv1d", STREAM_COMPUTE, mem(x, 4.0 * x->T * conv));
+    ssd_scan(x, b, false);
+    then(b, "mamba_gated_norm", STREAM_COMPUTE, mem(x, 6.0 * x->T * d_l));
+    row_fwd(x, b, "mamba_out_proj", x->T, x->h, d_l, 0);
+    then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
+}
+
+/* The backward mirrors it; the fused kernel recomputes the conv output
+ * and the chunk states (megatron-features.md B.5), counted in the conv and
+ * scan backward (twice the forward). */
+static void mamba_bwd(const ctx *x, wl_opbuf *b)
+{
+    const model_spec *m = x->m;
+    double d_l, conv;
+    mamba_widths(x, &d_l, &conv);
+    module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, true));
+    then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
+    row_bwd(x, b, "mamba_out_proj_dgrad", "mamba_out_proj_wgrad", x->T, x->h, d_l, 0);
+    then(b, "mamba_gated_norm_bwd", STREAM_COMPUTE, mem(x, 10.0 * x->T * d_l));
+    ssd_scan(x, b, true);
+    then(b, "mamba_conv1d_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T * conv));
+    column_bwd(x, b, "mamba_in_proj_dgrad", "mamba_in_proj_wgrad", x->T, model_mamba_in_proj_width(m) / x->t,
+               x->h, 0);
+    then(b, "mamba_norm_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
+}
+
 /* ---- MLP ------------------------------------------------------------- */
 
 static void dense_mlp_fwd(const ctx *x, wl_opbuf *b, double F, const char *pfx_fc1,
@@ -908,20 +972,23 @@ static void output_bwd(const ctx *x0, wl_opbuf *b)
 
 /* ---- one chunk ------------------------------------------------------- */
 
-/* Every layer of a type (dense or MoE, full or sliding-window attention)
- * has the same ops: they are built once per workload and copied. */
-enum { LAYER_KINDS = 4 };
+/* Every layer of a type (mixer attention / Mamba / none, MLP dense / MoE
+ * / none, full or sliding-window attention) has the same ops: they are
+ * built once per workload and copied. */
+enum { LAYER_KINDS = 18 };
 typedef struct layer_cache {
     wl_opbuf pass[LAYER_KINDS][2]; /* [layer_kind][0 forward, 1 backward] */
     bool built[LAYER_KINDS][2];
 } layer_cache;
 
-/* 0..3: bit 0 MoE, bit 1 sliding-window attention. */
+/* mlp + 3 window + 6 mixer (model_mlp_kind, model_mixer_kind). */
 static int layer_kind(const ctx *x, int64_t layer)
 {
-    if (x->ideal)
+    if (x->ideal && !x->m->hybrid)
         layer = 0; /* identical work everywhere: the first layer's type */
-    return (model_layer_is_moe(x->m, layer) ? 1 : 0) | (model_layer_is_window(x->m, layer) ? 2 : 0);
+    const model_layer *l = &x->m->layers[layer];
+    int mlp = l->mlp == MODEL_MLP_NONE ? MODEL_MLP_NONE : model_layer_is_moe(x->m, layer) ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
+    return mlp + 3 * (model_layer_is_window(x->m, layer) ? 1 : 0) + 6 * l->mixer;
 }
 
 /* Appends a cached op list; its first GPU op follows the op before it
@@ -950,21 +1017,30 @@ static void append(wl_opbuf *dst, const wl_opbuf *src)
     dst->flops += src->flops;
 }
 
-static void layer_fwd(const ctx *x, wl_opbuf *b, bool moe)
+static void layer_fwd(const ctx *x, wl_opbuf *b, int mixer, int mlp)
 {
-    attention_fwd(x, b);
-    mlp_fwd(x, b, moe);
+    if (mixer == MODEL_MIXER_ATTENTION)
+        attention_fwd(x, b);
+    else if (mixer == MODEL_MIXER_MAMBA)
+        mamba_fwd(x, b);
+    if (mlp != MODEL_MLP_NONE)
+        mlp_fwd(x, b, mlp == MODEL_MLP_MOE);
 }
 
-static void layer_bwd(const ctx *x, wl_opbuf *b, bool moe)
+static void layer_bwd(const ctx *x, wl_opbuf *b, int mixer, int mlp)
 {
     const parallel_spec *p = &x->s->par;
     bool full = p->recompute_granularity == RECOMPUTE_FULL;
     unsigned mods = p->recompute_granularity == RECOMPUTE_SELECTIVE ? p->recompute_modules : 0u;
+    bool moe = mlp == MODEL_MLP_MOE;
     if (full)
-        layer_fwd(x, b, moe); /* rebuild the layer's activations first */
-    mlp_bwd(x, b, moe, (mods & RECOMPUTE_MOD_MLP) && !moe);
-    attention_bwd(x, b, (mods & RECOMPUTE_MOD_CORE_ATTN) != 0);
+        layer_fwd(x, b, mixer, mlp); /* rebuild the layer's activations first */
+    if (mlp != MODEL_MLP_NONE)
+        mlp_bwd(x, b, moe, (mods & RECOMPUTE_MOD_MLP) && !moe);
+    if (mixer == MODEL_MIXER_ATTENTION)
+        attention_bwd(x, b, (mods & RECOMPUTE_MOD_CORE_ATTN) != 0);
+    else if (mixer == MODEL_MIXER_MAMBA)
+        mamba_bwd(x, b);
 }
 
 static void ctx_init(ctx *x, const run_inputs *in, const strategy_t *s)
@@ -1080,18 +1156,18 @@ static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
     layer_cache *lc = x0->cache;
     wl_opbuf *p = &lc->pass[kind][bwd];
     if (!lc->built[kind][bwd]) {
-        bool moe = kind & 1;
+        int mlp = kind % 3, mixer = kind / 6;
         ctx y = *x0;
-        if (kind & 2) {
+        if ((kind / 3) % 2) {
             /* A sliding window: each query sees about W keys, not s/2. */
             y.attn_fwd_flops *= model_attention_context(x0->m, true) / model_attention_context(x0->m, false);
             y.attn_keys = (double)x0->m->window_size;
             y.attn.window = y.attn_keys < y.attn.seq ? y.attn_keys : 0.0; /* no wider than the sequence */
         }
         if (bwd)
-            layer_bwd(&y, p, moe);
+            layer_bwd(&y, p, mixer, mlp);
         else
-            layer_fwd(&y, p, moe);
+            layer_fwd(&y, p, mixer, mlp);
         host_issue(x0, p);
         /* Fused once here; the layer's last op stays last, so bucket
          * boundaries (at layer ends) are kept. */

@@ -90,6 +90,11 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
         {"qk_pos_emb_head_dim", &m->qk_pos_emb_head_dim},
         {"v_head_dim", &m->v_head_dim},
         {"mtp_num_layers", &m->mtp_num_layers},
+        {"mamba_num_heads", &m->mamba_num_heads},
+        {"mamba_head_dim", &m->mamba_head_dim},
+        {"mamba_state_dim", &m->mamba_state_dim},
+        {"mamba_num_groups", &m->mamba_num_groups},
+        {"mamba_chunk_size", &m->mamba_chunk_size},
     };
     struct {
         const char *key;
@@ -195,6 +200,11 @@ static void load_preset_file(const char *path, model_spec *m)
     int n = config_setting_length(g);
     for (int i = 0; i < n; i++) {
         config_setting_t *s = config_setting_get_elem(g, (unsigned)i);
+        if (strcmp(config_setting_name(s), "hybrid_layer_pattern") == 0) {
+            char msg[160];
+            cr_assert_eq(model_hybrid_parse(m, config_setting_get_string(s), msg, sizeof msg), 0, "%s: %s", path, msg);
+            continue;
+        }
         cr_assert(apply_key(m, s), "%s:%d: model.%s: unknown key or wrong type", path,
                   config_setting_source_line(s), config_setting_name(s));
     }
@@ -202,7 +212,7 @@ static void load_preset_file(const char *path, model_spec *m)
     if (f != NULL) {
         cr_assert(apply_moe_layer_freq(m, f), "%s:%d: model.moe_layer_freq: bad value", path,
                   config_setting_source_line(f));
-    } else if (m->num_moe_experts > 0) {
+    } else if (m->num_moe_experts > 0 && !m->hybrid) {
         /* Megatron's default moe_layer_freq = 1. */
         for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
             m->layers[i].mlp = MODEL_MLP_MOE;
@@ -595,7 +605,7 @@ Test(model, every_preset_parses_and_is_consistent)
         }
         double n = model_total_params(&m, 1);
         cr_assert(n > 1e8 && n < 2e12, "%s: %.3g params", path, n);
-        if (!model_is_moe(&m) && !m.multi_latent_attention && m.mtp_num_layers == 0) {
+        if (!model_is_moe(&m) && !m.multi_latent_attention && m.mtp_num_layers == 0 && !m.hybrid) {
             /* Dense: the token-linear FLOPs are 6x the GEMM weights, which are
              * the parameters less norms and the untied input embedding. */
             double s = (double)m.seq_length, h = (double)m.hidden_size, L = (double)m.num_layers;
