@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli_run.h"
+#include "kerneltable.h"
 #include "memory.h"
 #include "model.h"
 #include "sim_run.h"
@@ -225,4 +227,62 @@ Test(hybrid, ssd_scan_grows_with_the_chunk)
     double t128 = step_time(NH8B "model.mamba_chunk_size=128");
     double t256 = step_time(NH8B "model.mamba_chunk_size=256");
     cr_assert(t256 > t128 * 1.001, "chunk 256: %.6f s, 128: %.6f s", t256, t128);
+}
+
+/* Nemotron-3 Nano: Mamba, attention and MoE layers; 31.6e9 parameters
+ * (NVIDIA's model card: 31.6B total). */
+Test(hybrid, nemotron_3_nano_runs_with_experts)
+{
+    sim x;
+    const char *kv[] = { "model.name=nemotron-3-nano", "cluster.topology=dgx-h100", "cluster.num_gpus=16",
+                         "model.expert_model_parallel_size=8", "train.global_batch_size=16", NULL };
+    sim_run(&x, kv);
+    const model_spec *m = &x.in.model;
+    cr_assert_eq(model_num_moe_layers(m), 23);
+    double n = model_total_params(m, 1);
+    cr_assert(n > 31.0e9 && n < 32.2e9, "%.4g parameters", n);
+    step_destroy(x.st);
+    cfg_destroy(x.cfg);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A kernel table's ssd entry: a group with an efficiency in (0, 1]. */
+Test(hybrid, kernel_table_ssd_entry_is_checked)
+{
+    char dir[] = "/tmp/parsim-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        { "kernels: { ssd = 0.14; };\n", "kernels.ssd: must be a group" },
+        { "kernels: { ssd = { efficiency = 1.5; src = \"x\"; }; };\n", "ssd.efficiency" },
+        { "kernels: { ssd = { src = \"x\"; }; };\n", "ssd.efficiency" },
+    };
+    char path[600];
+    snprintf(path, sizeof path, "%s/k.cfg", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(path, cases[i].text);
+        kernel_table t;
+        sim_err err;
+        sim_err_clear(&err);
+        cr_assert_eq(kerneltable_load(path, &t, &err), SIM_EINVAL, "%s", cases[i].text);
+        char msg[1024];
+        sim_err_format(&err, msg, sizeof msg);
+        cr_assert(strstr(msg, cases[i].want) && strstr(msg, "k.cfg"), "%s: %s", cases[i].text, msg);
+    }
+    write_file(path, "kernels: { ssd = { efficiency = 0.2; src = \"x\"; }; };\n");
+    kernel_table t;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(kerneltable_load(path, &t, &err), SIM_OK, "%s", err.msg);
+    cr_assert_float_eq(t.ssd_efficiency, 0.2, 1e-12);
+    remove(path);
+    rmdir(dir);
 }
