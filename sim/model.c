@@ -62,7 +62,7 @@ int model_hybrid_parse(model_spec *m, const char *pattern, char *msg, size_t cap
         case 'E': l.mlp = MODEL_MLP_MOE; break;
         case '|':
             if (seg + 1 >= MODEL_MAX_LAYERS + 2) {
-                snprintf(msg, cap, "more than %d pipeline segments ('|' at position %zu)", MODEL_MAX_LAYERS + 1, i);
+                snprintf(msg, cap, "more than %d pipeline segments ('|' at position %zu)", MODEL_MAX_LAYERS + 2, i);
                 return -1;
             }
             pipes = true;

@@ -82,6 +82,10 @@ Test(hybrid, too_many_layers_is_refused)
     model_spec m;
     parse_ok(&m, big);
     cr_assert_eq(m.num_layers, MODEL_MAX_LAYERS);
+    static char pipes[4 * MODEL_MAX_LAYERS];
+    memset(pipes, '|', sizeof pipes - 1);
+    pipes[0] = 'M';
+    parse_fails(pipes, "more than 1026 pipeline segments ('|' at position 1026)");
 }
 
 Test(hybrid, cli_errors_name_the_key)
