@@ -2,6 +2,7 @@
  * symbols), the Mamba-2 mixer's TP/CP rules and parameters, and that a
  * pattern of attention and MLP layers alone is today's transformer. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,4 +317,19 @@ Test(hybrid, bridge_flops_count_mamba_with_d_inner_2h)
     cr_assert_float_eq(mamba_per_token, 102875136.0, 1.0, "%.1f", mamba_per_token);
     step_destroy(x.st);
     cfg_destroy(x.cfg);
+}
+
+/* Megatron Bridge's FLOPs per token of Nemotron-3 Nano at sequence 8192:
+ * 22.28 GFLOP, the measured TFLOP/s over tokens/s of every published Nano
+ * run (bench/validation/public.csv, e.g. mbridge-021/022). */
+Test(hybrid, nemotron_3_nano_flops_per_token_are_bridges)
+{
+    const char *const kv[] = { "model.name=nemotron-3-nano", "cluster.topology=dgx-h100", "cluster.num_gpus=8",
+                               "model.expert_model_parallel_size=8", "model.seq_length=8192",
+                               "train.global_batch_size=8", NULL };
+    sim x;
+    sim_run(&x, kv);
+    double per_token = step_result_get(x.st)->model_flops / (8.0 * 8192.0);
+    cr_assert(fabs(per_token / 22.28e9 - 1.0) < 5e-4, "%.4f GFLOP per token", per_token / 1e9);
+    sim_free(&x);
 }
