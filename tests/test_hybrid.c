@@ -333,3 +333,70 @@ Test(hybrid, nemotron_3_nano_flops_per_token_are_bridges)
     cr_assert(fabs(per_token / 22.28e9 - 1.0) < 5e-4, "%.4f GFLOP per token", per_token / 1e9);
     sim_free(&x);
 }
+
+/* A preset resolves with num_layers the length of its pattern (§B.2's
+ * string, written out here) and each layer the kind its symbol names, and
+ * the layout in args runs, fitting in HBM. */
+static void preset_matches_and_runs(const char *name, const char *pattern, const char *args)
+{
+    sim x;
+    load_model(name, &x);
+    const model_spec *m = &x.in.model;
+    cr_assert_eq(m->num_layers, (int)strlen(pattern), "%s: %d layers", name, m->num_layers);
+    for (int i = 0; i < m->num_layers; i++) {
+        const model_layer *l = &m->layers[i];
+        int want_mixer = pattern[i] == 'M' ? MODEL_MIXER_MAMBA
+                         : pattern[i] == '*' ? MODEL_MIXER_ATTENTION : MODEL_MIXER_NONE;
+        int want_mlp = pattern[i] == '-' ? MODEL_MLP_DENSE : MODEL_MLP_NONE;
+        cr_assert(l->mixer == want_mixer && l->mlp == want_mlp, "%s: layer %d is not '%c'", name, i, pattern[i]);
+    }
+    step_destroy(x.st);
+    cfg_destroy(x.cfg);
+
+    result r;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "run model.name=%s " H100 "%s", name, args);
+    run(&r, cmd);
+    cr_assert_eq(r.status, 0, "%s:\n%s", cmd, r.out);
+    cr_assert(strstr(r.out, "step time"), "%s", r.out);
+    cr_assert_null(strstr(r.out, "DOES NOT FIT"), "%s", r.out);
+}
+
+Test(hybrid, nemotron_h_4b_preset)
+{
+    preset_matches_and_runs("nemotron-h-4b", "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+                            "cluster.num_gpus=8 model.tensor_model_parallel_size=2 train.global_batch_size=16");
+}
+
+Test(hybrid, nemotron_h_47b_preset)
+{
+    preset_matches_and_runs("nemotron-h-47b",
+                            "M-M-M-M-M-M-M-M-M*-M-M-M-M-M-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-M-M---MM---M-M*-"
+                            "M-M-M-M-M-",
+                            "cluster.num_gpus=16 model.tensor_model_parallel_size=8 model.sequence_parallel=true "
+                            "model.pipeline_model_parallel_size=2 train.global_batch_size=16");
+}
+
+/* Sequence 131072 without CP (not modelled with Mamba layers): TP 8 and
+ * full recompute fit it. */
+#define NANO_V2_LAYOUT                                                                                        \
+    "cluster.num_gpus=8 model.tensor_model_parallel_size=8 model.sequence_parallel=true "                   \
+    "model.recompute_granularity=full train.global_batch_size=8"
+
+Test(hybrid, nemotron_nano_v2_9b_preset)
+{
+    preset_matches_and_runs("nemotron-nano-v2-9b", "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
+                            NANO_V2_LAYOUT);
+}
+
+Test(hybrid, nemotron_nano_v2_12b_preset)
+{
+    preset_matches_and_runs("nemotron-nano-v2-12b",
+                            "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-", NANO_V2_LAYOUT);
+}
+
+Test(hybrid, nemotron_3_nano_4b_preset)
+{
+    preset_matches_and_runs("nemotron-3-nano-4b", "M-M-M-MM-M-M*-M-M*-M-M-M*-M-M-MM*-MMM-M-M-",
+                            "cluster.num_gpus=8 model.tensor_model_parallel_size=2 train.global_batch_size=16");
+}
