@@ -219,8 +219,8 @@ double compute_ssd_s(const cluster_spec *c, double flops, double bytes, bool bac
 {
     if (flops <= 0)
         return 0.0;
-    double eff = c->compute.kernels.ssd_efficiency > 0 ? c->compute.kernels.ssd_efficiency : 0.14;
-    double rate = c->gpu.peak_bf16_flops_per_s * eff * c->compute.sustained_fraction;
+    /* config refuses Mamba layers on a topology whose kernel table has no ssd entry */
+    double rate = c->gpu.peak_bf16_flops_per_s * c->compute.kernels.ssd_efficiency * c->compute.sustained_fraction;
     double f = backward ? 2.0 * flops : flops;
     return fmax(f / rate, (backward ? 2.0 : 1.0) * bytes / hbm_rate(c)) + c->compute.kernel_overhead_s;
 }

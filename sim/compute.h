@@ -70,8 +70,8 @@ bool compute_flex_s(const cluster_spec *c, kt_flex_backend backend, bool combine
                     double bytes, double *seconds);
 
 /* The Mamba-2 chunked SSD scan of `flops` (forward count), moving `bytes`:
- * at the kernel table's ssd efficiency of the bf16 peak, else 0.14
- * [assumed: the H800 tilelang chunk_scan figure, kernels.md §5].  The
+ * at the kernel table's ssd efficiency of the bf16 peak (config refuses
+ * Mamba layers on a table without one).  The
  * backward is taken as twice the forward's flops at the same efficiency
  * [assumed: kernels.md has no backward figure]. */
 double compute_ssd_s(const cluster_spec *c, double flops, double bytes, bool backward);

@@ -2113,6 +2113,12 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
             return cfg_err_key(c, err, SIM_EINVAL, "peft.target_modules",
                                "LoRA needs at least one target module");
     }
+    /* The SSD scan's rate is a kernel-table figure, like every kernel's. */
+    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
+        if (m->layers[i].mixer == MODEL_MIXER_MAMBA && !(in->cluster.compute.kernels.ssd_efficiency > 0))
+            return cfg_err_key(c, err, SIM_EINVAL, "cluster.compute.kernels",
+                               "Mamba layers need the ssd entry of the GPU's kernel table (its SSD scan "
+                               "efficiency); this topology has none");
     return SIM_OK;
 }
 

@@ -400,3 +400,25 @@ Test(hybrid, nemotron_3_nano_4b_preset)
     preset_matches_and_runs("nemotron-3-nano-4b", "M-M-M-MM-M-M*-M-M*-M-M-M*-M-M-MM*-MMM-M-M-",
                             "cluster.num_gpus=8 model.tensor_model_parallel_size=2 train.global_batch_size=16");
 }
+
+/* The SSD scan's rate is a kernel-table figure: a topology whose table has
+ * no ssd entry (a scratch copy of the H100 one without it) refuses Mamba
+ * layers, naming the key. */
+Test(hybrid, mamba_layers_need_the_tables_ssd_entry)
+{
+    char dir[] = "/tmp/parsim-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "grep -v '^  ssd = ' '%s/kernels/h100.cfg' > '%s/h100-nossd.cfg'", PARSIM_SOURCE_DIR,
+             dir);
+    cr_assert_eq(system(cmd), 0);
+    char args[1024];
+    snprintf(args, sizeof args,
+             "run model.name=nemotron-h-8b cluster.topology=dgx-h100 cluster.num_gpus=8 "
+             "train.global_batch_size=8 cluster.compute.kernels='%s/h100-nossd.cfg'", dir);
+    result r;
+    run(&r, args);
+    expect_refusal(&r, "no ssd entry", "cluster.compute.kernels", "ssd");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
