@@ -127,6 +127,14 @@ bool model_is_moe(const model_spec *m)
     return m->num_moe_experts > 0;
 }
 
+bool model_has_mamba(const model_spec *m)
+{
+    for (int64_t i = 0; m->hybrid && i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
+        if (m->layers[i].mixer == MODEL_MIXER_MAMBA)
+            return true;
+    return false;
+}
+
 /* Layer `layer` when it exists (0-based), else NULL. */
 static const model_layer *layer_at(const model_spec *m, int64_t layer)
 {

@@ -90,7 +90,7 @@ static const char *conv_names[FC_COUNT] = {
 
 static const char *family_names[VFAM_COUNT] = { "time", "memory", "tflops-flagged" };
 
-static const char *feature_names[VFEAT_COUNT] = { "PP>1", "VP", "CP", "EP", "FP8", "MoE" };
+static const char *feature_names[VFEAT_COUNT] = { "PP>1", "VP", "CP", "EP", "FP8", "Mamba", "MoE" };
 
 /* Columns validate reads. */
 static const char *needed_columns[] = {
@@ -663,6 +663,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         set_skip(c, "model '%s': %s", c->model, buf);
     }
     bool moe = have_model && model_is_moe(&m);
+    bool mamba = have_model && model_has_mamba(&m);
 
     add_over(c, "model.name=%s", c->model);
     add_over(c, "cluster.topology=%s", topology);
@@ -948,6 +949,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
     c->feat[VFEAT_CP] = cp > 1;
     c->feat[VFEAT_EP] = ep > 1;
     c->feat[VFEAT_FP8] = is_fp8_family(prec);
+    c->feat[VFEAT_MAMBA] = mamba;
     c->feat[VFEAT_MOE] = moe;
 
     if (recipes) {

@@ -113,9 +113,10 @@ typedef enum {
 
 typedef enum { VFAM_TIME = 0, VFAM_MEMORY, VFAM_TFLOPS_FLAGGED, VFAM_COUNT } vfamily;
 
-/* VFEAT_MOE: the model has experts (the summary's "arch" groups and the
+/* VFEAT_MAMBA: the model's layer pattern has Mamba-2 mixers (hybrid models).
+ * VFEAT_MOE: the model has experts (the summary's "arch" groups and the
  * --rows name `arch`, rather than a feature line). */
-typedef enum { VFEAT_PP = 0, VFEAT_VP, VFEAT_CP, VFEAT_EP, VFEAT_FP8, VFEAT_MOE, VFEAT_COUNT } vfeature;
+typedef enum { VFEAT_PP = 0, VFEAT_VP, VFEAT_CP, VFEAT_EP, VFEAT_FP8, VFEAT_MAMBA, VFEAT_MOE, VFEAT_COUNT } vfeature;
 
 #define VCASE_MAX_OVER 40
 #define VCASE_OVER_LEN 320

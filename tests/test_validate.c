@@ -532,3 +532,17 @@ Test(validate_cli, skipped_rows_have_no_fit_verdict)
     remove(path);
     rmdir(dir);
 }
+
+/* A hybrid Mamba row is its own feature group; a transformer row is not in it. */
+Test(validate_cli, mamba_rows_are_a_feature_group)
+{
+    result r;
+    run(&r, "validate tests/data/validate_hybrid.csv");
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    const char *g = strstr(r.out, "feature Mamba");
+    cr_assert(g, "%s", r.out);
+    int rows = -1, predicted = -1;
+    cr_assert_eq(sscanf(g, "feature Mamba %d %d", &rows, &predicted), 2, "%s", g);
+    cr_assert_eq(rows, 1, "%s", g);
+    cr_assert_eq(predicted, 1, "%s", g);
+}
