@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "config.h"
 #include "report.h"
+#include "sizing.h"
 #include "step.h"
 #include "strategy.h"
 #include "trace.h"
@@ -100,6 +101,7 @@ int cmd_run(int argc, char **argv)
     }
     if (layout) {
         strategy_print_layout(&s, &in.cluster, stdout);
+        sizing_print(&in.model, &s, &in.cluster, stdout);
         goto out;
     }
     step_t *st = NULL;
