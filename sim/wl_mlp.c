@@ -1,0 +1,193 @@
+/* wl_mlp: the MLP's passes, dense and MoE (wl_build.h).
+ *
+ * Dense MLP as two TP linears around the activation; MoE as the router,
+ * the shared experts, permute, the EP exchange (all-to-all, allgather
+ * dispatcher or the flex dispatcher's kernels), ETP gather, the grouped
+ * expert GEMMs and their way back.
+ */
+#include "wl_build.h"
+
+#include <math.h>
+
+/* ---- MLP ------------------------------------------------------------- */
+
+static void dense_mlp_fwd(const ctx *x, wl_opbuf *b, double F, const char *pfx_fc1,
+                          const char *pfx_act, const char *pfx_fc2)
+{
+    double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
+    column_fwd(x, b, pfx_fc1, x->T, F * glu / x->t, x->h, LORA_FC1);
+    then(b, pfx_act, STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (glu + 1.0) / x->t));
+    row_fwd(x, b, pfx_fc2, x->T, x->h, F / x->t, LORA_FC2);
+}
+
+static void dense_mlp_bwd(const ctx *x, wl_opbuf *b, double F)
+{
+    double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
+    row_bwd(x, b, "fc2_dgrad", "fc2_wgrad", x->T, x->h, F / x->t, LORA_FC2);
+    then(b, "act_bwd", STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (2.0 * glu + 1.0) / x->t));
+    column_bwd(x, b, "fc1_dgrad", "fc1_wgrad", x->T, F * glu / x->t, x->h, LORA_FC1);
+}
+
+/* One EP exchange of the routed rows: the flex dispatcher's kernels at the
+ * kernel table's rates where it has them (paced by the placement that
+ * spans the most domains), else an all-to-all. */
+static double ep_a2a_s(const ctx *x, bool combine, double bytes)
+{
+    const strategy_t *s = x->s;
+    double t;
+    if (s->par.moe_token_dispatcher == MOE_DISPATCHER_FLEX &&
+        compute_flex_s(x->c, (kt_flex_backend)s->par.moe_flex_backend, combine, (double)s->ep,
+                       (double)s->places[GROUP_EP].span[s->places[GROUP_EP].worst].domains, bytes, &t))
+        return t;
+    return coll(x, GROUP_EP, COLL_ALL_TO_ALL, bytes);
+}
+
+/* The grouped expert GEMMs of Transformer Engine's GroupedLinear loop
+ * cuBLAS over the local experts on several streams ("multi-stream cuBLAS
+ * (TE)", kernels.md §1.3): one launch per expert, when
+ * cluster.host.grouped_gemm_per_expert; the quantize of their inputs
+ * likewise with grouped_quantize_per_expert. */
+static void expert_gemm(const ctx *x, wl_opbuf *b, const char *name, double seconds)
+{
+    int32_t i = then(b, name, STREAM_COMPUTE, seconds);
+    if (x->c->host.grouped_gemm_per_expert)
+        set_launches(b, i, local_experts(x));
+}
+
+static void expert_cast(const ctx *x, wl_opbuf *b, double elements)
+{
+    int32_t n = b->n;
+    cast(x, b, elements);
+    if (b->n > n && x->c->host.grouped_quantize_per_expert)
+        set_launches(b, b->n - 1, local_experts(x));
+}
+
+/* Routed experts with the all-to-all dispatcher: tokens of this rank times
+ * top-k leave through the EP all-to-all, are gathered over ETP, run
+ * through this rank's experts (grouped GEMMs) and come back. */
+static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
+{
+    const model_spec *m = x->m;
+    const strategy_t *s = x->s;
+    double glu = m->gated_linear_unit ? 2.0 : 1.0;
+    double k = (double)m->moe_router_topk;
+    double etp = (double)s->etp;
+    double sent = x->T_sp * k;                 /* rows this rank dispatches */
+    /* Balanced routing fills each expert to its share; a capacity factor c
+     * drops what is beyond c shares, and padding fills every expert to c. */
+    double cf = s->par.moe_capacity_factor;
+    if (cf > 0)
+        sent *= s->par.moe_pad_to_capacity ? cf : fmin(cf, 1.0);
+    double rows = sent * etp;                  /* rows its experts process */
+    double Fe = (double)model_moe_ffn(m) / etp;
+    /* Experts on this rank, each fed rows / E_loc rows (balanced routing). */
+    double E_loc = local_experts(x);
+    double a2a_bytes = sent * x->h * 2.0;
+    /* The allgather dispatcher gathers every token of the ETP x EP group
+     * (hidden states and routing) and reduce-scatters the results back;
+     * alltoall (and flex, DeepEP's fused form) move only the routed rows. */
+    bool allgather = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLGATHER && s->ep * s->etp > 1;
+    double ag_bytes = x->T_sp * x->h * 2.0 * (double)(s->ep * s->etp);
+    const char *gather = allgather ? "ep_allgather" : "ep_dispatch";
+    const char *scatter = allgather ? "ep_reduce_scatter" : "ep_combine";
+    /* Both directions of one exchange: (all-to-all, or the allgather
+     * dispatcher's all-gather / reduce-scatter). */
+#define EP_EXCHANGE(name, coll_a2a, coll_ag)                                                                 \
+    do {                                                                                                     \
+        if (allgather && !x->ideal)                                                                          \
+            then(b, name, STREAM_EP, net_collective_worst_s(x->c, &x->tp_ep_places, coll_ag, ag_bytes));                     \
+        else if (!allgather && has(x, GROUP_EP))                                                             \
+            then(b, name, STREAM_EP, ep_a2a_s(x, coll_ag == COLL_REDUCE_SCATTER, a2a_bytes));               \
+    } while (0)
+    bool etp_comm = !allgather && has(x, GROUP_ETP);
+    /* flex (DeepEP): a token crosses to another NVLink domain once per
+     * domain it is routed to, then fans out over NVLink, instead of once per
+     * expert.  With uniform routing of k experts over D domains it reaches
+     * D(1 - (1 - 1/D)^k) of them, and at most moe_router_group_topk under
+     * group-limited routing; the all-to-all's bytes shrink by that over k. */
+    if (s->par.moe_token_dispatcher == MOE_DISPATCHER_FLEX && !s->groups[GROUP_EP].in_nvlink_domain) {
+        double D = (double)s->groups[GROUP_EP].domains;
+        double reach = D * (1.0 - pow(1.0 - 1.0 / D, k));
+        if (m->moe_router_group_topk > 0 && (double)m->moe_router_group_topk < reach)
+            reach = (double)m->moe_router_group_topk;
+        if (reach < k)
+            a2a_bytes *= reach / k;
+    }
+    if (!bwd) {
+        then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
+        module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, false));
+        then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        /* Dropless: the dispatch needs the token counts on the host; padded
+         * to capacity, the shapes are static and nothing waits. */
+        module(b, WL_SCOPE_MOE, !s->par.moe_pad_to_capacity, moe_ops(x, false));
+        EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
+        if (etp_comm)
+            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
+        expert_cast(x, b, rows * x->h);
+        expert_gemm(x, b, "expert_fc1", ggemm(x, b, E_loc, rows / E_loc, Fe * glu, x->h));
+        then(b, "expert_act", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (glu + 1.0)));
+        expert_cast(x, b, rows * Fe);
+        expert_gemm(x, b, "expert_fc2", ggemm(x, b, E_loc, rows / E_loc, x->h, Fe));
+        if (etp_comm)
+            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
+        EP_EXCHANGE(scatter, COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
+        then(b, "unpermute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+    } else {
+        then(b, "unpermute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        /* Backward of a reduce-scatter is an all-gather and vice versa. */
+        EP_EXCHANGE(allgather ? "ep_allgather_bwd" : "ep_combine_bwd", COLL_ALL_TO_ALL, COLL_ALL_GATHER);
+        if (etp_comm)
+            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
+        expert_cast(x, b, rows * x->h);
+        expert_gemm(x, b, "expert_fc2_dgrad", ggemm(x, b, E_loc, rows / E_loc, Fe, x->h));
+        expert_gemm(x, b, "expert_fc2_wgrad", ggemm(x, b, E_loc, Fe, x->h, rows / E_loc));
+        then(b, "expert_act_bwd", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (2.0 * glu + 1.0)));
+        expert_cast(x, b, rows * Fe * glu);
+        expert_gemm(x, b, "expert_fc1_dgrad", ggemm(x, b, E_loc, rows / E_loc, x->h, Fe * glu));
+        expert_gemm(x, b, "expert_fc1_wgrad", ggemm(x, b, E_loc, Fe * glu, x->h, rows / E_loc));
+        if (etp_comm)
+            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
+        EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
+        module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, true));
+        then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        module(b, WL_SCOPE_MOE_ROUTER, false, router_ops(x, true));
+        then(b, "router_bwd", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, (double)m->num_moe_experts));
+        then(b, "router_wgrad", STREAM_COMPUTE, gemm(x, b, (double)m->num_moe_experts, x->h, x->T_sp));
+    }
+#undef EP_EXCHANGE
+}
+
+void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
+{
+    /* the router's scope holds the shared experts */
+    module(b, moe ? WL_SCOPE_MOE_ROUTER : WL_SCOPE_MLP, false,
+           moe ? router_ops(x, false) : host_ops(x, HOST_OPS_MLP, false));
+    then(b, "ln2", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
+    if (!moe) {
+        dense_mlp_fwd(x, b, (double)x->m->ffn_hidden_size, "fc1", "act", "fc2");
+    } else {
+        double Fsh = (double)x->m->moe_shared_expert_intermediate_size;
+        if (Fsh > 0)
+            dense_mlp_fwd(x, b, Fsh, "shared_fc1", "shared_act", "shared_fc2");
+        moe_fwd(x, b, false);
+    }
+    then(b, "bias_dropout_add", STREAM_COMPUTE, mem(x, 7.0 * x->T_sp * x->h));
+}
+
+void mlp_bwd(const ctx *x, wl_opbuf *b, bool moe, bool recompute_mlp)
+{
+    module(b, moe ? WL_SCOPE_MOE : WL_SCOPE_MLP, false, moe ? moe_ops(x, true) : host_ops(x, HOST_OPS_MLP, true));
+    then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
+    if (!moe) {
+        double F = (double)x->m->ffn_hidden_size;
+        if (recompute_mlp)
+            dense_mlp_fwd(x, b, F, "fc1", "act", "fc2");
+        dense_mlp_bwd(x, b, F);
+    } else {
+        moe_fwd(x, b, true);
+        double Fsh = (double)x->m->moe_shared_expert_intermediate_size;
+        if (Fsh > 0)
+            dense_mlp_bwd(x, b, Fsh);
+    }
+    then(b, "ln2_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
+}
