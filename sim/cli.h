@@ -62,5 +62,6 @@ int cmd_compare(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_presets(int argc, char **argv);
 
 #endif

@@ -157,6 +157,11 @@ static void fmt_value(const cfg_value *v, char *buf, size_t len)
 
 /* --------------------------------------------------------------- storage */
 
+const char *cfg_data_dir(const cfg_t *c)
+{
+    return c->data_dir;
+}
+
 cfg_t *cfg_create(const char *data_dir)
 {
     cfg_t *c = calloc(1, sizeof *c);

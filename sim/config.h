@@ -74,6 +74,9 @@ typedef struct run_inputs {
 cfg_t *cfg_create(const char *data_dir);
 void cfg_destroy(cfg_t *c);
 
+/* The folder presets are read from (models/, topologies/, kernels/). */
+const char *cfg_data_dir(const cfg_t *c);
+
 /* Reads a libconfig file into *lc (initialized here; the caller destroys
  * it on SIM_OK): @include relative to the file, and on failure a message
  * with the file and line of a syntax error or why it cannot be opened.
