@@ -220,6 +220,23 @@ static int split_by_layout(strategy_t *s, const model_spec *m, const cfg_t *cfg,
     return SIM_OK;
 }
 
+
+/* What would make an uneven layer count split (Megatron's uneven-pipeline
+ * keys), for the message that refuses it. */
+static void uneven_split_hint(int64_t L, int64_t p, int64_t v, bool counted, char *buf, size_t len)
+{
+    if (!counted && (L + 2) % p == 0 && ((L + 2) / p) % v == 0)
+        snprintf(buf, len, "; %" PRId64 " + 2 = %" PRId64 " would split: model.account_for_embedding_in_pipeline_split"
+                 "=true model.account_for_loss_in_pipeline_split=true count the embedding and the loss as layers",
+                 L, L + 2);
+    else if (!counted && (L + 1) % p == 0 && ((L + 1) / p) % v == 0)
+        snprintf(buf, len, "; %" PRId64 " + 1 = %" PRId64 " would split: model.account_for_embedding_in_pipeline_split"
+                 "=true (or account_for_loss_in_pipeline_split) counts one of them as a layer", L, L + 1);
+    else
+        snprintf(buf, len, "; uneven splits: model.num_layers_in_first_pipeline_stage / "
+                 "num_layers_in_last_pipeline_stage, or model.pipeline_model_parallel_layout");
+}
+
 static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, sim_err *err)
 {
     const parallel_spec *par = &s->par;
@@ -286,9 +303,13 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
     } else {
         int64_t units = L + (acc_emb ? 1 : 0) + (acc_loss ? 1 : 0);
         const char *key = acc_emb || acc_loss ? "model.account_for_embedding_in_pipeline_split" : K_PP;
-        if (units % p != 0)
+        if (units % p != 0) {
+            char hint[320];
+            uneven_split_hint(L, p, v, acc_emb || acc_loss, hint, sizeof hint);
             return BAD(key, "num_layers (%" PRId64 "%s) must be divisible by pipeline_model_parallel_size (%"
-                       PRId64 ")", units, acc_emb || acc_loss ? ", with embedding/loss counted as layers" : "", p);
+                       PRId64 ")%s", units, acc_emb || acc_loss ? ", with embedding/loss counted as layers" : "", p,
+                       hint);
+        }
         if ((units / p) % v != 0)
             return BAD(K_VP, "layers per pipeline stage (%" PRId64 " = %" PRId64 "/%" PRId64
                        ") must be divisible by virtual_pipeline_model_parallel_size (%" PRId64 ")",

@@ -47,3 +47,18 @@ Test(sizing, groups_across_the_nvlink_domain)
     cr_expect(strstr(r.out, "SP             off (needs TP > 1)"), "%s", r.out);
     cr_expect(strstr(r.out, "32K tokens and more: CP 4-8, hierarchical (cp_comm_type a2a+p2p)"), "%s", r.out);
 }
+
+/* An uneven layer count is refused with the keys that would split it. */
+Test(sizing, uneven_layers_name_the_keys_that_split_them)
+{
+    result r;
+    run(&r, "run model.name=llama3.1-405b cluster.topology=dgx-h100 cluster.num_gpus=64 "
+            "model.pipeline_model_parallel_size=8 model.tensor_model_parallel_size=8 train.global_batch_size=64");
+    expect_refusal(&r, "126 layers on 8 stages", "num_layers (126) must be divisible by pipeline_model_parallel_size (8)",
+                   "126 + 2 = 128 would split: model.account_for_embedding_in_pipeline_split=true "
+                   "model.account_for_loss_in_pipeline_split=true");
+    run(&r, "run model.name=llama3.1-405b cluster.topology=dgx-h100 cluster.num_gpus=40 "
+            "model.pipeline_model_parallel_size=5 model.tensor_model_parallel_size=8 train.global_batch_size=64");
+    expect_refusal(&r, "126 layers on 5 stages", "uneven splits: model.num_layers_in_first_pipeline_stage",
+                   "model.pipeline_model_parallel_layout");
+}
