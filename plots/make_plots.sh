@@ -6,11 +6,13 @@
 #       timeline.png    the pipeline schedule of one step (Llama 3 8B, TP 2, PP 4,
 #                       VP 2, 8 microbatches), a Gantt per stage and stream
 #       pareto.png      step time vs memory of configs/sweep-llama3-70b.cfg, with
-#                       the Pareto front of the configurations that fit in 80 GiB
+#                       the Pareto front of the configurations that fit in the GPU's
+#                       memory as parsim counts it (74.5 GiB of an 80 GB H100)
 #       scaling.png     tokens/s per GPU vs GPUs from configs/sweep-scaling.cfg
 #       validation.png  predicted vs measured over bench/validation/public.csv
 #
-#   plots/make_plots.sh --timeline   TRACE.json     OUT.png   (parsim run --trace)
+#   plots/make_plots.sh --timeline   TRACE.json     OUT.png [T0:T1]  (parsim run --trace;
+#                                                      T0:T1 a window in ms)
 #   plots/make_plots.sh --pareto     SWEEP.csv      OUT.png [GPU_MEMORY_GIB]
 #   plots/make_plots.sh --scaling    SWEEP.csv      OUT.png [SERIES_COLUMN]
 #   plots/make_plots.sh --validation VALIDATE.csv   OUT.png   (parsim validate --out)
@@ -32,10 +34,18 @@ trap 'rm -rf "$tmpdir"' EXIT
 
 cols() { awk -f "$here/csvcols.awk" -v cols="$1" "$2"; }
 
-timeline() { # TRACE.json OUT.png [TITLE]
-    awk -f "$here/trace2gantt.awk" -v out="$tmpdir/tl" "$1"
-    [ -s "$tmpdir/tl.boxes" ] || die "$1: no events (is it a parsim trace?)"
-    gnuplot -e "in='$tmpdir/tl'; out='$2'; title='${3:-pipeline timeline: $(basename "$1")}'" "$here/timeline.gp"
+timeline() { # TRACE.json OUT.png [T0:T1] [TITLE]
+    win=""; awin=""
+    if [ -n "${3:-}" ]; then
+        t0=${3%%:*}; t1=${3#*:}
+        printf '%s\n%s\n' "$t0" "$t1" | grep -qvE '^[0-9]+([.][0-9]+)?$' && die "window '$3': want T0:T1 in ms, e.g. 0:2000"
+        awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b + 0 > a + 0) }' || die "window '$3': T1 must be after T0"
+        win="; t0=$t0; t1=$t1"; awin="-v t0=$t0 -v t1=$t1"
+    fi
+    # shellcheck disable=SC2086 # $awin is two awk options or nothing
+    awk -f "$here/trace2gantt.awk" -v out="$tmpdir/tl" $awin "$1"
+    [ -s "$tmpdir/tl.boxes" ] || die "$1: no events${3:+ in the window $3} (is it a parsim trace?)"
+    gnuplot -e "in='$tmpdir/tl'; out='$2'; title='${4:-pipeline timeline: $(basename "$1")${3:+, $3 ms}}'$win" "$here/timeline.gp"
 }
 
 pareto() { # SWEEP.csv OUT.png [GPU_MEMORY_GIB]
@@ -79,7 +89,7 @@ validation() { # VALIDATE.csv OUT.png
 }
 
 case "${1:-}" in
---timeline) [ $# -ge 3 ] || die "usage: --timeline TRACE.json OUT.png"; timeline "$2" "$3"; exit ;;
+--timeline) [ $# -ge 3 ] || die "usage: --timeline TRACE.json OUT.png [T0:T1]"; timeline "$2" "$3" "${4:-}"; exit ;;
 --pareto) [ $# -ge 3 ] || die "usage: --pareto SWEEP.csv OUT.png [GPU_MEMORY_GIB]"; pareto "$2" "$3" "${4:-}"; exit ;;
 --scaling) [ $# -ge 3 ] || die "usage: --scaling SWEEP.csv OUT.png [SERIES_COLUMN]"; scaling "$2" "$3" "${4:-}"; exit ;;
 --validation) [ $# -ge 3 ] || die "usage: --validation VALIDATE.csv OUT.png"; validation "$2" "$3"; exit ;;
@@ -97,13 +107,17 @@ echo "timeline:   $out/timeline.png"
     model.tensor_model_parallel_size=2 model.pipeline_model_parallel_size=4 \
     model.virtual_pipeline_model_parallel_size=2 train.global_batch_size=8 train.micro_batch_size=1 \
     --trace "$out/timeline.json" > "$out/timeline.txt"
-timeline "$out/timeline.json" "$out/timeline.png" \
-    "Llama 3 8B, 8 H100: TP 2, PP 4, interleaved VP 2, 8 microbatches (numbered from 1)"
+timeline "$out/timeline.json" "$out/timeline.png" "" \
+    "Llama 3 8B, 8 H100: TP 2, PP 4, interleaved VP 2, 8 microbatches (numbered from 0, as in the trace)"
 
 echo "pareto:     $out/pareto.png"
 rm -f "$out/sweep-llama3-70b.csv"
 "$PARSIM" sweep configs/sweep-llama3-70b.cfg --jobs "$JOBS" --out "$out/sweep-llama3-70b.csv"
-pareto "$out/sweep-llama3-70b.csv" "$out/pareto.png" 80
+# the GPU memory parsim fits against (74.5 GiB of an 80 GB H100), from the sweep's base config
+hbm=$("$PARSIM" run configs/llama3-70b-h100x64.cfg --format json | tr ',{' '\n\n' |
+    awk -F: '/"hbm_capacity_bytes"/ { printf("%.1f", $2 / 2^30); exit }')
+[ -n "$hbm" ] || die "no hbm_capacity_bytes in parsim's JSON report"
+pareto "$out/sweep-llama3-70b.csv" "$out/pareto.png" "$hbm"
 
 echo "scaling:    $out/scaling.png"
 rm -f "$out/sweep-scaling.csv"
