@@ -935,6 +935,8 @@ static const key_def keys[] = {
           "Mamba-2 heads H; 0 = 2*hidden_size/mamba_head_dim"),
     K_INT("model.mamba_chunk_size", model.mamba_chunk_size, "128", RG_GE1, LIMIT_SEQ_TOKENS,
           "Mamba-2 SSD chunk length, tokens"),
+    K_BOOL("model.use_mamba_mem_eff_path", model.mamba_mem_eff_path, "true",
+           "Mamba-2 mixer as the fused conv1d + scan + norm kernel (false: separate kernels, conv output kept)"),
     K_INT("model.hidden_size", model.hidden_size, NULL, RG_GE1, LIMIT_WIDTH, "hidden size h"),
     K_INT("model.ffn_hidden_size", model.ffn_hidden_size, "0", RG_GE0, LIMIT_WIDTH,
           "dense MLP hidden size F; 0 = 4*hidden_size"),
@@ -2035,13 +2037,24 @@ static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
     return SIM_OK;
 }
 
+/* use_mamba_mem_eff_path = false changes nothing without Mamba layers:
+ * refused rather than accepted for nothing. */
+static int no_mamba_path(const cfg_t *c, const model_spec *m, sim_err *err)
+{
+    if (m->mamba_mem_eff_path)
+        return SIM_OK;
+    return cfg_err_key(c, err, SIM_EINVAL, "model.use_mamba_mem_eff_path",
+                       "false selects the Mamba mixer's unfused path, but the model has no Mamba layer "
+                       "(M in model.hybrid_layer_pattern)");
+}
+
 /* Rules between model keys that the key table cannot express alone. */
 /* Hybrid models: E layers need experts; the Mamba-2 shape rules of
  * megatron/core/ssm/mamba_mixer.py:239-274 that do not involve TP. */
 static int check_hybrid(const cfg_t *c, model_spec *m, sim_err *err)
 {
     if (!m->hybrid)
-        return SIM_OK;
+        return no_mamba_path(c, m, err);
     int64_t n = 0;
     while (n < MODEL_MAX_LAYERS && (m->layers[n].mixer != MODEL_MIXER_NONE || m->layers[n].mlp != MODEL_MLP_NONE))
         n++;
@@ -2061,7 +2074,7 @@ static int check_hybrid(const cfg_t *c, model_spec *m, sim_err *err)
                            "multi-token prediction in a hybrid model is not modeled yet (got %" PRId64 ")",
                            m->mtp_num_layers);
     if (!mamba)
-        return SIM_OK;
+        return no_mamba_path(c, m, err);
     if (m->mamba_num_heads == 0) {
         /* transformer_config.py:1259-1270: expand 2 */
         if ((2 * m->hidden_size) % m->mamba_head_dim != 0)

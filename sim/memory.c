@@ -159,7 +159,16 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
  * mamba_split_conv1d_scan_combined saves (megatron-features.md B.5,
  * derived there): the in_proj output zxBCdt (2 d_in + 2GN + H), out_x, the
  * gated norm's input and out_proj's input (d_in each), over TP; conv
- * outputs and chunk states are recomputed in its backward. */
+ * outputs and chunk states are recomputed in its backward.  With CP the
+ * kernel saves zxBCdt after the all-to-all: the whole sequence at 1/cp of
+ * the widths, the same per token of this rank but for the B and C groups
+ * repeated r = group_repeat_count times, so per token of s/cp, bf16:
+ *   (2 d_in + 2 r G N + H + 3 d_in) / t.
+ * Unfused (use_mamba_mem_eff_path false) the conv output x, B, C
+ * (d_in + 2 r G N) is kept for the scan, which keeps its output y (the
+ * gated norm's input, d_in) and dA_cumsum (fp32 per head) [assumed from
+ * mamba_ssm's chunk-scan autograd function]; out_proj's input as before:
+ *   (2 d_in + 2 r G N + H + 3 d_in + 2 r G N) / t elements + 4 H / t bytes. */
 static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, int mixer, int mlp)
 {
     const model_spec *m = &in->model;
@@ -209,7 +218,12 @@ static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
         if (par->attention_backend == ATTN_UNFUSED && !(mods & RECOMPUTE_MOD_CORE_ATTN))
             tp_part += 5.0 * (double)m->num_attention_heads * sb * (double)m->seq_length;
     } else if (mixer == MODEL_MIXER_MAMBA) {
-        tp_part = 2.0 * sb * (model_mamba_in_proj_width(m) + 3.0 * model_mamba_d_inner(m));
+        double r = (double)strategy_mamba_group_repeat(m, s->tp, s->cp);
+        double rgn = (r - 1.0) * (double)m->mamba_num_groups * (double)m->mamba_state_dim; /* the repeats */
+        tp_part = 2.0 * sb * (model_mamba_in_proj_width(m) + 2.0 * rgn + 3.0 * model_mamba_d_inner(m));
+        if (!m->mamba_mem_eff_path)
+            tp_part += 2.0 * sb * 2.0 * (rgn + (double)m->mamba_num_groups * (double)m->mamba_state_dim) +
+                       4.0 * sb * (double)m->mamba_num_heads;
     }
     bool moe_layer = mlp == MODEL_MLP_MOE;
 

@@ -38,6 +38,7 @@ void model_defaults(model_spec *m)
     m->mamba_head_dim = 64;
     m->mamba_num_groups = 8;
     m->mamba_chunk_size = 128;
+    m->mamba_mem_eff_path = true;
     /* layers[] stays all zeros (attention + dense MLP): config fills it
      * from moe_layer_freq and window_attn_skip_freq. */
 }

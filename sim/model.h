@@ -85,6 +85,7 @@ typedef struct model_spec {
     int64_t mamba_num_groups;  /* G */
     int64_t mamba_num_heads;   /* H; 0 = 2h / P */
     int64_t mamba_chunk_size;  /* SSD chunk length */
+    bool mamba_mem_eff_path;   /* use_mamba_mem_eff_path: the fused kernel */
 } model_spec;
 
 /* Fills the defaults every model_spec starts from (Megatron's defaults). */

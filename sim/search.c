@@ -629,8 +629,10 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
                 for (int vi = 0; vi < vps.n; vi++)
                     for (int ci = 0; ci < cps.n; ci++) {
                         int64_t tpp, mp;
+                        /* Mamba layers: heads and groups over TP and CP */
                         if (__builtin_mul_overflow(tp, pp, &tpp) ||
-                            __builtin_mul_overflow(tpp, cps.v[ci], &mp) || mp > W)
+                            __builtin_mul_overflow(tpp, cps.v[ci], &mp) || mp > W ||
+                            strategy_check_mamba(m, tp, cps.v[ci], NULL, NULL) != SIM_OK)
                             continue;
                         search_cand c;
                         memset(&c, 0, sizeof c);
@@ -918,6 +920,9 @@ static int check_pinned(const run_inputs *b, const search_opts *o, sim_err *err)
     if (pinned(o, SEARCH_DIM_TP) && (rc = strategy_check_tp(&b->model, b->par.tp, NULL, err)))
         return rc;
     if (pinned(o, SEARCH_DIM_CP) && (rc = strategy_check_cp(&b->model, b->par.cp, NULL, err)))
+        return rc;
+    if (pinned(o, SEARCH_DIM_TP) &&
+        (rc = strategy_check_mamba(&b->model, b->par.tp, pinned(o, SEARCH_DIM_CP) ? b->par.cp : 1, NULL, err)))
         return rc;
     if (pinned(o, SEARCH_DIM_EP) && (rc = strategy_check_ep(&b->model, b->par.ep, NULL, err)))
         return rc;

@@ -20,6 +20,8 @@
  *        all_gather, a2a (heads per TP rank divisible by CP) and a2a+p2p
  *        for every a2a level 2, 4, .. below CP dividing those heads
  *   EP   divisors of the experts (MoE only); ETP in {1, TP} (MoE only)
+ *   Mamba layers: only (TP, CP) pairs their rules admit
+ *        (strategy_check_mamba), pruned while enumerating
  *   SP   on and off when TP > 1; MBS in {1, 2, 4, 8}
  *   recompute none / selective (the config's recompute_modules) / full
  *   distributed optimizer on and off (off only where it changes anything)

@@ -110,25 +110,42 @@ static int check_world(strategy_t *s, const struct cfg *cfg, sim_err *err)
                s->min_gpus, note);
 }
 
-/* Mamba-2 mixers under TP and CP (megatron/core/ssm/mamba_mixer.py:259-274):
- * heads and groups split over TP.  CP needs the head-parallel all-to-all
- * of mamba_context_parallel.py, which parsim does not model yet. */
-static int check_mamba(const model_spec *m, const strategy_t *s, const cfg_t *cfg, sim_err *err)
+/* Mamba-2 mixers under TP and CP (megatron/core/ssm/mamba_mixer.py:259-274,
+ * mamba_context_parallel.py:104-129): heads and groups split over TP; CP
+ * is the head-parallel all-to-all, so the heads of a TP rank split over
+ * CP.  Groups of a TP rank split over CP too, or, when fewer than CP, are
+ * repeated CP / (G/TP) times (group_repeat_count, an integer). */
+static bool has_mamba(const model_spec *m)
 {
-    bool mamba = false;
-    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS && !mamba; i++)
-        mamba = m->hybrid && m->layers[i].mixer == MODEL_MIXER_MAMBA;
-    if (!mamba)
-        return SIM_OK;
-    if (m->mamba_num_heads % s->tp != 0)
+    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
+        if (m->hybrid && m->layers[i].mixer == MODEL_MIXER_MAMBA)
+            return true;
+    return false;
+}
+
+int64_t strategy_mamba_group_repeat(const model_spec *m, int64_t tp, int64_t cp)
+{
+    int64_t groups = tp >= 1 ? m->mamba_num_groups / tp : 0;
+    return groups >= 1 && groups < cp && cp % groups == 0 ? cp / groups : 1;
+}
+
+int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, const struct cfg *cfg, sim_err *err)
+{
+    if (!has_mamba(m) || tp < 1 || cp < 1)
+        return SIM_OK; /* tp, cp < 1: their own rules */
+    if (m->mamba_num_heads % tp != 0)
         return BAD("model.mamba_num_heads", "%" PRId64 " Mamba heads must be divisible by "
-                   "tensor_model_parallel_size (%" PRId64 ")", m->mamba_num_heads, s->tp);
-    if (m->mamba_num_groups % s->tp != 0)
+                   "tensor_model_parallel_size (%" PRId64 ")", m->mamba_num_heads, tp);
+    if (m->mamba_num_groups % tp != 0)
         return BAD("model.mamba_num_groups", "%" PRId64 " Mamba groups must be divisible by "
-                   "tensor_model_parallel_size (%" PRId64 ")", m->mamba_num_groups, s->tp);
-    if (s->cp > 1)
-        return BAD(K_CP, "context parallelism with Mamba layers (head-parallel all-to-all) is not modeled yet "
-                   "(got %" PRId64 ")", s->cp);
+                   "tensor_model_parallel_size (%" PRId64 ")", m->mamba_num_groups, tp);
+    int64_t heads = m->mamba_num_heads / tp, groups = m->mamba_num_groups / tp;
+    if (heads % cp != 0)
+        return BAD(K_CP, "the Mamba heads of a TP rank (mamba_num_heads / tensor_model_parallel_size = %" PRId64
+                   ") must be divisible by context_parallel_size (%" PRId64 ")", heads, cp);
+    if (groups % cp != 0 && cp % groups != 0)
+        return BAD(K_CP, "the Mamba groups of a TP rank (mamba_num_groups / tensor_model_parallel_size = %" PRId64
+                   ") and context_parallel_size (%" PRId64 ") must divide one another", groups, cp);
     return SIM_OK;
 }
 
@@ -432,7 +449,7 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
         (rc = strategy_check_tp(m, s->tp, cfg, err)))
         return rc;
 
-    if ((rc = check_mamba(m, s, cfg, err)))
+    if ((rc = strategy_check_mamba(m, s->tp, s->cp, cfg, err)))
         return rc;
 
     int64_t padded = 0;

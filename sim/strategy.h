@@ -199,6 +199,13 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
 int strategy_check_cp(const model_spec *m, int64_t cp, const struct cfg *cfg, sim_err *err);
 int strategy_check_ep(const model_spec *m, int64_t ep, const struct cfg *cfg, sim_err *err);
 int strategy_check_tp(const model_spec *m, int64_t tp, const struct cfg *cfg, sim_err *err);
+/* Mamba layers (none: SIM_OK): heads and groups divisible by TP, the
+ * heads of a TP rank by CP, its groups and CP dividing one another. */
+int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, const struct cfg *cfg, sim_err *err);
+/* Megatron's group_repeat_count (mamba_context_parallel.py:116-129): the
+ * groups of a TP rank, when fewer than CP, are repeated CP / (G/TP) times
+ * so that every CP rank holds one; else 1. */
+int64_t strategy_mamba_group_repeat(const model_spec *m, int64_t tp, int64_t cp);
 
 /* Coordinates of a global rank. */
 typedef struct rank_coords {

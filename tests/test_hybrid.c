@@ -103,7 +103,9 @@ Test(hybrid, cli_errors_name_the_key)
         { "run " NH8B "model.tensor_model_parallel_size=4 model.mamba_num_heads=8 model.mamba_num_groups=2",
           "model.mamba_num_groups: 2 Mamba groups must be divisible by tensor_model_parallel_size (4)" },
         { "run " NH8B "model.mamba_num_heads=100", "model.mamba_num_groups: mamba_num_heads (100) must be divisible" },
-        { "run " NH8B "model.context_parallel_size=2", "model.context_parallel_size: context parallelism with Mamba layers" },
+        { "run " NH8B "model.context_parallel_size=8 model.mamba_num_heads=12 model.mamba_num_groups=4",
+          "model.context_parallel_size: the Mamba heads of a TP rank (mamba_num_heads / tensor_model_parallel_size "
+          "= 12) must be divisible by context_parallel_size (8)" },
         { "run " NH8B "model.pipeline_model_parallel_size=2 "
           "'model.hybrid_layer_pattern=\"M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-|M-M-M-M-M*-M-M-|M-M-M-M-\"'",
           "model.hybrid_layer_pattern: has 3 pipeline segments ('|'), pipeline x virtual size is 2" },
