@@ -912,6 +912,16 @@ static bool out_of_memory(const search_cand *c, const size_t *idx, size_t n)
     return false;
 }
 
+/* A pinned CP that no TP legal for the attention heads makes legal for
+ * the Mamba layers: the error at TP 1 (a TP divides the groups). */
+static int mamba_cp_any_tp(const model_spec *m, int64_t cp, sim_err *err)
+{
+    for (int64_t t = 1; t <= m->mamba_num_groups; t++)
+        if (strategy_check_tp(m, t, NULL, NULL) == SIM_OK && strategy_check_mamba(m, t, cp, NULL, NULL) == SIM_OK)
+            return SIM_OK;
+    return strategy_check_mamba(m, 1, cp, NULL, err);
+}
+
 /* A pinned TP, CP or EP that breaks a rule of its own against the model
  * is the user's to change: no layout can make it legal. */
 static int check_pinned(const run_inputs *b, const search_opts *o, sim_err *err)
@@ -923,6 +933,8 @@ static int check_pinned(const run_inputs *b, const search_opts *o, sim_err *err)
         return rc;
     if (pinned(o, SEARCH_DIM_TP) &&
         (rc = strategy_check_mamba(&b->model, b->par.tp, pinned(o, SEARCH_DIM_CP) ? b->par.cp : 1, NULL, err)))
+        return rc;
+    if (pinned(o, SEARCH_DIM_CP) && !pinned(o, SEARCH_DIM_TP) && (rc = mamba_cp_any_tp(&b->model, b->par.cp, err)))
         return rc;
     if (pinned(o, SEARCH_DIM_EP) && (rc = strategy_check_ep(&b->model, b->par.ep, NULL, err)))
         return rc;

@@ -58,7 +58,8 @@ static void ssd_scan(const ctx *x, wl_opbuf *b, const mamba_core *k, bool bwd)
  * rank's tokens at its TP widths: d_in/t, d_in/t, r G N/t, r G N/t, H/t
  * (net counts the (cp-1)/cp that leaves).  Beside them the copy that
  * concatenates them and undoes attention's load-balancing order, and with
- * r > 1 the repeat of B and C (backward: the sum over the repeats). */
+ * r > 1 the repeat of B and C (backward: the sum over the repeats), each
+ * one read and one write of its tensor [assumed]. */
 static void cp_zxbcdt(const ctx *x, wl_opbuf *b, bool bwd)
 {
     const model_spec *m = x->m;

@@ -198,6 +198,10 @@ Test(mamba_cp, rules_refuse_naming_the_key)
           "Mamba layer" },
         { "search " NH8B "cluster.num_gpus=16 train.global_batch_size=16 model.tensor_model_parallel_size=16",
           "model.mamba_num_groups: 8 Mamba groups must be divisible by tensor_model_parallel_size (16)" },
+        { "search " NH8B "cluster.num_gpus=16 train.global_batch_size=16 model.mamba_num_heads=24 "
+          "model.context_parallel_size=16",
+          "model.context_parallel_size: the Mamba heads of a TP rank (mamba_num_heads / "
+          "tensor_model_parallel_size = 24) must be divisible by context_parallel_size (16)" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         result r;
