@@ -851,6 +851,7 @@ static int set_moe_layer_freq(const cfg_t *, const key_def *, const cfg_value *,
                               sim_err *);
 static int set_window_size(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_hybrid_pattern(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_mtp_pattern(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_window_skip(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_hier_cp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_microbench(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
@@ -905,6 +906,12 @@ static const char *const graph_mod_names[] = { "attn", "mlp", "moe", "moe_router
                                                "full_iteration" };
 static const int graph_mod_values[] = { GRAPH_MOD_ATTN, GRAPH_MOD_MLP, GRAPH_MOD_MOE, GRAPH_MOD_MOE_ROUTER,
                                         GRAPH_MOD_MOE_PREPROCESS, GRAPH_MOD_MAMBA, GRAPH_MOD_FULL_ITERATION };
+/* Megatron Bridge's activation_func (torch.nn.functional.gelu / silu /
+ * relu, megatron.core's squared_relu) and moe_router_score_function. */
+static const char *const act_names[] = { "gelu", "silu", "relu", "squared_relu" };
+static const int act_values[] = { MODEL_ACT_GELU, MODEL_ACT_SILU, MODEL_ACT_RELU, MODEL_ACT_SQUARED_RELU };
+static const char *const score_names[] = { "softmax", "sigmoid" };
+static const int score_values[] = { MODEL_ROUTER_SOFTMAX, MODEL_ROUTER_SIGMOID };
 static const char *const peft_names[] = { "none", "lora" };
 static const int peft_values[] = { 0, 1 };
 static const char *const lora_target_names[] = { "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2" };
@@ -924,8 +931,10 @@ static const key_def keys[] = {
     K_SET("model.hybrid_override_pattern", KT_STRING, "\"\"", set_hybrid_pattern,
           "deprecated name of model.hybrid_layer_pattern"),
     K_SET("model.hybrid_layer_pattern", KT_STRING, "\"\"", set_hybrid_pattern,
-          "hybrid model, one symbol a layer: M Mamba-2, * attention, - dense MLP, E MoE, | stage boundary; "
-          "sets num_layers"),
+          "hybrid model, one symbol a layer: M Mamba-2, * attention, - dense MLP, E MoE, | stage boundary, "
+          "/ MTP depth (main/mtp/mtp); sets num_layers and mtp_num_layers"),
+    K_SET("model.mtp_hybrid_override_pattern", KT_STRING, "\"\"", set_mtp_pattern,
+          "legacy hybrid MTP: the symbols of one MTP depth, repeated mtp_num_layers times"),
     K_INT("model.num_layers", model.num_layers, NULL, RG_GE1, MODEL_MAX_LAYERS,
           "transformer layers L (a hybrid pattern sets it)"),
     K_INT("model.mamba_state_dim", model.mamba_state_dim, "128", RG_GE1, LIMIT_WIDTH, "Mamba-2 state size N"),
@@ -972,6 +981,18 @@ static const key_def keys[] = {
           "group-limited routing: expert groups (DeepSeek-V3: 8); 0 = off"),
     K_INT("model.moe_router_group_topk", model.moe_router_group_topk, "0", RG_GE0, LIMIT_HEADS,
           "group-limited routing: groups one token may use (DeepSeek-V3: 4); 0 = off"),
+    K_INT("model.moe_latent_size", model.moe_latent_size, "0", RG_GE0, LIMIT_WIDTH,
+          "latent MoE: routed experts run at this width (h -> l before dispatch, l -> h after combine); "
+          "0 = none"),
+    K_ENUM("model.activation_func", model.activation_func, "\"gelu\"", act_names, act_values,
+           "MLP activation: gelu | silu | relu | squared_relu (one elementwise pass; the width follows "
+           "gated_linear_unit)"),
+    K_ENUM("model.moe_router_score_function", model.moe_router_score_function, "\"softmax\"", score_names,
+           score_values, "router scores: softmax | sigmoid"),
+    K_BOOL("model.moe_router_enable_expert_bias", model.moe_router_enable_expert_bias, "false",
+           "fp32 per-expert bias added to the scores that select the experts (aux-loss-free balancing)"),
+    K_FLT("model.moe_router_topk_scaling_factor", model.moe_router_topk_scaling_factor, "0", RG_GE0, 1e6, 1,
+          "scale on the top-k routing weights; 0 = none"),
     { .key = "model.moe_layer_freq", .type = KT_INT_OR_LIST, .def = "1", .set = set_moe_layer_freq,
       .range = RG_GE1, .max = MODEL_MAX_LAYERS, .late = true,
       .help = "MoE layer frequency f (layer i is MoE iff i % f == 0), or a 0/1 list of "
@@ -1007,6 +1028,8 @@ static const key_def keys[] = {
     K_INT("model.v_head_dim", model.v_head_dim, "0", RG_GE0, LIMIT_WIDTH, "MLA value head dim"),
     K_INT("model.mtp_num_layers", model.mtp_num_layers, "0", RG_GE0, MODEL_MAX_LAYERS,
           "multi-token prediction layers"),
+    K_BOOL("model.mtp_use_repeated_layer", model.mtp_use_repeated_layer, "false",
+           "every MTP depth runs the same block (its weights counted once)"),
     /* model: parallelism (Megatron ModelParallelConfig) */
     K_INT("model.tensor_model_parallel_size", par.tp, "1", RG_GE1, LIMIT_GPUS, "TP"),
     K_INT("model.pipeline_model_parallel_size", par.pp, "1", RG_GE1, LIMIT_GPUS, "PP"),
@@ -1701,6 +1724,19 @@ static int set_hybrid_pattern(const cfg_t *c, const key_def *k, const cfg_value 
     return SIM_OK;
 }
 
+/* model.mtp_hybrid_override_pattern: one MTP depth's symbols (Megatron
+ * converts it with mtp_num_layers into main/mtp/... form, arguments.py:780-785;
+ * check_hybrid does the same). */
+static int set_mtp_pattern(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    if (v->s[0] == '\0')
+        return SIM_OK;
+    char msg[160];
+    if (model_mtp_pattern_parse(&in->model, v->s, msg, sizeof msg) != 0)
+        return cfg_err_key(c, err, SIM_EINVAL, k->key, "%s", msg);
+    return SIM_OK;
+}
+
 static int set_moe_layer_freq(const cfg_t *c, const key_def *k, const cfg_value *v,
                               run_inputs *in, sim_err *err)
 {
@@ -2049,6 +2085,35 @@ static int no_mamba_path(const cfg_t *c, const model_spec *m, sim_err *err)
 }
 
 /* Rules between model keys that the key table cannot express alone. */
+/* Hybrid MTP (megatron-features.md B.1): the '/' parts of the pattern set
+ * the depth, an explicit mtp_num_layers must agree (0 drops them); the
+ * legacy pattern repeats mtp_num_layers times; MTP without either is
+ * refused, as is the legacy key without a hybrid pattern. */
+static int check_hybrid_mtp(const cfg_t *c, model_spec *m, sim_err *err)
+{
+    const cfg_entry *given = find(c, "model.mtp_num_layers");
+    if (m->mtp_pattern_depth > 0) {
+        if (m->mtp_legacy_pattern)
+            return cfg_err_key(c, err, SIM_EINVAL, "model.mtp_hybrid_override_pattern",
+                               "model.hybrid_layer_pattern already has MTP parts ('/'): give MTP once");
+        if (given && m->mtp_num_layers != 0 && m->mtp_num_layers != m->mtp_pattern_depth)
+            return cfg_err_key(c, err, SIM_EINVAL, "model.mtp_num_layers",
+                               "is %" PRId64 " but model.hybrid_layer_pattern has %d MTP parts (the pattern sets "
+                               "it: leave mtp_num_layers out, or 0 for none)", m->mtp_num_layers,
+                               (int)m->mtp_pattern_depth);
+        if (!given)
+            m->mtp_num_layers = m->mtp_pattern_depth;
+    } else if (m->mtp_num_layers > 0 && !m->mtp_legacy_pattern) {
+        return cfg_err_key(c, err, SIM_EINVAL, "model.mtp_num_layers",
+                           "a hybrid model's MTP layers need their symbols: '/' parts in "
+                           "model.hybrid_layer_pattern or model.mtp_hybrid_override_pattern (got %" PRId64 ")",
+                           m->mtp_num_layers);
+    }
+    if (m->mtp_num_layers == 0)
+        m->mtp_layers_per_depth = 0;
+    return SIM_OK;
+}
+
 /* Hybrid models: E layers need experts; the Mamba-2 shape rules of
  * megatron/core/ssm/mamba_mixer.py:239-274 that do not involve TP. */
 static int check_hybrid(const cfg_t *c, model_spec *m, sim_err *err)
@@ -2069,10 +2134,16 @@ static int check_hybrid(const cfg_t *c, model_spec *m, sim_err *err)
                                "layer %" PRId64 " is MoE (E) but model.num_moe_experts is 0", i);
         mamba |= m->layers[i].mixer == MODEL_MIXER_MAMBA;
     }
-    if (m->mtp_num_layers > 0)
-        return cfg_err_key(c, err, SIM_EINVAL, "model.mtp_num_layers",
-                           "multi-token prediction in a hybrid model is not modeled yet (got %" PRId64 ")",
-                           m->mtp_num_layers);
+    int rc = check_hybrid_mtp(c, m, err);
+    if (rc != SIM_OK)
+        return rc;
+    for (int32_t i = 0; i < m->mtp_layers_per_depth; i++) {
+        if (m->mtp_layers[i].mlp == MODEL_MLP_MOE && m->num_moe_experts == 0)
+            return cfg_err_key(c, err, SIM_EINVAL, m->mtp_legacy_pattern ? "model.mtp_hybrid_override_pattern"
+                                                                          : "model.hybrid_layer_pattern",
+                               "MTP layer %d is MoE (E) but model.num_moe_experts is 0", (int)i);
+        mamba |= m->mtp_layers[i].mixer == MODEL_MIXER_MAMBA;
+    }
     if (!mamba)
         return no_mamba_path(c, m, err);
     if (m->mamba_num_heads == 0) {
@@ -2096,6 +2167,12 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
     int hrc = check_hybrid(c, m, err);
     if (hrc)
         return hrc;
+    if (!m->hybrid && m->mtp_legacy_pattern)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.mtp_hybrid_override_pattern",
+                           "needs a hybrid model (model.hybrid_layer_pattern)");
+    if (m->moe_latent_size > 0 && m->num_moe_experts == 0)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.moe_latent_size",
+                           "is the routed experts' width: needs model.num_moe_experts > 0");
     if (m->ffn_hidden_size == 0)
         m->ffn_hidden_size = 4 * m->hidden_size; /* Megatron TransformerConfig default */
     if (m->num_moe_experts > 0 && m->moe_router_topk > m->num_moe_experts)

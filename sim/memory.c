@@ -58,16 +58,16 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
          * and PP > 1 the last stage keeps a copy of the embedding. */
         if (!m->share_embeddings_and_output_weights || s->pp > 1)
             tp_sharded += h * vocab;
-        /* MTP blocks live on the last stage: a layer of the type of the
-         * last decoder layer, the eh projection (2h -> h) and two norms. */
+        /* MTP blocks live on the last stage: per depth its layers (a
+         * transformer's: one of the last decoder layer's type; a hybrid's:
+         * the MTP pattern), the eh projection (2h -> h) and the norms. */
         if (m->mtp_num_layers > 0) {
             model_layer_params p;
-            bool moe = model_layer_is_moe(m, m->num_layers - 1);
-            model_layer_param_counts(m, moe, &p);
-            double k = (double)m->mtp_num_layers;
-            tp_sharded += k * (p.attention + (moe ? p.shared_experts : p.dense_mlp) + 2.0 * h * h);
-            replicated += k * (p.replicated + 2.0 * norm * h);
-            routed += moe ? k * p.routed_experts : 0.0;
+            model_mtp_depth_params(m, &p);
+            double k = (double)model_mtp_weight_depths(m);
+            tp_sharded += k * (p.attention + p.mamba + p.dense_mlp + p.shared_experts + p.mtp_proj);
+            replicated += k * p.replicated;
+            routed += k * p.routed_experts;
         }
     }
     *dense = tp_sharded / (double)s->tp + replicated;
@@ -244,8 +244,13 @@ static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
             double rows = tokens * (double)m->moe_router_topk * (double)s->etp;
             double Fe = (double)model_moe_ffn(m) / (double)s->etp;
             double act = (mods & RECOMPUTE_MOD_MOE_ACT) ? 0.0 : 2.0 * rows * Fe;
-            moe_part = 2.0 * rows * h + 2.0 * rows * Fe * glu + act
-                       + tokens * (double)m->num_moe_experts * 4.0; /* router logits fp32 */
+            /* Latent MoE: the rows are l wide, and the up projection keeps
+             * its l-wide input per token. */
+            double l = (double)m->moe_latent_size;
+            double width = l > 0 ? l : h;
+            moe_part = 2.0 * rows * width + 2.0 * rows * Fe * glu + act
+                       + tokens * (double)m->num_moe_experts * 4.0 /* router logits fp32 */
+                       + (l > 0 ? 2.0 * tokens * l : 0.0);
         }
     }
     return seq_part / shard + tp_part / t + moe_part;
@@ -289,7 +294,18 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
     if (is_last_virtual(s, stage, chunk)) {
         /* Input of the output layer and fp32 logits for the loss. */
         double V = (double)model_padded_vocab(m, s->tp);
-        bytes += sp ? 4.0 * sb * h * (1.0 + V / h) / t : 2.0 * (sb * V / t + sb * h);
+        double out = sp ? 4.0 * sb * h * (1.0 + V / h) / t : 2.0 * (sb * V / t + sb * h);
+        bytes += out;
+        /* A hybrid model's MTP depths run here too: per depth its layers,
+         * the eh projection's 2h-wide input and its own output layer. */
+        if (m->hybrid && m->mtp_num_layers > 0) {
+            double depth = 2.0 * sb * 2.0 * h / (sp ? t : 1.0) + out;
+            for (int32_t i = 0; i < m->mtp_layers_per_depth; i++) {
+                const model_layer *l = &m->mtp_layers[i];
+                depth += layer_activation_bytes(in, s, l->mixer, l->mlp);
+            }
+            bytes += (double)m->mtp_num_layers * depth;
+        }
     }
     return bytes;
 }

@@ -14,8 +14,16 @@
 #include <stdint.h>
 
 #define MODEL_MAX_LAYERS 1024
+/* Layer symbols in one MTP depth of a hybrid pattern (Nemotron-3: 2). */
+#define MODEL_MAX_MTP_LAYERS 64
 
 typedef enum { NORM_LAYERNORM = 0, NORM_RMSNORM = 1 } norm_kind;
+/* Megatron Bridge's activation_func (Nemotron-H and Nemotron-3: squared
+ * ReLU).  With gated_linear_unit off every one is one elementwise pass over
+ * the F-wide fc1 output, so time and FLOPs depend only on the gate. */
+typedef enum { MODEL_ACT_GELU = 0, MODEL_ACT_SILU = 1, MODEL_ACT_RELU = 2, MODEL_ACT_SQUARED_RELU = 3 } model_activation;
+/* moe_router_score_function. */
+typedef enum { MODEL_ROUTER_SOFTMAX = 0, MODEL_ROUTER_SIGMOID = 1 } model_router_score;
 
 /* What one layer holds.  A transformer layer is attention + an MLP; in a
  * hybrid pattern (model.hybrid_layer_pattern) each symbol is one layer
@@ -53,6 +61,11 @@ typedef struct model_spec {
     int64_t moe_shared_expert_intermediate_size; /* F_sh total; 0 = none */
     int64_t moe_router_num_groups;               /* device-limited routing: expert groups (0 = off) */
     int64_t moe_router_group_topk;               /* groups a token may use (0 = off) */
+    int64_t moe_latent_size;                     /* l: routed experts run h -> l -> h; 0 = none */
+    int activation_func;                         /* model_activation */
+    int moe_router_score_function;               /* model_router_score */
+    bool moe_router_enable_expert_bias;          /* fp32 per-expert bias on the selection scores */
+    double moe_router_topk_scaling_factor;       /* scale on the top-k weights; 0 = none (Megatron's None) */
 
     /* Multi-latent attention (DeepSeek) */
     bool multi_latent_attention;
@@ -62,7 +75,16 @@ typedef struct model_spec {
     int64_t qk_pos_emb_head_dim;
     int64_t v_head_dim;
 
-    int64_t mtp_num_layers;          /* multi-token prediction layers, 0 = none */
+    int64_t mtp_num_layers;          /* multi-token prediction layers (depths), 0 = none */
+    /* Hybrid MTP: each depth runs these layer symbols (the '/' parts of
+     * hybrid_layer_pattern, or mtp_hybrid_override_pattern).  mtp_pattern_depth
+     * is the number of '/' parts the main pattern carried (config reconciles
+     * it with mtp_num_layers); mtp_legacy_pattern marks the legacy key. */
+    model_layer mtp_layers[MODEL_MAX_MTP_LAYERS];
+    int32_t mtp_layers_per_depth;
+    int32_t mtp_pattern_depth;
+    bool mtp_legacy_pattern;
+    bool mtp_use_repeated_layer;     /* every depth runs the same weights (one depth's parameters) */
 
     /* Sliding-window attention (Megatron's window_size, causal: (W, 0)) */
     int64_t window_size;             /* keys before a query it attends to, W; 0 = full */
@@ -92,12 +114,24 @@ typedef struct model_spec {
 void model_defaults(model_spec *m);
 
 /* Reads a hybrid layer pattern (Megatron Core's hybrid_layer_allocation
- * symbols: M Mamba-2, * attention, - dense MLP, E MoE, | stage boundary)
- * into m->layers, m->num_layers and the segments.  Returns 0, or -1 with
- * one line in msg naming the symbol and its 0-based position: symbols
- * parsim does not model (G, D, +, the MTP separator /), unknown ones,
- * more than MODEL_MAX_LAYERS layers or none. */
+ * symbols: M Mamba-2, * attention, - dense MLP, E MoE, | stage boundary,
+ * / MTP separator) into m->layers, m->num_layers and the segments; the
+ * '/'-parts ("main/mtp/mtp", one part a depth, all parts alike) into
+ * m->mtp_layers and m->mtp_pattern_depth.  Returns 0, or -1 with one line
+ * in msg naming the symbol and its 0-based position: symbols parsim does
+ * not model (G, D, +), unknown ones, '|' in an MTP part, MTP parts that
+ * differ or are empty, more than MODEL_MAX_LAYERS layers (or
+ * MODEL_MAX_MTP_LAYERS in a part) or none. */
 int model_hybrid_parse(model_spec *m, const char *pattern, char *msg, size_t cap);
+
+/* Reads the legacy mtp_hybrid_override_pattern (one depth's symbols, no
+ * '|' or '/') into m->mtp_layers; same errors as above. */
+int model_mtp_pattern_parse(model_spec *m, const char *pattern, char *msg, size_t cap);
+
+/* Layer symbols of all MTP depths together (hybrid: depth x symbols). */
+int64_t model_mtp_layer_count(const model_spec *m);
+/* MTP depths that hold their own weights: 1 with mtp_use_repeated_layer, else all. */
+int64_t model_mtp_weight_depths(const model_spec *m);
 
 /* Effective values of the "0 = derived" fields. */
 int64_t model_query_groups(const model_spec *m);   /* g */
@@ -129,7 +163,8 @@ typedef struct model_layer_params {
     double shared_experts; /* TP-sharded */
     double routed_experts; /* sharded over EP x ETP */
     double mamba;          /* Mamba-2 mixer, TP-sharded */
-    double replicated;     /* norms, router, shared-expert gate: not sharded */
+    double mtp_proj;       /* an MTP depth's eh projection 2h -> h, TP-sharded */
+    double replicated;     /* norms, router, expert bias, latent projections: not sharded */
 } model_layer_params;
 
 void model_layer_param_counts(const model_spec *m, bool moe_layer, model_layer_params *out);
@@ -138,6 +173,12 @@ void model_layer_param_counts(const model_spec *m, bool moe_layer, model_layer_p
  * a transformer layer as above; a hybrid layer only its mixer or its MLP,
  * with one norm. */
 void model_layer_param_counts_at(const model_spec *m, int64_t layer, model_layer_params *out);
+
+/* Parameters of one MTP depth: its layers (hybrid: the pattern's symbols;
+ * transformer: one layer of the last decoder layer's type), the eh
+ * projection and the norms (hybrid: enorm, hnorm and final norm; transformer:
+ * enorm and hnorm, as memory has always counted them). */
+void model_mtp_depth_params(const model_spec *m, model_layer_params *out);
 
 /* Mamba-2 widths: d_inner = H * P and the in_proj output 2 d_inner + 2 G N + H
  * (megatron/core/ssm/mamba_mixer.py:239-308). */

@@ -12,26 +12,11 @@
 #include "kerneltable.h"
 #include "memory.h"
 #include "model.h"
+#include "pattern_parse.h"
 #include "sim_run.h"
 
 #define H100 "cluster.topology=dgx-h100 "
 #define NH8B "model.name=nemotron-h-8b " H100 "cluster.num_gpus=8 train.global_batch_size=8 "
-
-static void parse_ok(model_spec *m, const char *pattern)
-{
-    char msg[160] = "";
-    model_defaults(m);
-    cr_assert_eq(model_hybrid_parse(m, pattern, msg, sizeof msg), 0, "%s: %s", pattern, msg);
-}
-
-static void parse_fails(const char *pattern, const char *want)
-{
-    model_spec m;
-    char msg[160] = "";
-    model_defaults(&m);
-    cr_assert_eq(model_hybrid_parse(&m, pattern, msg, sizeof msg), -1, "%s parsed", pattern);
-    cr_assert(strstr(msg, want), "%s: message '%s' lacks '%s'", pattern, msg, want);
-}
 
 Test(hybrid, every_symbol_is_one_layer)
 {
@@ -66,7 +51,7 @@ Test(hybrid, unmodeled_and_unknown_symbols_name_symbol_and_position)
     parse_fails("M-G-", "'G' (Gated DeltaNet) at position 2");
     parse_fails("MD", "'D' (DSA attention) at position 1");
     parse_fails("+M", "'+' (MLA) at position 0");
-    parse_fails("M-/*-", "'/' (the MTP separator) at position 2");
+    parse_fails("M-/*|-", "'|' at position 4 is inside an MTP part");
     parse_fails("M-x", "unknown symbol 'x' at position 2");
     parse_fails("M- ", "unknown symbol ' ' at position 2");
     parse_fails("", "has no layers");
@@ -109,7 +94,7 @@ Test(hybrid, cli_errors_name_the_key)
         { "run " NH8B "model.pipeline_model_parallel_size=2 "
           "'model.hybrid_layer_pattern=\"M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-|M-M-M-M-M*-M-M-|M-M-M-M-\"'",
           "model.hybrid_layer_pattern: has 3 pipeline segments ('|'), pipeline x virtual size is 2" },
-        { "run " NH8B "model.mtp_num_layers=1", "model.mtp_num_layers: multi-token prediction in a hybrid model" },
+        { "run " NH8B "model.mtp_num_layers=1", "model.mtp_num_layers: a hybrid model's MTP layers need their symbols" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         result r;

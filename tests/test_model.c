@@ -95,6 +95,7 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
         {"mamba_state_dim", &m->mamba_state_dim},
         {"mamba_num_groups", &m->mamba_num_groups},
         {"mamba_chunk_size", &m->mamba_chunk_size},
+        {"moe_latent_size", &m->moe_latent_size},
     };
     struct {
         const char *key;
@@ -105,6 +106,8 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
         {"add_bias_linear", &m->add_bias_linear},
         {"qk_layernorm", &m->qk_layernorm},
         {"multi_latent_attention", &m->multi_latent_attention},
+        {"mtp_use_repeated_layer", &m->mtp_use_repeated_layer},
+        {"moe_router_enable_expert_bias", &m->moe_router_enable_expert_bias},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (strcmp(k, ints[i].key) == 0)
@@ -149,6 +152,26 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
             return false;
         m->softmax_type = strcmp(v, "vanilla") == 0 ? 0 : strcmp(v, "off-by-one") == 0 ? 1 : 2;
         return m->softmax_type < 2 || strcmp(v, "learnable") == 0;
+    }
+    if (strcmp(k, "activation_func") == 0 || strcmp(k, "moe_router_score_function") == 0) {
+        /* Names only: neither changes a count. */
+        static const char *const ok[] = {"gelu", "silu", "relu", "squared_relu", "softmax", "sigmoid"};
+        const char *v = config_setting_get_string(s);
+        for (size_t i = 0; v && i < sizeof ok / sizeof ok[0]; i++)
+            if (strcmp(v, ok[i]) == 0)
+                return true;
+        return false;
+    }
+    if (strcmp(k, "moe_router_topk_scaling_factor") == 0) {
+        if (config_setting_type(s) != CONFIG_TYPE_FLOAT)
+            return false;
+        m->moe_router_topk_scaling_factor = config_setting_get_float(s);
+        return m->moe_router_topk_scaling_factor >= 0;
+    }
+    if (strcmp(k, "mtp_hybrid_override_pattern") == 0) {
+        char msg[160];
+        const char *v = config_setting_get_string(s);
+        return v && model_mtp_pattern_parse(m, v, msg, sizeof msg) == 0;
     }
     if (strcmp(k, "moe_layer_freq") == 0) {
         /* Applied after all keys (needs num_layers); only the type is checked here. */

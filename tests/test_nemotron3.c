@@ -1,0 +1,226 @@
+/* Nemotron-3: latent MoE (model.moe_latent_size), the router keys
+ * (sigmoid scores, expert bias, top-k scale), MTP depths in hybrid patterns
+ * ("main/mtp/mtp" and the legacy mtp_hybrid_override_pattern), and the
+ * Super / Ultra / Lightning presets (megatron-features.md §B.1-B.4). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_run.h"
+#include "memory.h"
+#include "model.h"
+#include "pattern_parse.h"
+#include "sim_run.h"
+
+#define GB300 "cluster.topology=gb300-nvl72 "
+
+/* Resolves a preset (with extra KEY=VALUE overrides, NULL-terminated) and runs one step. */
+static void load(sim *x, const char *name, const char *const *extra)
+{
+    char assign[128];
+    snprintf(assign, sizeof assign, "model.name=%s", name);
+    const char *kv[16] = { assign, "cluster.topology=gb300-nvl72", "cluster.num_gpus=64",
+                           "model.expert_model_parallel_size=64", "train.global_batch_size=64" };
+    int n = 5;
+    for (; extra && *extra && n < 15; extra++)
+        kv[n++] = *extra;
+    kv[n] = NULL;
+    sim_run(x, kv);
+}
+
+/* A preset's parameter count (model_total_params at TP 1) within rel of want. */
+static double preset_params_near(sim *x, const char *name, double want, double rel)
+{
+    load(x, name, NULL);
+    double p = model_total_params(&x->in.model, 1);
+    cr_assert(fabs(p / want - 1) < rel, "%s: %.6f G parameters", name, p / 1e9);
+    cr_log_info("%s: %.0f parameters", name, p);
+    return p;
+}
+
+Test(nemotron3, mtp_parts_are_depths_of_one_block)
+{
+    model_spec m;
+    parse_ok(&m, "M*E/*E/*E");
+    cr_assert_eq(m.num_layers, 3);
+    cr_assert_eq(m.mtp_pattern_depth, 2);
+    cr_assert_eq(m.mtp_layers_per_depth, 2);
+    cr_assert_eq(m.mtp_layers[0].mixer, MODEL_MIXER_ATTENTION);
+    cr_assert_eq(m.mtp_layers[0].mlp, MODEL_MLP_NONE);
+    cr_assert_eq(m.mtp_layers[1].mixer, MODEL_MIXER_NONE);
+    cr_assert_eq(m.mtp_layers[1].mlp, MODEL_MLP_MOE);
+    /* The main layers end where the first '/' is: no MTP symbol leaks into them. */
+    cr_assert_eq(m.layers[3].mixer, MODEL_MIXER_NONE);
+    cr_assert_eq(m.layers[3].mlp, MODEL_MLP_NONE);
+    parse_ok(&m, "M-|M-/M-");
+    cr_assert_eq(m.num_layers, 4);
+    cr_assert_eq(m.hybrid_segments, 2);
+    cr_assert_eq(m.mtp_pattern_depth, 1);
+    parse_ok(&m, "M*E");
+    cr_assert_eq(m.mtp_pattern_depth, 0);
+    cr_assert_eq(m.mtp_layers_per_depth, 0);
+}
+
+Test(nemotron3, bad_mtp_parts_name_the_position)
+{
+    parse_fails("M*/*|E", "'|' at position 4 is inside an MTP part");
+    parse_fails("M*/*E/*-", "MTP part 2 (position 6) differs from the first one");
+    parse_fails("M*/*E/*EE", "MTP part 2 (position 6) differs");
+    parse_fails("M*//*E", "MTP part ending at position 3 has no layers");
+    parse_fails("M*/", "MTP part ending at position 3 has no layers");
+    parse_fails("/*E", "has no layers");
+    parse_fails("M/*G", "'G' (Gated DeltaNet) at position 3");
+    char big[MODEL_MAX_MTP_LAYERS + 4];
+    memset(big, 'E', sizeof big);
+    big[0] = 'M';
+    big[1] = '/';
+    big[sizeof big - 1] = '\0';
+    parse_fails(big, "MTP part has more than 64 layers (position 66)");
+    big[MODEL_MAX_MTP_LAYERS + 2] = '\0';
+    model_spec m;
+    parse_ok(&m, big);
+    cr_assert_eq(m.mtp_layers_per_depth, MODEL_MAX_MTP_LAYERS);
+}
+
+/* The legacy pair (mtp_hybrid_override_pattern x mtp_num_layers) is the
+ * '/' form (Megatron's arguments.py:780-785): same layers, same FLOPs. */
+Test(nemotron3, legacy_mtp_pattern_is_the_slash_form)
+{
+    sim a, b;
+    load(&a, "nemotron-3.5-lightning", NULL);
+    /* A pattern from the command line replaces the preset's, with its own MTP parts. */
+    const char *kv[] = { "model.name=nemotron-3-nano", "cluster.topology=gb300-nvl72", "cluster.num_gpus=64",
+                         "model.expert_model_parallel_size=64", "train.global_batch_size=64",
+                         "model.hybrid_layer_pattern=MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME/*E/*E",
+                         "model.mtp_use_repeated_layer=true", NULL };
+    sim_run(&b, kv);
+    const model_spec *ma = &a.in.model, *mb = &b.in.model;
+    cr_assert_eq(ma->mtp_num_layers, 2);
+    cr_assert_eq(mb->mtp_num_layers, 2);
+    cr_assert_eq(ma->mtp_layers_per_depth, 2);
+    cr_assert_eq(mb->mtp_layers_per_depth, 2);
+    cr_assert_eq(model_mtp_layer_count(ma), 4);
+    cr_assert_eq(memcmp(ma->mtp_layers, mb->mtp_layers, 2 * sizeof ma->mtp_layers[0]), 0);
+    cr_assert_eq(ma->num_layers, 52);
+    cr_assert_eq(mb->num_layers, 52);
+    cr_assert_float_eq(model_flops_per_step(ma, 8, 1), model_flops_per_step(mb, 8, 1), 1e-6 * model_flops_per_step(ma, 8, 1));
+    cr_assert_float_eq(model_total_params(ma, 1), model_total_params(mb, 1), 1.0);
+    sim_free(&a);
+    sim_free(&b);
+}
+
+Test(nemotron3, mtp_and_new_key_refusals_name_the_key)
+{
+    static const struct {
+        const char *args, *key, *rule;
+    } cases[] = {
+        { "model.name=nemotron-3-nano model.hybrid_layer_pattern=MEM*E/*E/*E model.mtp_num_layers=3",
+          "model.mtp_num_layers: is 3", "has 2 MTP parts" },
+        { "model.name=nemotron-3-nano model.hybrid_layer_pattern=MEM*E/*E model.mtp_hybrid_override_pattern=*E",
+          "model.mtp_hybrid_override_pattern:", "give MTP once" },
+        { "model.name=nemotron-3-nano model.mtp_num_layers=1", "model.mtp_num_layers:",
+          "need their symbols" },
+        { "model.name=nemotron-3-nano model.mtp_num_layers=1 model.mtp_hybrid_override_pattern=*/E",
+          "model.mtp_hybrid_override_pattern:", "'/' at position 1 is inside an MTP part" },
+        { "model.name=nemotron-h-8b model.mtp_num_layers=1 model.mtp_hybrid_override_pattern=*E",
+          "model.mtp_hybrid_override_pattern:", "MTP layer 1 is MoE (E) but model.num_moe_experts is 0" },
+        { "model.name=llama3-8b model.mtp_num_layers=1 model.mtp_hybrid_override_pattern=*-",
+          "model.mtp_hybrid_override_pattern:", "needs a hybrid model" },
+        { "model.name=llama3-8b model.moe_latent_size=512", "model.moe_latent_size:", "needs model.num_moe_experts" },
+        { "model.name=nemotron-3-super model.activation_func=swish", "model.activation_func:", "swish" },
+        { "model.name=nemotron-3-super model.moe_router_score_function=sqrtsoftplus",
+          "model.moe_router_score_function:", "sqrtsoftplus" },
+        { "model.name=nemotron-3-super model.moe_router_topk_scaling_factor=-1",
+          "model.moe_router_topk_scaling_factor:", NULL },
+        { "model.name=nemotron-3-super model.moe_latent_size=-5", "model.moe_latent_size:", NULL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "run %s " GB300 "cluster.num_gpus=64 train.global_batch_size=64", cases[i].args);
+        result r;
+        run(&r, cmd);
+        expect_refusal(&r, cases[i].args, cases[i].key, cases[i].rule);
+    }
+}
+
+/* Megatron's hybrid FLOPs (B.4) for Super, written out per token: the
+ * main symbols once, the MTP symbols (*E) once per depth (2), logits x3;
+ * latent routed experts 4Tl F_e k + 4Thl, shared at width h. */
+Test(nemotron3, super_flops_count_latent_and_mtp_symbols_per_depth)
+{
+    sim x;
+    load(&x, "nemotron-3-super", NULL);
+    const model_spec *m = &x.in.model;
+    double s = 8192, h = 4096, T = s, V = 131072, l = 1024;
+    double q = 32 * 128, kv = 2 * 128;
+    double attn = 4 * T * h * (q + kv) + 2 * s * s * q;
+    double moe = 4 * T * l * 2688 * 22 + 4 * T * h * l + 4 * T * h * 5376;
+    double d_in = 2 * h, gn = 8 * 128;
+    double mamba = 2 * T * h * (2 * d_in + 2 * gn + 128) + 7 * T * d_in * 128 + 2 * T * d_in * h;
+    double fwd = 8 * attn + 40 * moe + 40 * mamba + 2 * (attn + moe) + 3 * 2 * T * h * V;
+    double got = model_flops_per_step(m, 1, 1);
+    cr_assert(fabs(got / (3 * fwd) - 1) < 1e-12, "%.6g vs %.6g", got, 3 * fwd);
+    /* Without MTP: the two *E depths and two logits go. */
+    model_spec n = *m;
+    n.mtp_num_layers = 0;
+    double drop = 3 * (2 * (attn + moe) + 2 * 2 * T * h * V);
+    cr_assert(fabs((got - model_flops_per_step(&n, 1, 1)) / drop - 1) < 1e-12);
+    sim_free(&x);
+}
+
+/* Megatron Bridge's import card for Super: 123.6 G elements (88 layers
+ * with their norms, untied embedding and output layer, one MTP block as
+ * the repeated layer holds it: eh projection, enorm, hnorm, final norm, *E,
+ * 41 fp32 router-bias tensors).  parsim's count, within 0.05 %. */
+Test(nemotron3, super_parameters_match_the_import_card)
+{
+    sim x;
+    double p = preset_params_near(&x, "nemotron-3-super", 123.6e9, 5e-4);
+    /* Expert bias: E fp32 elements per MoE layer (40 + 1 MTP). */
+    model_spec nb = x.in.model;
+    nb.moe_router_enable_expert_bias = false;
+    cr_assert_float_eq(p - model_total_params(&nb, 1), 41.0 * 512, 0.5);
+    /* The repeated layer: a second depth adds no weights. */
+    nb = x.in.model;
+    nb.mtp_use_repeated_layer = false;
+    model_layer_params d;
+    model_mtp_depth_params(&x.in.model, &d);
+    double depth = d.attention + d.mamba + d.dense_mlp + d.shared_experts + d.routed_experts + d.mtp_proj + d.replicated;
+    cr_assert_float_eq(model_total_params(&nb, 1) - p, depth, 1.0);
+    cr_assert_float_eq(d.mtp_proj, 2.0 * 4096 * 4096, 0.5);
+    sim_free(&x);
+}
+
+/* Lightning's verification card: 32,913,266,240 parameters with its MTP
+ * block (models.csv); within 0.01 % (the same counting as Super's). */
+Test(nemotron3, lightning_parameters_match_its_card)
+{
+    sim x;
+    preset_params_near(&x, "nemotron-3.5-lightning", 32913266240.0, 1e-4);
+    sim_free(&x);
+}
+
+/* Latent MoE parameters (megatron-formulas.md §2.1-2.2): routed experts
+ * 2 l F_e E, the two h x l projections replicated over TP, shared experts
+ * at width h.  Per GPU (memory_layer_params): the experts over EP x ETP. */
+Test(nemotron3, latent_moe_parameters_and_their_sharding)
+{
+    sim x;
+    const char *const tp2[] = { "model.tensor_model_parallel_size=2", "model.sequence_parallel=true",
+                                "model.expert_tensor_parallel_size=1", NULL };
+    load(&x, "nemotron-3-super", tp2);
+    const model_spec *m = &x.in.model;
+    model_layer_params p;
+    model_layer_param_counts_at(m, 1, &p); /* 'E' */
+    cr_assert_float_eq(p.routed_experts, 2.0 * 1024 * 2688 * 512, 0.5);
+    cr_assert_float_eq(p.shared_experts, 2.0 * 4096 * 5376, 0.5);
+    cr_assert_float_eq(p.replicated, 4096 /* norm */ + 4096.0 * 512 /* router */ + 512 /* bias */ + 2.0 * 4096 * 1024,
+                       0.5);
+    double dense, expert;
+    memory_layer_params(&x.in, &x.s, 1, &dense, &expert);
+    cr_assert_float_eq(expert, p.routed_experts / 64.0, 0.5);
+    cr_assert_float_eq(dense, p.shared_experts / 2.0 + p.replicated, 0.5);
+    sim_free(&x);
+}
