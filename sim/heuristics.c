@@ -60,10 +60,8 @@ void heur_model_params(const model_spec *m, double *total, double *active)
         return;
     model_layer_params p;
     model_layer_param_counts(m, true, &p);
-    /* MTP blocks repeat the last decoder layer (memory.c). */
-    double moe_layers = (double)model_num_moe_layers(m);
-    if (m->mtp_num_layers > 0 && model_layer_is_moe(m, m->num_layers - 1))
-        moe_layers += (double)m->mtp_num_layers;
+    /* The MTP blocks' MoE layers, as their weights are held (memory.c). */
+    double moe_layers = (double)(model_num_moe_layers(m) + model_mtp_moe_weight_layers(m));
     double routed = p.routed_experts * moe_layers;
     double used = (double)m->moe_router_topk / (double)m->num_moe_experts;
     *active = *total - routed * (1.0 - used);

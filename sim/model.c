@@ -206,6 +206,19 @@ int64_t model_mtp_weight_depths(const model_spec *m)
     return m->mtp_use_repeated_layer && m->mtp_num_layers > 1 ? 1 : m->mtp_num_layers;
 }
 
+int64_t model_mtp_moe_weight_layers(const model_spec *m)
+{
+    if (!model_is_moe(m))
+        return 0;
+    int64_t per = 0;
+    if (m->hybrid)
+        for (int32_t i = 0; i < m->mtp_layers_per_depth && i < MODEL_MAX_MTP_LAYERS; i++)
+            per += m->mtp_layers[i].mlp == MODEL_MLP_MOE;
+    else
+        per = m->num_layers > 0 && model_layer_is_moe(m, m->num_layers - 1);
+    return per * model_mtp_weight_depths(m);
+}
+
 int64_t model_query_groups(const model_spec *m)
 {
     /* Megatron: "if not args.group_query_attention: num_query_groups = a". */

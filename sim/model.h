@@ -132,6 +132,8 @@ int model_mtp_pattern_parse(model_spec *m, const char *pattern, char *msg, size_
 int64_t model_mtp_layer_count(const model_spec *m);
 /* MTP depths that hold their own weights: 1 with mtp_use_repeated_layer, else all. */
 int64_t model_mtp_weight_depths(const model_spec *m);
+/* MoE layers among the MTP weights (weight depths x MoE layers a depth holds). */
+int64_t model_mtp_moe_weight_layers(const model_spec *m);
 
 /* Effective values of the "0 = derived" fields. */
 int64_t model_query_groups(const model_spec *m);   /* g */

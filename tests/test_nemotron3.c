@@ -12,6 +12,7 @@
 #include "memory.h"
 #include "model.h"
 #include "pattern_parse.h"
+#include "search.h"
 #include "sim_run.h"
 
 #define GB300 "cluster.topology=gb300-nvl72 "
@@ -223,4 +224,47 @@ Test(nemotron3, latent_moe_parameters_and_their_sharding)
     cr_assert_float_eq(expert, p.routed_experts / 64.0, 0.5);
     cr_assert_float_eq(dense, p.shared_experts / 2.0 + p.replicated, 0.5);
     sim_free(&x);
+}
+
+/* A small Super search (9 of its layers, the MTP block, 16 GB300s; MBS,
+ * recompute and the distributed optimizer pinned) with 8 query groups and
+ * 2 Mamba groups, so TP 4 and 8 are legal for attention and not for the
+ * Mamba mixer: every layout simulated keeps heads and groups divisible by
+ * TP (megatron-features.md B.5), and the search finds one that fits. */
+Test(nemotron3, super_search_keeps_the_mamba_rules, .timeout = 60)
+{
+    const char *const kv[] = { "model.name=nemotron-3-super", "cluster.topology=gb300-nvl72", "cluster.num_gpus=16",
+                               "train.global_batch_size=32", "model.hybrid_layer_pattern=MEM*EMEME",
+                               "model.num_query_groups=8", "model.mamba_num_groups=2", NULL };
+    sim_err err;
+    sim_err_clear(&err);
+    cfg_t *c = cfg_create(PARSIM_SOURCE_DIR);
+    for (const char *const *k = kv; *k; k++)
+        cr_assert_eq(cfg_set_override(c, *k, &err), SIM_OK, "%s: %s", *k, err.msg);
+    run_inputs in;
+    cr_assert_eq(cfg_resolve(c, &in, &err), SIM_OK, "%s", err.msg);
+    cfg_destroy(c);
+    cr_assert_eq(in.model.mtp_num_layers, 2);
+    search_opts o;
+    search_opts_default(&o);
+    o.top = 3;
+    o.jobs = 1;
+    o.pinned = 1u << SEARCH_DIM_MBS | 1u << SEARCH_DIM_RECOMPUTE | 1u << SEARCH_DIM_DISTOPT;
+    search_result r;
+    cr_assert_eq(search_run(&in, &o, &r, &err), SIM_OK, "%s", err.msg);
+    cr_assert(r.n_feasible >= 1, "nothing fits");
+    cr_assert_gt(r.counts.illegal, 0);
+    for (size_t i = 0; i < r.n_cands; i++) {
+        int64_t tp = r.cands[i].par.tp;
+        cr_assert_eq(in.model.mamba_num_heads % tp, 0, "#%zu: TP %lld", i + 1, (long long)tp);
+        cr_assert_eq(in.model.mamba_num_groups % tp, 0, "#%zu: TP %lld", i + 1, (long long)tp);
+    }
+    cr_assert_leq(r.cands[0].par.tp, 2);
+    search_result_free(&r);
+    /* The premise: TP 4 is refused by the Mamba rule alone. */
+    result q;
+    run(&q, "run model.name=nemotron-3-super " GB300 "cluster.num_gpus=16 train.global_batch_size=32 "
+            "model.hybrid_layer_pattern=MEM*EMEME model.num_query_groups=8 model.mamba_num_groups=2 "
+            "model.tensor_model_parallel_size=4 model.expert_model_parallel_size=4");
+    expect_refusal(&q, "TP 4", "model.mamba_num_groups:", "divisible by tensor_model_parallel_size (4)");
 }
