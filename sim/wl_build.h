@@ -99,5 +99,7 @@ void embedding_fwd(const ctx *x, wl_opbuf *b);                      /* wl_embed.
 void embedding_bwd(const ctx *x, wl_opbuf *b);
 void output_fwd(const ctx *x0, wl_opbuf *b);
 void output_bwd(const ctx *x0, wl_opbuf *b);
+void mtp_enter_fwd(const ctx *x, wl_opbuf *b);                      /* wl_embed.c */
+void mtp_enter_bwd(const ctx *x, wl_opbuf *b);
 
 #endif

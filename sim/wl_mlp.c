@@ -62,15 +62,42 @@ static void expert_cast(const ctx *x, wl_opbuf *b, double elements)
         set_launches(b, b->n - 1, local_experts(x));
 }
 
+/* The router's elementwise work on this rank's T_sp x E fp32 logits
+ * (Megatron's TopKRouter, unfused): the score function (softmax or
+ * sigmoid: read the logits, write the scores), with an expert bias the
+ * biased selection scores (read, write), the top-k (read), then over the
+ * T_sp x k chosen weights (fp32 weight and int64 index) sigmoid's
+ * normalisation and the scaling factor.  Backward: the score function's
+ * gradient (read scores and gradient, write the logits' gradient). */
+static double router_score_bytes(const ctx *x, bool bwd)
+{
+    const model_spec *m = x->m;
+    double logits = x->T_sp * (double)m->num_moe_experts * 4.0;
+    if (bwd)
+        return 3.0 * logits;
+    double chosen = x->T_sp * (double)m->moe_router_topk * 12.0;
+    double passes = 1.0 + (m->moe_router_score_function == MODEL_ROUTER_SIGMOID ? 1.0 : 0.0) +
+                    (m->moe_router_topk_scaling_factor > 0 ? 1.0 : 0.0);
+    return logits * (3.0 + (m->moe_router_enable_expert_bias ? 2.0 : 0.0)) + chosen * passes;
+}
+
 /* Routed experts with the all-to-all dispatcher: tokens of this rank times
  * top-k leave through the EP all-to-all, are gathered over ETP, run
- * through this rank's experts (grouped GEMMs) and come back. */
+ * through this rank's experts (grouped GEMMs) and come back.  Latent MoE
+ * (moe_latent_size l): a down projection h -> l on this rank's tokens
+ * before the permute and an up projection l -> h after the unpermute,
+ * replicated over TP (their weights are in the replicated part of
+ * megatron-formulas.md §2.2); everything between moves and multiplies
+ * l-wide rows [assumed: the reference gives the parameter and FLOP terms,
+ * not the dispatch width; Megatron projects before dispatch]. */
 static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
 {
     const model_spec *m = x->m;
     const strategy_t *s = x->s;
     double glu = m->gated_linear_unit ? 2.0 : 1.0;
     double k = (double)m->moe_router_topk;
+    double lat = (double)m->moe_latent_size;
+    double w = lat > 0 ? lat : x->h;           /* width of the routed rows */
     double etp = (double)s->etp;
     double sent = x->T_sp * k;                 /* rows this rank dispatches */
     /* Balanced routing fills each expert to its share; a capacity factor c
@@ -82,12 +109,12 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
     double Fe = (double)model_moe_ffn(m) / etp;
     /* Experts on this rank, each fed rows / E_loc rows (balanced routing). */
     double E_loc = local_experts(x);
-    double a2a_bytes = sent * x->h * 2.0;
+    double a2a_bytes = sent * w * 2.0;
     /* The allgather dispatcher gathers every token of the ETP x EP group
      * (hidden states and routing) and reduce-scatters the results back;
      * alltoall (and flex, DeepEP's fused form) move only the routed rows. */
     bool allgather = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLGATHER && s->ep * s->etp > 1;
-    double ag_bytes = x->T_sp * x->h * 2.0 * (double)(s->ep * s->etp);
+    double ag_bytes = x->T_sp * w * 2.0 * (double)(s->ep * s->etp);
     const char *gather = allgather ? "ep_allgather" : "ep_dispatch";
     const char *scatter = allgather ? "ep_reduce_scatter" : "ep_combine";
     /* Both directions of one exchange: (all-to-all, or the allgather
@@ -115,42 +142,56 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
     }
     if (!bwd) {
         then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
+        then(b, "router_score", STREAM_COMPUTE, mem(x, router_score_bytes(x, false)));
         module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, false));
-        then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        if (lat > 0)
+            then(b, "latent_down", STREAM_COMPUTE, gemm(x, b, x->T_sp, lat, x->h));
+        then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
         /* Dropless: the dispatch needs the token counts on the host; padded
          * to capacity, the shapes are static and nothing waits. */
         module(b, WL_SCOPE_MOE, !s->par.moe_pad_to_capacity, moe_ops(x, false));
         EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
-            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
-        expert_cast(x, b, rows * x->h);
-        expert_gemm(x, b, "expert_fc1", ggemm(x, b, E_loc, rows / E_loc, Fe * glu, x->h));
+            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * w * 2.0));
+        expert_cast(x, b, rows * w);
+        expert_gemm(x, b, "expert_fc1", ggemm(x, b, E_loc, rows / E_loc, Fe * glu, w));
         then(b, "expert_act", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (glu + 1.0)));
         expert_cast(x, b, rows * Fe);
-        expert_gemm(x, b, "expert_fc2", ggemm(x, b, E_loc, rows / E_loc, x->h, Fe));
+        expert_gemm(x, b, "expert_fc2", ggemm(x, b, E_loc, rows / E_loc, w, Fe));
         if (etp_comm)
-            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
+            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * w * 2.0));
         EP_EXCHANGE(scatter, COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
-        then(b, "unpermute", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        then(b, "unpermute", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
+        if (lat > 0)
+            then(b, "latent_up", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, lat));
     } else {
-        then(b, "unpermute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        if (lat > 0) {
+            then(b, "latent_up_dgrad", STREAM_COMPUTE, gemm(x, b, x->T_sp, lat, x->h));
+            then(b, "latent_up_wgrad", STREAM_COMPUTE, gemm(x, b, lat, x->h, x->T_sp));
+        }
+        then(b, "unpermute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
         /* Backward of a reduce-scatter is an all-gather and vice versa. */
         EP_EXCHANGE(allgather ? "ep_allgather_bwd" : "ep_combine_bwd", COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         if (etp_comm)
-            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * x->h * 2.0));
-        expert_cast(x, b, rows * x->h);
-        expert_gemm(x, b, "expert_fc2_dgrad", ggemm(x, b, E_loc, rows / E_loc, Fe, x->h));
-        expert_gemm(x, b, "expert_fc2_wgrad", ggemm(x, b, E_loc, Fe, x->h, rows / E_loc));
+            then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * w * 2.0));
+        expert_cast(x, b, rows * w);
+        expert_gemm(x, b, "expert_fc2_dgrad", ggemm(x, b, E_loc, rows / E_loc, Fe, w));
+        expert_gemm(x, b, "expert_fc2_wgrad", ggemm(x, b, E_loc, Fe, w, rows / E_loc));
         then(b, "expert_act_bwd", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (2.0 * glu + 1.0)));
         expert_cast(x, b, rows * Fe * glu);
-        expert_gemm(x, b, "expert_fc1_dgrad", ggemm(x, b, E_loc, rows / E_loc, x->h, Fe * glu));
-        expert_gemm(x, b, "expert_fc1_wgrad", ggemm(x, b, E_loc, Fe * glu, x->h, rows / E_loc));
+        expert_gemm(x, b, "expert_fc1_dgrad", ggemm(x, b, E_loc, rows / E_loc, w, Fe * glu));
+        expert_gemm(x, b, "expert_fc1_wgrad", ggemm(x, b, E_loc, Fe * glu, w, rows / E_loc));
         if (etp_comm)
-            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * x->h * 2.0));
+            then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * w * 2.0));
         EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
         module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, true));
-        then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * x->h));
+        then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
+        if (lat > 0) {
+            then(b, "latent_down_dgrad", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, lat));
+            then(b, "latent_down_wgrad", STREAM_COMPUTE, gemm(x, b, x->h, lat, x->T_sp));
+        }
         module(b, WL_SCOPE_MOE_ROUTER, false, router_ops(x, true));
+        then(b, "router_score_bwd", STREAM_COMPUTE, mem(x, router_score_bytes(x, true)));
         then(b, "router_bwd", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, (double)m->num_moe_experts));
         then(b, "router_wgrad", STREAM_COMPUTE, gemm(x, b, (double)m->num_moe_experts, x->h, x->T_sp));
     }

@@ -53,13 +53,26 @@ typedef struct layer_cache {
 } layer_cache;
 
 /* mlp + 3 window + 6 mixer (model_mlp_kind, model_mixer_kind). */
+static int kind_of(int mixer, int mlp, bool window)
+{
+    return mlp + 3 * (window ? 1 : 0) + 6 * mixer;
+}
+
 static int layer_kind(const ctx *x, int64_t layer)
 {
     if (x->ideal && !x->m->hybrid)
         layer = 0; /* identical work everywhere: the first layer's type */
     const model_layer *l = &x->m->layers[layer];
     int mlp = l->mlp == MODEL_MLP_NONE ? MODEL_MLP_NONE : model_layer_is_moe(x->m, layer) ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
-    return mlp + 3 * (model_layer_is_window(x->m, layer) ? 1 : 0) + 6 * l->mixer;
+    return kind_of(l->mixer, mlp, model_layer_is_window(x->m, layer));
+}
+
+/* A hybrid MTP layer (config has checked that an E layer has experts;
+ * MTP attention is full attention [assumed]). */
+static int mtp_layer_kind(const ctx *x, int32_t i)
+{
+    const model_layer *l = &x->m->mtp_layers[i];
+    return kind_of(l->mixer, l->mlp, false);
 }
 
 /* Appends a cached op list; its first GPU op follows the op before it
@@ -351,7 +364,22 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     }
     if (last_virtual && !ideal)
         issue_into(x, &f, output_fwd);
+    /* A hybrid model's MTP depths follow on the last stage, each with its
+     * own logits and loss. */
+    int64_t mtp = last_virtual && !ideal && x->m->hybrid ? x->m->mtp_num_layers : 0;
+    for (int64_t d = 0; d < mtp; d++) {
+        issue_into(x, &f, mtp_enter_fwd);
+        for (int32_t i = 0; i < x->m->mtp_layers_per_depth; i++)
+            append(&f, cached_layer(x, mtp_layer_kind(x, i), 0));
+        issue_into(x, &f, output_fwd);
+    }
 
+    for (int64_t d = 0; d < mtp; d++) {
+        issue_into(x, &b, output_bwd);
+        for (int32_t i = x->m->mtp_layers_per_depth - 1; i >= 0; i--)
+            append(&b, cached_layer(x, mtp_layer_kind(x, i), 1));
+        issue_into(x, &b, mtp_enter_bwd);
+    }
     if (last_virtual && !ideal)
         issue_into(x, &b, output_bwd);
     for (int64_t l = first + count - 1; l >= first; l--) {

@@ -153,9 +153,11 @@ static bool apply_key(model_spec *m, const config_setting_t *s)
         m->softmax_type = strcmp(v, "vanilla") == 0 ? 0 : strcmp(v, "off-by-one") == 0 ? 1 : 2;
         return m->softmax_type < 2 || strcmp(v, "learnable") == 0;
     }
-    if (strcmp(k, "activation_func") == 0 || strcmp(k, "moe_router_score_function") == 0) {
-        /* Names only: neither changes a count. */
-        static const char *const ok[] = {"gelu", "silu", "relu", "squared_relu", "softmax", "sigmoid"};
+    if (strcmp(k, "activation_func") == 0 || strcmp(k, "moe_router_score_function") == 0 ||
+        strcmp(k, "moe_token_dispatcher_type") == 0) {
+        /* Names only: none changes a count. */
+        static const char *const ok[] = {"gelu",    "silu",    "relu",      "squared_relu", "softmax",
+                                         "sigmoid", "alltoall", "allgather", "flex"};
         const char *v = config_setting_get_string(s);
         for (size_t i = 0; v && i < sizeof ok / sizeof ok[0]; i++)
             if (strcmp(v, ok[i]) == 0)

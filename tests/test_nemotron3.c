@@ -13,6 +13,7 @@
 #include "model.h"
 #include "pattern_parse.h"
 #include "search.h"
+#include "workload.h"
 #include "sim_run.h"
 
 #define GB300 "cluster.topology=gb300-nvl72 "
@@ -267,4 +268,142 @@ Test(nemotron3, super_search_keeps_the_mamba_rules, .timeout = 60)
             "model.hybrid_layer_pattern=MEM*EMEME model.num_query_groups=8 model.mamba_num_groups=2 "
             "model.tensor_model_parallel_size=4 model.expert_model_parallel_size=4");
     expect_refusal(&q, "TP 4", "model.mamba_num_groups:", "divisible by tensor_model_parallel_size (4)");
+}
+
+/* ---- the workload: latent MoE, router score ops, MTP on the last stage ---- */
+
+/* The unfused templates of a run (overrides kv, NULL-terminated). */
+typedef struct built {
+    sim x;
+    workload_t *wl;
+} built;
+
+static void build(built *b, const char *const *kv)
+{
+    sim_run(&b->x, kv);
+    run_inputs in = b->x.in;
+    in.sim.keep_ops = true;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(workload_build(&b->wl, &in, &b->x.s, &err), SIM_OK, "%s", err.msg);
+}
+
+static void built_free(built *b)
+{
+    workload_destroy(b->wl);
+    sim_free(&b->x);
+}
+
+static const wl_pass *pass_of(const built *b, int64_t stage, bool bwd)
+{
+    const wl_chunk *c = &b->wl->stages[stage].chunks[b->wl->v - 1];
+    return bwd ? &c->bwd : &c->fwd;
+}
+
+/* Ops named `name` in a pass, and their summed duration (ps) in *ps. */
+static int count_ops(const wl_pass *p, const char *name, double *ps)
+{
+    int n = 0;
+    double t = 0;
+    for (int32_t i = 0; i < p->n_ops; i++)
+        if (strcmp(p->ops[i].name, name) == 0) {
+            n++;
+            t += (double)p->ops[i].duration_ps;
+        }
+    if (ps)
+        *ps = t;
+    return n;
+}
+
+/* Super's shapes on a short pattern (2 MoE layers, MTP 2 x *E: 4 MoE
+ * layer passes on the one stage), EP 8 over the alltoall dispatcher. */
+#define SHORT_SUPER "model.name=nemotron-3-super", "cluster.topology=gb300-nvl72", "cluster.num_gpus=8", \
+                    "model.expert_model_parallel_size=8", "train.global_batch_size=8", \
+                    "model.hybrid_layer_pattern=ME*E"
+
+/* Latent MoE in the templates: with l = h the expert GEMMs and the
+ * exchange are those of no latent, plus the two projections (4 T h l
+ * forward flops per MoE layer); with l = 1024 the expert GEMMs shrink with
+ * the width (4 rows F_e w forward, squared-ReLU: no gate) and the
+ * dispatch moves a quarter of the bytes. */
+Test(nemotron3, latent_moe_projects_before_dispatch_and_after_combine)
+{
+    const char *const k0[] = { SHORT_SUPER, "model.moe_latent_size=0", NULL };
+    const char *const kh[] = { SHORT_SUPER, "model.moe_latent_size=4096", NULL };
+    const char *const kl[] = { SHORT_SUPER, NULL };
+    built b0, bh, bl;
+    build(&b0, k0);
+    build(&bh, kh);
+    build(&bl, kl);
+    const double T = 8192, h = 4096, l = 1024, rows = T * 22, Fe = 2688, n_moe = 4;
+    const wl_pass *f0 = pass_of(&b0, 0, false), *fh = pass_of(&bh, 0, false), *fl = pass_of(&bl, 0, false);
+    cr_assert_eq(count_ops(f0, "latent_down", NULL), 0);
+    cr_assert_eq(count_ops(fl, "latent_down", NULL), 4);
+    cr_assert_eq(count_ops(fl, "latent_up", NULL), 4);
+    cr_assert_eq(count_ops(pass_of(&bl, 0, true), "latent_down_wgrad", NULL), 4);
+    cr_assert(fabs((fh->flops - f0->flops) / (n_moe * 4 * T * h * h) - 1) < 1e-9, "%.6g", fh->flops - f0->flops);
+    double want = n_moe * (4 * rows * Fe * (h - l) - 4 * T * h * l);
+    cr_assert(fabs((f0->flops - fl->flops) / want - 1) < 1e-9, "%.6g vs %.6g", f0->flops - fl->flops, want);
+    double d0, dh, dl;
+    cr_assert_eq(count_ops(f0, "ep_dispatch", &d0), 4);
+    count_ops(fh, "ep_dispatch", &dh);
+    count_ops(fl, "ep_dispatch", &dl);
+    cr_assert_eq(dh, d0);
+    cr_assert(dl < 0.5 * d0 && dl > 0.1 * d0, "dispatch %.0f ps at l 1024 vs %.0f ps", dl, d0);
+    built_free(&b0);
+    built_free(&bh);
+    built_free(&bl);
+}
+
+/* The router's score ops follow its settings: softmax reads and writes the
+ * logits; sigmoid with an expert bias and a top-k scale does more. */
+Test(nemotron3, router_score_ops_follow_the_score_function)
+{
+    const char *const ks[] = { SHORT_SUPER, "model.moe_router_score_function=softmax",
+                               "model.moe_router_enable_expert_bias=false", "model.moe_router_topk_scaling_factor=0",
+                               NULL };
+    const char *const kb[] = { SHORT_SUPER, NULL };
+    built bs, bb;
+    build(&bs, ks);
+    build(&bb, kb);
+    double ds, db, dsb, dbb;
+    cr_assert_eq(count_ops(pass_of(&bs, 0, false), "router_score", &ds), 4);
+    cr_assert_eq(count_ops(pass_of(&bb, 0, false), "router_score", &db), 4);
+    cr_assert_eq(count_ops(pass_of(&bs, 0, true), "router_score_bwd", &dsb), 4);
+    cr_assert_eq(count_ops(pass_of(&bb, 0, true), "router_score_bwd", &dbb), 4);
+    cr_assert_gt(db, ds);
+    cr_assert_eq(dbb, dsb);
+    built_free(&bs);
+    built_free(&bb);
+}
+
+/* MTP depths run on the last pipeline stage only, after the main layers:
+ * per depth its entry (embedding, norms, eh projection), its *E layers and
+ * its own logits; mtp_num_layers=0 drops them. */
+Test(nemotron3, mtp_depths_run_on_the_last_stage)
+{
+    const char *const kv[] = { "model.name=nemotron-3-super", "cluster.topology=gb300-nvl72", "cluster.num_gpus=16",
+                               "model.expert_model_parallel_size=8", "model.pipeline_model_parallel_size=2",
+                               "train.global_batch_size=16", "model.hybrid_layer_pattern=ME*EME*E", NULL };
+    const char *const k0[] = { "model.name=nemotron-3-super", "cluster.topology=gb300-nvl72", "cluster.num_gpus=16",
+                               "model.expert_model_parallel_size=8", "model.pipeline_model_parallel_size=2",
+                               "train.global_batch_size=16", "model.hybrid_layer_pattern=ME*EME*E",
+                               "model.mtp_num_layers=0", NULL };
+    built b, b0;
+    build(&b, kv);
+    build(&b0, k0);
+    const wl_pass *first = pass_of(&b, 0, false), *last = pass_of(&b, 1, false), *last0 = pass_of(&b0, 1, false);
+    cr_assert_eq(count_ops(first, "mtp_eh_proj", NULL), 0);
+    cr_assert_eq(count_ops(first, "logits", NULL), 0);
+    cr_assert_eq(count_ops(last, "mtp_eh_proj", NULL), 2);
+    cr_assert_eq(count_ops(last, "logits", NULL), 3);
+    cr_assert_eq(count_ops(last0, "logits", NULL), 1);
+    cr_assert_eq(count_ops(last, "router", NULL), count_ops(last0, "router", NULL) + 2);
+    cr_assert_eq(count_ops(pass_of(&b, 1, true), "mtp_eh_wgrad", NULL), 2);
+    /* The last stage holds the MTP block's activations too, and the step is longer. */
+    cr_assert_gt(b.wl->stages[1].chunks[0].act_bytes, b0.wl->stages[1].chunks[0].act_bytes);
+    cr_assert_eq(b.wl->stages[0].chunks[0].act_bytes, b0.wl->stages[0].chunks[0].act_bytes);
+    cr_assert_gt(step_result_get(b.x.st)->step_time_s, step_result_get(b0.x.st)->step_time_s);
+    built_free(&b);
+    built_free(&b0);
 }
