@@ -254,7 +254,8 @@ Test(nemotron3, super_search_keeps_the_mamba_rules, .timeout = 60)
     search_result r;
     cr_assert_eq(search_run(&in, &o, &r, &err), SIM_OK, "%s", err.msg);
     cr_assert(r.n_feasible >= 1, "nothing fits");
-    cr_assert_gt(r.counts.illegal, 0);
+    /* the search enumerates only the TP the Mamba rules admit: every
+     * candidate keeps them */
     for (size_t i = 0; i < r.n_cands; i++) {
         int64_t tp = r.cands[i].par.tp;
         cr_assert_eq(in.model.mamba_num_heads % tp, 0, "#%zu: TP %lld", i + 1, (long long)tp);
