@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_run.h"
+#include "scratch.h"
 #include "memory.h"
 #include "model.h"
 #include "pattern_parse.h"
@@ -111,6 +112,32 @@ Test(nemotron3, legacy_mtp_pattern_is_the_slash_form)
     cr_assert_float_eq(model_total_params(ma, 1), model_total_params(mb, 1), 1.0);
     sim_free(&a);
     sim_free(&b);
+}
+
+/* model.mtp_num_layers=0 drops the '/' parts (as it drops the legacy
+ * pattern): the model is the main pattern alone. */
+Test(nemotron3, mtp_num_layers_zero_drops_the_mtp_parts)
+{
+    const char *const slash0[] = { "model.hybrid_layer_pattern=MEM*E/*E/*E", "model.mtp_hybrid_override_pattern=\"\"",
+                                   "model.mtp_num_layers=0", NULL };
+    const char *const plain[] = { "model.hybrid_layer_pattern=MEM*E", "model.mtp_hybrid_override_pattern=\"\"",
+                                  "model.mtp_num_layers=0", NULL };
+    const char *const legacy0[] = { "model.hybrid_layer_pattern=MEM*E", "model.mtp_num_layers=0", NULL };
+    sim a, b, c;
+    load(&a, "nemotron-3-super", slash0);
+    load(&b, "nemotron-3-super", plain);
+    load(&c, "nemotron-3-super", legacy0);
+    cr_assert_eq(a.in.model.mtp_num_layers, 0);
+    cr_assert_eq(a.in.model.mtp_layers_per_depth, 0);
+    cr_assert_eq(c.in.model.mtp_layers_per_depth, 0);
+    double fb = model_flops_per_step(&b.in.model, 4, 1);
+    cr_assert_eq(model_flops_per_step(&a.in.model, 4, 1), fb);
+    cr_assert_eq(model_flops_per_step(&c.in.model, 4, 1), fb);
+    cr_assert_eq(model_total_params(&a.in.model, 1), model_total_params(&b.in.model, 1));
+    cr_assert_eq(step_result_get(a.st)->step_time_s, step_result_get(b.st)->step_time_s);
+    sim_free(&a);
+    sim_free(&b);
+    sim_free(&c);
 }
 
 Test(nemotron3, mtp_and_new_key_refusals_name_the_key)
@@ -407,4 +434,28 @@ Test(nemotron3, mtp_depths_run_on_the_last_stage)
     cr_assert_gt(step_result_get(b.x.st)->step_time_s, step_result_get(b0.x.st)->step_time_s);
     built_free(&b);
     built_free(&b0);
+}
+
+/* validate finds the new presets by the model column (models.csv names):
+ * a Super, an Ultra and a Lightning row on GB300s are predicted, not
+ * skipped (public.csv has no such rows yet). */
+Test(nemotron3, validate_maps_the_new_model_names)
+{
+    make_dir();
+    char csv[128];
+    path_in(csv, sizeof csv, "rows.csv");
+    write_file(csv,
+               "id,source,gpu_type,num_gpus,model,seq_len,gbs,mbs,tp,pp,vp,cp,ep,etp,dp,sp,recompute,precision,"
+               "distributed_optimizer,metric_name,metric_value,notes,flop_convention\n"
+               "t-super,test,GB300,64,nemotron-3-super,8192,512,1,1,1,1,1,64,,64,,,bf16,,tokens_per_s_per_gpu,1000,"
+               "x,megatron\n"
+               "t-ultra,test,GB300,256,nemotron-3-ultra,8192,512,1,1,1,1,1,64,,256,,,bf16,,tokens_per_s_per_gpu,1000,"
+               "x,megatron\n"
+               "t-light,test,GB300,8,nemotron-3.5-lightning,8192,64,1,1,1,1,1,8,,8,,,bf16,,tokens_per_s_per_gpu,1000,"
+               "x,megatron\n");
+    result r;
+    runf(&r, "validate '%s' --recipes none", csv);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.out, "validate: 3 rows, 3 predicted, 0 skipped"), "%s", r.out);
+    remove_dir();
 }
