@@ -58,6 +58,10 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
          * and PP > 1 the last stage keeps a copy of the embedding. */
         if (!m->share_embeddings_and_output_weights || s->pp > 1)
             tp_sharded += h * vocab;
+        /* Hybrid MTP looks up the embedding here: its own copy when the
+         * output layer is untied and the first stage is another. */
+        if (model_mtp_embeds(m) && s->pp > 1 && !m->share_embeddings_and_output_weights)
+            tp_sharded += h * vocab;
         /* MTP blocks live on the last stage: per depth its layers (a
          * transformer's: one of the last decoder layer's type; a hybrid's:
          * the MTP pattern), the eh projection (2h -> h) and the norms. */

@@ -206,6 +206,11 @@ int64_t model_mtp_weight_depths(const model_spec *m)
     return m->mtp_use_repeated_layer && m->mtp_num_layers > 1 ? 1 : m->mtp_num_layers;
 }
 
+bool model_mtp_embeds(const model_spec *m)
+{
+    return m->hybrid && m->mtp_num_layers > 0;
+}
+
 int64_t model_mtp_moe_weight_layers(const model_spec *m)
 {
     if (!model_is_moe(m))

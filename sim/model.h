@@ -132,6 +132,10 @@ int model_mtp_pattern_parse(model_spec *m, const char *pattern, char *msg, size_
 int64_t model_mtp_layer_count(const model_spec *m);
 /* MTP depths that hold their own weights: 1 with mtp_use_repeated_layer, else all. */
 int64_t model_mtp_weight_depths(const model_spec *m);
+/* Whether the last pipeline stage runs a hybrid pattern's MTP depths, which
+ * look up the input embedding there (Megatron builds the embedding on an
+ * MTP stage too and keeps it in step with the first stage's). */
+bool model_mtp_embeds(const model_spec *m);
 /* MoE layers among the MTP weights (weight depths x MoE layers a depth holds). */
 int64_t model_mtp_moe_weight_layers(const model_spec *m);
 

@@ -567,8 +567,10 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
                 goto fail;
         }
         st->optimizer_s = optimizer_s(&x, r);
-        if (in->model.share_embeddings_and_output_weights && s->pp > 1 && (r == 0 || r == s->pp - 1) && !x.ideal &&
-            !x.frozen) {
+        /* The word embedding held on the first and the last stage (tied
+         * output layer, or a hybrid model's MTP) keeps in step there. */
+        if ((in->model.share_embeddings_and_output_weights || model_mtp_embeds(&in->model)) && s->pp > 1 &&
+            (r == 0 || r == s->pp - 1) && !x.ideal && !x.frozen) {
             /* first and last stage of each pipeline: bases 0 .. world/pp - 1 */
             group_placements pair;
             int64_t per_stage = s->groups[GROUP_PP].stride;

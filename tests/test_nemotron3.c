@@ -459,3 +459,34 @@ Test(nemotron3, validate_maps_the_new_model_names)
     cr_assert(strstr(r.out, "validate: 3 rows, 3 predicted, 0 skipped"), "%s", r.out);
     remove_dir();
 }
+
+/* With PP > 1 the MTP stage holds its own copy of the (untied) word
+ * embedding, h V / TP parameters more than without MTP's embedding, and
+ * all-reduces its gradient with the first stage's. */
+Test(nemotron3, mtp_stage_holds_an_embedding_copy)
+{
+    const char *const pp2[] = { "model.pipeline_model_parallel_size=2", "model.expert_model_parallel_size=32",
+                                "model.hybrid_layer_pattern=ME*EME*E", NULL };
+    sim x;
+    load(&x, "nemotron-3-super", pp2);
+    double dense, expert, dense0, expert0;
+    memory_chunk_params(&x.in, &x.s, 1, 0, &dense, &expert);
+    model_spec keep = x.in.model;
+    x.in.model.mtp_num_layers = 0;
+    memory_chunk_params(&x.in, &x.s, 1, 0, &dense0, &expert0);
+    x.in.model = keep;
+    model_layer_params d;
+    model_mtp_depth_params(&keep, &d);
+    double block = d.attention + d.shared_experts + d.mtp_proj + d.replicated; /* TP 1 */
+    cr_assert_float_eq(dense - dense0, block + 4096.0 * 131072, 1.0, "%.0f", dense - dense0);
+    cr_assert_float_eq(expert - expert0, d.routed_experts / 32, 1.0);
+    run_inputs in = x.in;
+    workload_t *wl = NULL;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(workload_build(&wl, &in, &x.s, &err), SIM_OK, "%s", err.msg);
+    cr_assert_gt(wl->stages[1].embedding_grad_s, 0);
+    cr_assert_gt(wl->stages[0].embedding_grad_s, 0);
+    workload_destroy(wl);
+    sim_free(&x);
+}
