@@ -868,6 +868,7 @@ static int set_algo(const cfg_t *, const key_def *, const cfg_value *, run_input
 static int set_proto(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 
 static int set_enum(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
+static int set_megatron_fsdp(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 static int set_flags(const cfg_t *, const key_def *, const cfg_value *, run_inputs *, sim_err *);
 
 /* A key whose value is one of names[] (stores the matching value). */
@@ -912,6 +913,13 @@ static const char *const act_names[] = { "gelu", "silu", "relu", "squared_relu" 
 static const int act_values[] = { MODEL_ACT_GELU, MODEL_ACT_SILU, MODEL_ACT_RELU, MODEL_ACT_SQUARED_RELU };
 static const char *const score_names[] = { "softmax", "sigmoid" };
 static const int score_values[] = { MODEL_ROUTER_SOFTMAX, MODEL_ROUTER_SIGMOID };
+/* Megatron-FSDP's sharding strategies (ZeRO stages 0-3); the outer one
+ * (HSDP / HFSDP) takes the first two. */
+static const char *const dp_shard_names[] = { "no_shard", "optim", "optim_grads", "optim_grads_params" };
+static const int dp_shard_values[] = { DP_SHARD_NONE, DP_SHARD_OPTIM, DP_SHARD_OPTIM_GRADS,
+                                       DP_SHARD_OPTIM_GRADS_PARAMS };
+static const char *const outer_shard_names[] = { "no_shard", "optim" };
+static const int outer_shard_values[] = { DP_SHARD_NONE, DP_SHARD_OPTIM };
 static const char *const peft_names[] = { "none", "lora" };
 static const int peft_values[] = { 0, 1 };
 static const char *const lora_target_names[] = { "linear_qkv", "linear_proj", "linear_fc1", "linear_fc2" };
@@ -1101,6 +1109,24 @@ static const key_def keys[] = {
            "reduce gradients in fp32 (else bf16)"),
     K_INT("ddp.bucket_size", ddp.bucket_size, "0", RG_GE0, LIMIT_BUCKET_PARAMS,
           "parameters per gradient bucket; 0 = Megatron's max(40000000, 1000000*dp)"),
+    { .key = "ddp.use_megatron_fsdp", .type = KT_BOOL, .def = "false", .set = set_megatron_fsdp, .late = true,
+      .help = "Megatron-FSDP: shard as ddp.data_parallel_sharding_strategy says (sets the distributed "
+              "optimizer; optim_grads forces overlap_grad_reduce, optim_grads_params both overlaps)" },
+    K_ENUM("ddp.data_parallel_sharding_strategy", ddp.sharding, "\"no_shard\"", dp_shard_names, dp_shard_values,
+           "Megatron-FSDP only: no_shard | optim | optim_grads | optim_grads_params (ZeRO 0-3); "
+           "ignored without ddp.use_megatron_fsdp"),
+    K_INT("ddp.num_distributed_optimizer_instances", ddp.num_distributed_optimizer_instances, "1", RG_GE1,
+          LIMIT_GPUS, "outer DP size: shards span dp*cp / instances ranks (HSDP / HFSDP); 1 = none"),
+    K_ENUM("ddp.outer_dp_sharding_strategy", ddp.outer_sharding, "\"no_shard\"", outer_shard_names,
+           outer_shard_values,
+           "Megatron-FSDP only: no_shard (HSDP: all-reduce over the instances) | optim (HFSDP: the "
+           "optimizer state sharded over them too)"),
+    K_BOOL("ddp.fsdp_double_buffer", ddp.fsdp_double_buffer, "false",
+           "Megatron-FSDP: a persistent pair of unit buffers (two units of the most common size)"),
+    K_INT("ddp.suggested_communication_unit_size", ddp.suggested_communication_unit_size, "0", RG_GE0,
+          LIMIT_BUCKET_PARAMS, "Megatron-FSDP collective bundling, elements (launch count only: not simulated); 0 = none"),
+    K_BOOL("mixed_precision.fp8_param_gather", ddp.fp8_param_gather, "false",
+           "gather parameters in fp8 (1 byte) for the distributed optimizer / Megatron-FSDP; needs an FP8 recipe"),
     K_SET("mixed_precision", KT_STRING, "\"bf16\"", set_precision,
           "bf16 | fp16 | fp8 | fp8-cs | fp8-delayed | mxfp8 | fp8-blockwise | nvfp4, or a "
           "Megatron Bridge recipe name (bf16_with_fp8_current_scaling_mixed, ...)"),
@@ -1672,6 +1698,28 @@ static int set_hier_cp(const cfg_t *c, const key_def *k, const cfg_value *v, run
     for (int j = 0; j < v->n; j++)
         in->par.hierarchical_cp_sizes[j] = v->ints[j];
     in->par.n_hierarchical_cp_sizes = v->n;
+    return SIM_OK;
+}
+
+/* Megatron-FSDP sets the distributed optimizer, and its strategies force
+ * the overlaps (megatron-features.md C.1: "The distributed optimizer is
+ * set automatically"; optim_grads forces overlap_grad_reduce,
+ * optim_grads_params also overlap_param_gather).  Late: it reads the
+ * strategy. */
+static int set_megatron_fsdp(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
+{
+    (void)c;
+    (void)k;
+    (void)err;
+    ddp_spec *d = &in->ddp;
+    d->use_megatron_fsdp = v->b;
+    if (!v->b)
+        return SIM_OK;
+    d->use_distributed_optimizer = true;
+    if (d->sharding >= DP_SHARD_OPTIM_GRADS)
+        d->overlap_grad_reduce = true;
+    if (d->sharding == DP_SHARD_OPTIM_GRADS_PARAMS)
+        d->overlap_param_gather = true;
     return SIM_OK;
 }
 

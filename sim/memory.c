@@ -1,5 +1,7 @@
 #include "memory.h"
 
+#include <stdlib.h>
+
 /* Bytes per parameter (reference §2.2): bf16 weights, gradients in fp32
  * when grad_reduce_in_fp32 (Megatron's main_grad) else in bf16, and fp32
  * master weights + Adam m and v (12 B) sharded over D ranks by the
@@ -126,9 +128,97 @@ void memory_chunk_trained_params(const run_inputs *in, const strategy_t *s, int6
     *expert = 0.0;
 }
 
+bool memory_embedding_is_unit(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk)
+{
+    return is_first_virtual(s, stage, chunk) && (!in->model.share_embeddings_and_output_weights || s->pp > 1);
+}
+
+/* One unit's parameters on this GPU: layer `layer`, or the embedding (word
+ * and learned positions) when layer < 0. */
+static void unit_params(const run_inputs *in, const strategy_t *s, int64_t layer, mem_units *u)
+{
+    const model_spec *m = &in->model;
+    if (layer >= 0) {
+        memory_layer_params(in, s, layer, &u->w_dense, &u->w_expert);
+        memory_layer_trained_params(in, s, layer, &u->t_dense, &u->t_expert);
+        return;
+    }
+    const double h = (double)m->hidden_size;
+    u->w_dense = h * (double)model_padded_vocab(m, s->tp) / (double)s->tp +
+                 (m->position_embedding_type[0] == 'l' ? h * (double)m->seq_length : 0.0);
+    u->w_expert = u->t_expert = 0.0;
+    u->t_dense = in->peft.lora ? 0.0 : u->w_dense; /* LoRA: the base is frozen */
+}
+
+void memory_chunk_units(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk, mem_units *out)
+{
+    int64_t first, count;
+    strategy_chunk_layers(s, stage, chunk, &first, &count);
+    *out = (mem_units){0};
+    for (int64_t l = memory_embedding_is_unit(in, s, stage, chunk) ? -1 : first; l < first + count; l++) {
+        mem_units u;
+        unit_params(in, s, l < 0 ? -1 : l, &u);
+        out->w_dense += u.w_dense;
+        out->w_expert += u.w_expert;
+        out->t_dense += u.t_dense;
+        out->t_expert += u.t_expert;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The unsharded buffers of the units in flight, per parameter of a unit
+ * (gathered parameters under ZeRO-3, the gradients before their
+ * reduce-scatter under ZeRO-2 and 3) times the parameters of two units:
+ * with the double buffer two of the most common unit size (the mode; of
+ * equally common sizes the largest), as Megatron-FSDP sizes its buffer
+ * pair; without it the two largest units, the most the one-ahead prefetch
+ * holds at once. */
+static double unit_buffer_params(const run_inputs *in, const strategy_t *s, int64_t stage)
+{
+    double size[MODEL_MAX_LAYERS + 1];
+    int n = 0;
+    for (int64_t c = 0; c < s->v; c++) {
+        int64_t first, count;
+        strategy_chunk_layers(s, stage, c, &first, &count);
+        for (int64_t l = memory_embedding_is_unit(in, s, stage, c) ? -1 : first; l < first + count; l++) {
+            mem_units u;
+            unit_params(in, s, l < 0 ? -1 : l, &u);
+            if (n < MODEL_MAX_LAYERS + 1)
+                size[n++] = u.w_dense + u.w_expert;
+        }
+    }
+    if (n == 0)
+        return 0.0;
+    qsort(size, (size_t)n, sizeof *size, cmp_double);
+    if (!in->ddp.fsdp_double_buffer)
+        return size[n - 1] + (n > 1 ? size[n - 2] : 0.0);
+    double mode = size[0];
+    int best = 0;
+    for (int i = 0, j; i < n; i = j) {
+        for (j = i; j < n && size[j] == size[i]; j++)
+            ;
+        if (j - i >= best) {
+            best = j - i;
+            mode = size[i];
+        }
+    }
+    return 2.0 * mode;
+}
+
+double memory_param_gather_bytes(const run_inputs *in)
+{
+    return in->ddp.fp8_param_gather ? 1.0 : WEIGHT_BYTES;
+}
+
 void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out)
 {
     double dense = 0, expert = 0, tr_dense = 0, tr_expert = 0;
+    mem_units units = {0};
     for (int64_t c = 0; c < s->v; c++) {
         double d, e;
         memory_chunk_params(in, s, stage, c, &d, &e);
@@ -137,18 +227,51 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
         memory_chunk_trained_params(in, s, stage, c, &d, &e);
         tr_dense += d;
         tr_expert += e;
+        mem_units u;
+        memory_chunk_units(in, s, stage, c, &u);
+        units.w_dense += u.w_dense;
+        units.w_expert += u.w_expert;
+        units.t_dense += u.t_dense;
+        units.t_expert += u.t_expert;
     }
     double grad_bytes = in->ddp.grad_reduce_in_fp32 ? 4.0 : 2.0;
-    /* Dense parameters shard over DP x CP, expert ones over expert-DP. */
-    double d_dense = in->ddp.use_distributed_optimizer ? (double)(s->dp * s->cp) : 1.0;
-    double d_expert = in->ddp.use_distributed_optimizer ? (double)s->edp : 1.0;
+    /* Dense parameters shard over DP x CP, expert ones over expert-DP
+     * (within an optimizer instance; HFSDP shards the optimizer state over
+     * the instances too).  Megatron-FSDP's units (layers, embedding) shard
+     * their gradients (ZeRO-2) and weights (ZeRO-3); the other parameters
+     * (output layer, final norm, MTP) stay whole as under the distributed
+     * optimizer (megatron-features.md C.1: "Non-unit parameters stay
+     * unsharded"). */
+    const double din = (double)s->dp_inner, ein = (double)s->edp_inner;
+    const double o = s->hfsdp ? (double)s->dp_outer : 1.0;
+    double d_dense = s->zero >= DP_SHARD_OPTIM ? din * o : 1.0;
+    double d_expert = s->zero >= DP_SHARD_OPTIM ? ein * o : 1.0;
+    double w_whole = dense + expert, g_whole = tr_dense + tr_expert;
+    double w_shard = 0, g_shard = 0, buffer = 0;
+    if (s->zero == DP_SHARD_OPTIM_GRADS_PARAMS) {
+        w_whole -= units.w_dense + units.w_expert;
+        w_shard = units.w_dense / din + units.w_expert / ein;
+    }
+    if (s->zero >= DP_SHARD_OPTIM_GRADS) {
+        g_whole -= units.t_dense + units.t_expert;
+        g_shard = units.t_dense / din + units.t_expert / ein;
+        buffer = unit_buffer_params(in, s, stage);
+    }
     out->dense_params = dense;
     out->expert_params = expert;
+    out->fsdp_buffer_bytes = buffer * ((s->zero == DP_SHARD_OPTIM_GRADS_PARAMS ? memory_param_gather_bytes(in) : 0.0) +
+                                       grad_bytes);
     /* LoRA adapters are bf16 weights beside the frozen base. */
-    out->weights_bytes = WEIGHT_BYTES * (dense + expert + (in->peft.lora ? tr_dense : 0.0));
-    out->gradients_bytes = grad_bytes * (tr_dense + tr_expert);
+    out->weights_bytes = WEIGHT_BYTES * (w_whole + w_shard + (in->peft.lora ? tr_dense : 0.0));
+    out->gradients_bytes = grad_bytes * (g_whole + g_shard);
     out->shard_params = tr_dense / d_dense + tr_expert / d_expert;
     out->optimizer_bytes = MASTER_AND_ADAM_BYTES * out->shard_params;
+    /* The buffers of the units in flight count with the weights and
+     * gradients they hold. */
+    if (s->zero == DP_SHARD_OPTIM_GRADS_PARAMS)
+        out->weights_bytes += buffer * memory_param_gather_bytes(in);
+    if (s->zero >= DP_SHARD_OPTIM_GRADS)
+        out->gradients_bytes += buffer * grad_bytes;
 }
 
 /* Per-layer activations (Korthikanti et al. 2022, Table 2 and §4.1),

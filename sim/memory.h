@@ -3,7 +3,9 @@
  * Static: weights, gradients and optimizer states from the parameters a
  * stage holds, sharded as Megatron shards them (TP, EP x ETP, the
  * distributed optimizer over DP x CP for dense and over expert-DP for
- * expert parameters; bytes per parameter 2 + 4 + 12/D, reference §2.2).
+ * expert parameters; bytes per parameter 2 + 4 + 12/D, reference §2.2),
+ * and Megatron-FSDP's gradients and weights as its strategy shards them,
+ * with the unsharded buffers of the units in flight.
  * Activations: the bytes one microbatch leaves stored per layer
  * (Korthikanti et al. 2022, Table 2, generalised to GQA, GLU, MoE and CP),
  * which the step simulation allocates at a forward pass and frees at the
@@ -25,10 +27,25 @@ typedef struct stage_static_mem {
     double shard_params;     /* trained parameters whose optimizer state this GPU
                                 holds (all of them without the distributed
                                 optimizer) */
-    double weights_bytes;
-    double gradients_bytes;
+    double weights_bytes;    /* with Megatron-FSDP's gathered unit buffers */
+    double gradients_bytes;  /* with its unsharded unit gradient buffers */
     double optimizer_bytes;
+    double fsdp_buffer_bytes; /* those buffers (part of the two above) */
 } stage_static_mem;
+
+/* Parameters one GPU holds in Megatron-FSDP's units of a chunk (its
+ * transformer layers, and the embedding where it is not also the output
+ * layer), before FSDP sharding: all (w_) and trained (t_), dense and
+ * routed-expert. */
+typedef struct mem_units {
+    double w_dense, w_expert, t_dense, t_expert;
+} mem_units;
+void memory_chunk_units(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk, mem_units *out);
+/* Is the embedding of this chunk an FSDP unit (first virtual stage; not
+ * when tied to an output layer on the same stage, which no unit holds)? */
+bool memory_embedding_is_unit(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk);
+/* Bytes per gathered parameter: bf16, or fp8 with fp8_param_gather. */
+double memory_param_gather_bytes(const run_inputs *in);
 
 void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out);
 

@@ -405,6 +405,69 @@ int strategy_check_tp(const model_spec *m, int64_t tp, const struct cfg *cfg, si
     return SIM_OK;
 }
 
+/* Rule 12: data-parallel sharding (the distributed optimizer, Megatron-FSDP,
+ * HSDP / HFSDP; megatron-features.md C.1) and the groups its shards use.
+ * The sharding strategies are read only with use_megatron_fsdp, as only
+ * Megatron's FSDP adapter reads them (mcore_fsdp_adapter.py:104-228):
+ * Bridge writes optim_grads_params for every run. */
+#define K_INST "ddp.num_distributed_optimizer_instances"
+static int check_sharding(strategy_t *s, const model_spec *m, const cluster_spec *c, const ddp_spec *ddp,
+                          const struct cfg *cfg, sim_err *err)
+{
+    const bool fsdp = ddp->use_megatron_fsdp;
+    const int64_t o = ddp->num_distributed_optimizer_instances, dpcp = s->dp * s->cp;
+    s->zero = fsdp ? ddp->sharding : ddp->use_distributed_optimizer ? DP_SHARD_OPTIM : DP_SHARD_NONE;
+    s->hfsdp = fsdp && ddp->outer_sharding == DP_SHARD_OPTIM;
+    /* config sets these with use_megatron_fsdp; a caller that changed them
+     * after (search) asks for what Megatron never runs. */
+    if (fsdp && !ddp->use_distributed_optimizer)
+        return BAD("ddp.use_distributed_optimizer", "Megatron-FSDP runs the distributed optimizer (it sets it)");
+    if (s->zero >= DP_SHARD_OPTIM_GRADS && !ddp->overlap_grad_reduce)
+        return BAD("ddp.overlap_grad_reduce", "data_parallel_sharding_strategy optim_grads and "
+                   "optim_grads_params reduce gradients in every backward: overlap_grad_reduce is forced on");
+    if (s->zero == DP_SHARD_OPTIM_GRADS_PARAMS && !ddp->overlap_param_gather)
+        return BAD("ddp.overlap_param_gather", "data_parallel_sharding_strategy optim_grads_params gathers "
+                   "parameters per unit: overlap_param_gather is forced on");
+    if (o < 1)
+        return BAD(K_INST, "must be >= 1 (got %" PRId64 ")", o);
+    if (o > 1 && s->zero == DP_SHARD_NONE)
+        return BAD(K_INST, "%" PRId64 " optimizer instances need a sharded optimizer "
+                   "(ddp.use_distributed_optimizer, or Megatron-FSDP with a strategy other than no_shard)", o);
+    /* parallel_state.py: (dp*cp) % num_distributed_optimizer_instances == 0 */
+    if (dpcp % o != 0)
+        return BAD(K_INST, "data_parallel_size x context_parallel_size (%" PRId64 " x %" PRId64
+                   ") must be a multiple of the instances (%" PRId64 ")", s->dp, s->cp, o);
+    if (m->num_moe_experts > 0 && s->edp % o != 0)
+        return BAD(K_INST, "the expert data-parallel size (%" PRId64 ") must be a multiple of the "
+                   "instances (%" PRId64 "): expert shards split over them like the dense ones", s->edp, o);
+    if (s->hfsdp && o == 1)
+        return BAD("ddp.outer_dp_sharding_strategy", "optim (HFSDP) shards the optimizer state over the "
+                   "optimizer instances: it needs ddp.num_distributed_optimizer_instances > 1");
+    if (ddp->fp8_param_gather) {
+        precision_kind p = s->par.precision;
+        if (p != PREC_FP8_DELAYED && p != PREC_FP8_CS && p != PREC_MXFP8 && p != PREC_FP8_BLOCKWISE)
+            return BAD("mixed_precision.fp8_param_gather", "gathers fp8 parameters: it needs an FP8 recipe "
+                       "(mixed_precision fp8, fp8-cs, fp8-delayed, mxfp8 or fp8-blockwise)");
+        if (s->zero == DP_SHARD_NONE)
+            return BAD("mixed_precision.fp8_param_gather", "needs a parameter all-gather: the distributed "
+                       "optimizer or Megatron-FSDP with a strategy other than no_shard");
+    }
+    s->dp_outer = o;
+    s->dp_inner = dpcp / o;
+    s->edp_inner = s->edp % o == 0 ? s->edp / o : s->edp;
+    /* Inner groups are consecutive ranks of the DP x CP (expert-DP) group;
+     * an outer group takes one rank of each. */
+    const struct { int64_t size, stride; } g[STRATEGY_SHARD_GROUPS] = {
+        [SHARD_DENSE_INNER] = { s->dp_inner, s->tp },
+        [SHARD_DENSE_OUTER] = { o, s->tp * s->dp_inner },
+        [SHARD_EXPERT_INNER] = { s->edp_inner, s->etp * s->ep },
+        [SHARD_EXPERT_OUTER] = { s->edp / s->edp_inner, s->etp * s->ep * s->edp_inner },
+    };
+    for (int k = 0; k < STRATEGY_SHARD_GROUPS; k++)
+        net_group_placements(c, s->world, g[k].size, g[k].stride, &s->shard_places[k]);
+    return SIM_OK;
+}
+
 int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c,
                      const parallel_spec *par, const train_spec *train, const ddp_spec *ddp,
                      const struct cfg *cfg, sim_err *err)
@@ -546,6 +609,8 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
         return BAD("model.tp_comm_overlap",
                    "tensor parallel communication/GEMM overlap requires "
                    "model.sequence_parallel");
+    if ((rc = check_sharding(s, m, c, ddp, cfg, err)) != SIM_OK)
+        return rc;
 
     /* Groups, Megatron's default order: dense tp-cp-dp-pp, expert
      * etp-ep-edp-pp, leftmost fastest.  Each kind's collective steps are

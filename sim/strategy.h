@@ -108,12 +108,27 @@ typedef struct peft_spec {
     unsigned targets;           /* LORA_* bits */
 } peft_spec;
 
+/* ddp.data_parallel_sharding_strategy / outer_dp_sharding_strategy
+ * (Megatron-FSDP's names; the ZeRO stage is the value). */
+typedef enum {
+    DP_SHARD_NONE = 0, DP_SHARD_OPTIM, DP_SHARD_OPTIM_GRADS, DP_SHARD_OPTIM_GRADS_PARAMS
+} dp_shard_kind;
+
 typedef struct ddp_spec {
     bool use_distributed_optimizer;
     bool overlap_grad_reduce;
     bool overlap_param_gather;
     bool grad_reduce_in_fp32;
     int64_t bucket_size;        /* parameters per DP bucket; 0 = Megatron default */
+    /* Megatron-FSDP (megatron-features.md C.1); the sharding strategies,
+     * double buffer and unit size are read only with use_megatron_fsdp. */
+    bool use_megatron_fsdp;
+    int sharding;               /* dp_shard_kind */
+    int outer_sharding;         /* DP_SHARD_NONE (HSDP) or DP_SHARD_OPTIM (HFSDP) */
+    int64_t num_distributed_optimizer_instances; /* outer DP size; 1 = none */
+    bool fsdp_double_buffer;
+    int64_t suggested_communication_unit_size;   /* elements; 0 = none */
+    bool fp8_param_gather;      /* mixed_precision.fp8_param_gather */
 } ddp_spec;
 
 /* How one communication group sits on the fabric (filled by
@@ -158,6 +173,8 @@ typedef struct group_placements {
     group_span span[STRATEGY_MAX_PLACEMENTS]; /* the lowest base of each */
 } group_placements;
 
+#define STRATEGY_SHARD_GROUPS 4
+
 typedef enum {
     GROUP_TP = 0, GROUP_CP, GROUP_DP, GROUP_DP_CP, GROUP_PP,
     GROUP_EP, GROUP_ETP, GROUP_EDP, GROUP_COUNT
@@ -181,7 +198,25 @@ typedef struct strategy {
     int32_t vstage_start[MODEL_MAX_LAYERS + 3];
     group_span groups[GROUP_COUNT];   /* the worst placement of each kind */
     group_placements places[GROUP_COUNT];
+    /* Data-parallel sharding, from the distributed optimizer or
+     * Megatron-FSDP: zero = what is sharded over the DP x CP mesh (experts
+     * over expert-DP): 0 nothing, 1 optimizer state, 2 + gradients, 3 +
+     * parameters (dp_shard_kind).  With dp_outer optimizer instances the
+     * shards span the inner groups (dp_inner = dp*cp / dp_outer, edp_inner
+     * = edp / dp_outer); hfsdp also shards the optimizer state over the
+     * outer groups. */
+    int zero;
+    bool hfsdp;
+    int64_t dp_outer, dp_inner, edp_inner;
+    group_placements shard_places[STRATEGY_SHARD_GROUPS]; /* strategy_shard_group */
 } strategy_t;
+
+/* The groups the data-parallel shards are reduced and gathered over:
+ * inner (dp_inner ranks of the DP x CP group, consecutive, / edp_inner of
+ * expert-DP) and outer (one rank of each inner group). */
+typedef enum {
+    SHARD_DENSE_INNER = 0, SHARD_DENSE_OUTER, SHARD_EXPERT_INNER, SHARD_EXPERT_OUTER
+} strategy_shard_group;
 
 struct cfg;
 
