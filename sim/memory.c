@@ -133,9 +133,7 @@ bool memory_embedding_is_unit(const run_inputs *in, const strategy_t *s, int64_t
     return is_first_virtual(s, stage, chunk) && (!in->model.share_embeddings_and_output_weights || s->pp > 1);
 }
 
-/* One unit's parameters on this GPU: layer `layer`, or the embedding (word
- * and learned positions) when layer < 0. */
-static void unit_params(const run_inputs *in, const strategy_t *s, int64_t layer, mem_units *u)
+void memory_unit_params(const run_inputs *in, const strategy_t *s, int64_t layer, mem_units *u)
 {
     const model_spec *m = &in->model;
     if (layer >= 0) {
@@ -157,7 +155,7 @@ void memory_chunk_units(const run_inputs *in, const strategy_t *s, int64_t stage
     *out = (mem_units){0};
     for (int64_t l = memory_embedding_is_unit(in, s, stage, chunk) ? -1 : first; l < first + count; l++) {
         mem_units u;
-        unit_params(in, s, l < 0 ? -1 : l, &u);
+        memory_unit_params(in, s, l, &u);
         out->w_dense += u.w_dense;
         out->w_expert += u.w_expert;
         out->t_dense += u.t_dense;
@@ -187,7 +185,7 @@ static double unit_buffer_params(const run_inputs *in, const strategy_t *s, int6
         strategy_chunk_layers(s, stage, c, &first, &count);
         for (int64_t l = memory_embedding_is_unit(in, s, stage, c) ? -1 : first; l < first + count; l++) {
             mem_units u;
-            unit_params(in, s, l < 0 ? -1 : l, &u);
+            memory_unit_params(in, s, l, &u);
             if (n < MODEL_MAX_LAYERS + 1)
                 size[n++] = u.w_dense + u.w_expert;
         }

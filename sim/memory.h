@@ -40,6 +40,9 @@ typedef struct stage_static_mem {
 typedef struct mem_units {
     double w_dense, w_expert, t_dense, t_expert;
 } mem_units;
+/* One unit's parameters on this GPU: layer `layer`, or the embedding (word
+ * and learned positions) when layer < 0. */
+void memory_unit_params(const run_inputs *in, const strategy_t *s, int64_t layer, mem_units *u);
 void memory_chunk_units(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk, mem_units *out);
 /* Is the embedding of this chunk an FSDP unit (first virtual stage; not
  * when tied to an output layer on the same stage, which no unit holds)? */

@@ -570,7 +570,7 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_item *i
                                       const pass_ref *ref)
 {
     step_t *st = b->st;
-    const bool distopt = b->in->ddp.use_distributed_optimizer;
+    const bool distopt = b->s->zero >= DP_SHARD_OPTIM; /* reduce-scatter into shards */
     bool whole = st->collapsed[pass_index(st, r, it->kind, it->microbatch, it->chunk)];
     eng_task last_rs = NO_TASK;
     for (int32_t k = 0; k < ch->n_buckets; k++) {
@@ -792,7 +792,7 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
 {
     step_t *st = b->st;
     const run_inputs *in = b->in;
-    const bool distopt = in->ddp.use_distributed_optimizer;
+    const bool distopt = b->s->zero >= DP_SHARD_OPTIM;
     const wl_stage *ws = &st->wl->stages[r];
     const sched_item *end = &b->items[b->n_items - 1];
     const pass_ref *last = &st->passes[pass_index(st, r, end->kind, end->microbatch, end->chunk)];
@@ -869,7 +869,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     b.last_b_item = malloc((size_t)v * sizeof *b.last_b_item);
     if (!b.items || !b.param_ag || !b.first_f_done || !b.last_b_item)
         fail(&b, SIM_ENOMEM);
-    const bool ag_first = in->ddp.use_distributed_optimizer && in->ddp.overlap_param_gather;
+    const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     for (int64_t r = 0; r < s->pp && b.rc == SIM_OK; r++) {
         int rc = sched_build(s->pp, v, s->num_microbatches, s->group_size_n, r, b.items, err);
         if (rc != SIM_OK) {

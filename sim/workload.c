@@ -40,6 +40,7 @@
 #include "memory.h"
 #include "net.h"
 #include "wl_build.h"
+#include "wl_fsdp.h"
 
 /* ---- one chunk ------------------------------------------------------- */
 
@@ -204,33 +205,18 @@ static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
 /* Megatron's DDP bucket size in parameters: ddp.bucket_size, else
  * max(40M, 1M x data-parallel size); one bucket per chunk where Megatron
  * disables bucketing (pipeline ranks > 0, chunks after the first) or when
- * gradient reduction is not overlapped. */
+ * gradient reduction is not overlapped; one under Megatron-FSDP's ZeRO-2/3,
+ * which reduce the units' gradients in the passes and leave the bucket the
+ * rest. */
 static double bucket_params(const ctx *x, int64_t stage, int64_t chunk)
 {
     const strategy_t *s = x->s;
-    if (!x->in->ddp.overlap_grad_reduce || stage > 0 || chunk > 0)
+    if (!x->in->ddp.overlap_grad_reduce || stage > 0 || chunk > 0 || s->zero >= DP_SHARD_OPTIM_GRADS)
         return INFINITY;
     if (x->in->ddp.bucket_size > 0)
         return (double)x->in->ddp.bucket_size;
     double dp = (double)(s->dp * s->cp);
     return fmax(40e6, 1e6 * dp);
-}
-
-/* DP cost of one bucket holding `dense` and `expert` parameters of this GPU. */
-static void bucket_cost(const ctx *x, double dense, double expert, wl_bucket *bk)
-{
-    const ddp_spec *ddp = &x->in->ddp;
-    double grad_bytes = ddp->grad_reduce_in_fp32 ? 4.0 : 2.0;
-    if (ddp->use_distributed_optimizer) {
-        bk->reduce_s = coll(x, GROUP_DP_CP, COLL_REDUCE_SCATTER, dense * grad_bytes) +
-                       coll(x, GROUP_EDP, COLL_REDUCE_SCATTER, expert * grad_bytes);
-        bk->gather_s = coll(x, GROUP_DP_CP, COLL_ALL_GATHER, dense * 2.0) +
-                       coll(x, GROUP_EDP, COLL_ALL_GATHER, expert * 2.0);
-    } else {
-        bk->reduce_s = coll(x, GROUP_DP_CP, COLL_ALL_REDUCE, dense * grad_bytes) +
-                       coll(x, GROUP_EDP, COLL_ALL_REDUCE, expert * grad_bytes);
-        bk->gather_s = 0.0;
-    }
 }
 
 int wl_duration_err(sim_err *err, double seconds, const char *what)
@@ -324,6 +310,16 @@ static void issue_into(const ctx *x, wl_opbuf *dst, void (*build)(const ctx *, w
     free(t.ops);
 }
 
+/* The embedding, an FSDP unit where it is one. */
+static void issue_unit(const ctx *x, wl_opbuf *dst, wl_fsdp *fs, void (*build)(const ctx *, wl_opbuf *))
+{
+    if (fs->emb)
+        wl_fsdp_unit_begin(dst, fs);
+    issue_into(x, dst, build);
+    if (fs->emb)
+        wl_fsdp_unit_end(dst, fs);
+}
+
 static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out, sim_err *err)
 {
     const strategy_t *s = x->s;
@@ -339,7 +335,10 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
      * layer_start[i]: forward op where layer first + i begins. */
     wl_bucket *buckets = calloc((size_t)count + 1, sizeof *buckets);
     int32_t *layer_start = malloc(((size_t)count + 1) * sizeof *layer_start);
-    int rc = buckets && layer_start ? SIM_OK : SIM_ENOMEM;
+    wl_fsdp fs;
+    int rc = wl_fsdp_init(x, stage, chunk, &fs);
+    if (rc == SIM_OK && !(buckets && layer_start))
+        rc = SIM_ENOMEM;
     if (rc != SIM_OK)
         goto done;
     int32_t n_buckets = 0;
@@ -352,11 +351,14 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         then(&f, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
         then(&b, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
     }
+    wl_fsdp_pass_begin(x, &f, &fs, false);
     if (first_virtual && !ideal)
-        issue_into(x, &f, embedding_fwd);
+        issue_unit(x, &f, &fs, embedding_fwd);
     for (int64_t l = first; l < first + count; l++) {
+        wl_fsdp_unit_begin(&f, &fs);
         layer_start[l - first] = f.n;
         append(&f, cached_layer(x, layer_kind(x, l), 0));
+        wl_fsdp_unit_end(&f, &fs);
         /* A layer waits for its parameters at its first kernel, not at
          * the host ops that issue it. */
         while (!f.oom && layer_start[l - first] < f.n - 1 && f.ops[layer_start[l - first]].stream == STREAM_HOST)
@@ -382,8 +384,11 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     }
     if (last_virtual && !ideal)
         issue_into(x, &b, output_bwd);
+    wl_fsdp_pass_begin(x, &b, &fs, true);
     for (int64_t l = first + count - 1; l >= first; l--) {
+        wl_fsdp_unit_begin(&b, &fs);
         append(&b, cached_layer(x, layer_kind(x, l), 1));
+        wl_fsdp_unit_end(&b, &fs);
         double d, e;
         memory_layer_trained_params(x->in, s, l, &d, &e);
         acc_dense += d;
@@ -391,20 +396,22 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         if (acc_dense + acc_expert >= limit && l > first) {
             buckets[n_buckets].ready_op = b.n - 1;
             buckets[n_buckets].fwd_op = layer_start[l - first];
-            bucket_cost(x, acc_dense, acc_expert, &buckets[n_buckets++]);
+            wl_bucket_cost(x, acc_dense, acc_expert, NULL, &buckets[n_buckets++]);
             seen_dense += acc_dense;
             seen_expert += acc_expert;
             acc_dense = acc_expert = 0;
         }
     }
     if (first_virtual && !ideal)
-        issue_into(x, &b, embedding_bwd);
+        issue_unit(x, &b, &fs, embedding_bwd);
+    wl_fsdp_pass_end(&b, &fs);
     /* The last bucket takes the rest: its layers, embeddings, norms. */
     buckets[n_buckets].ready_op = b.n - 1;
     buckets[n_buckets].fwd_op = 0;
     while (!f.oom && buckets[n_buckets].fwd_op < f.n - 1 && f.ops[buckets[n_buckets].fwd_op].stream == STREAM_HOST)
         buckets[n_buckets].fwd_op++; /* the first kernel, not the host ops issuing it */
-    bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, &buckets[n_buckets++]);
+    wl_bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, s->zero >= DP_SHARD_OPTIM_GRADS ? &fs.units : NULL,
+                   &buckets[n_buckets++]);
 
     if ((rc = pass_check(&f, "forward", stage, chunk, err)) != SIM_OK ||
         (rc = pass_check(&b, "backward", stage, chunk, err)) != SIM_OK ||
@@ -430,6 +437,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     out->act_bytes = (int64_t)act;
     out->bwd_transient_bytes = (int64_t)transient;
 done:
+    wl_fsdp_free(&fs);
     free(layer_start);
     free(f.ops);
     free(b.ops);
