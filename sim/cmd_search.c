@@ -159,12 +159,14 @@ int cmd_search(int argc, char **argv)
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]\n"
                   "                     [--rank time|tokens|cost] [--token-budget N] [--gpus N|MIN:MAX]\n"
-                  "                     [--pareto] [--exhaustive]\n"
+                  "                     [--pareto] [--exhaustive] [--fsdp]\n"
                   "Ranks every legal TP/PP/VP/CP/EP/ETP/SP/MBS/recompute/cp_comm/distributed-optimizer\n"
                   "layout that fits in memory, beside the rules of thumb.  A searched key given as\n"
                   "KEY=VALUE fixes that dimension.  --gpus MIN:MAX searches the power-of-two multiples\n"
                   "of the node size in the range; --exhaustive simulates every layout that fits (no\n"
-                  "time bound); --out writes every simulated layout as CSV.  --token-budget counts\n"
+                  "time bound); --out writes every simulated layout as CSV.  --fsdp also tries\n"
+                  "Megatron-FSDP optim_grads and optim_grads_params (dopt fsdp2 / fsdp3; the CSV gains\n"
+                  "a dp_sharding column).  --token-budget counts\n"
                   "tokens, decimal: 2T = 2e12 tokens (k, M, G or B, T; at most %g); --gpus in\n"
                   "1..%lld; --top in 1..%d; --jobs in 0..4096 (0 = every core).\n",
                   LIMIT_TOKENS, LIMIT_GPUS, SEARCH_TOP_MAX);
@@ -173,6 +175,8 @@ int cmd_search(int argc, char **argv)
             o.pareto = true;
         } else if (!strcmp(a, "--exhaustive")) {
             o.exhaustive = true;
+        } else if (!strcmp(a, "--fsdp")) {
+            o.fsdp = true;
         } else if (a[0] == '-' && a[1] == '-') {
             rc = cli_usage_error("unknown option '%s'", a);
             goto out;

@@ -493,6 +493,15 @@ typedef struct enum_ctx {
 
 static const recompute_kind recompute_all[] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
 
+static void set_fsdp(ddp_spec *d, int sharding)
+{
+    d->use_megatron_fsdp = true;
+    d->sharding = sharding;
+    d->use_distributed_optimizer = true;
+    d->overlap_grad_reduce = d->overlap_grad_reduce || sharding >= DP_SHARD_OPTIM_GRADS;
+    d->overlap_param_gather = d->overlap_param_gather || sharding == DP_SHARD_OPTIM_GRADS_PARAMS;
+}
+
 /* The last dimensions, which need no divisibility of their own: SP, MBS,
  * recompute, distributed optimizer. */
 static void emit(enum_ctx *x, search_cand *c)
@@ -510,19 +519,23 @@ static void emit(enum_ctx *x, search_cand *c)
     }
     int nrc = pinned(o, SEARCH_DIM_RECOMPUTE) ? 1 : 3;
     int ndo = pinned(o, SEARCH_DIM_DISTOPT) ? 1 : 2;
+    int nfs = o->fsdp && !pinned(o, SEARCH_DIM_DISTOPT) ? 2 : 0;
     for (int si = 0; si < nsp; si++)
         for (int bi = 0; bi < x->mbss.n; bi++)
             for (int ri = 0; ri < nrc; ri++)
-                for (int di = 0; di < ndo; di++) {
+                for (int di = 0; di < ndo + nfs; di++) {
                     c->par.sequence_parallel = sps[si];
                     c->par.tp_comm_overlap = b->par.tp_comm_overlap && sps[si];
                     c->train.micro_batch_size = x->mbss.v[bi];
                     if (nrc > 1)
                         c->par.recompute_granularity = recompute_all[ri];
-                    if (ndo > 1)
+                    c->ddp = b->ddp;
+                    if (ndo > 1 && di < ndo)
                         c->ddp.use_distributed_optimizer = di == 0;
                     c->ddp.overlap_param_gather =
                         b->ddp.overlap_param_gather && c->ddp.use_distributed_optimizer && c->ddp.overlap_grad_reduce;
+                    if (di >= ndo) /* Megatron-FSDP as config sets it: the strategy forces the overlaps */
+                        set_fsdp(&c->ddp, di == ndo ? DP_SHARD_OPTIM_GRADS : DP_SHARD_OPTIM_GRADS_PARAMS);
                     push_cand(x->cv, c);
                     x->cnt->enumerated++;
                 }
@@ -679,9 +692,10 @@ static void prep_one(void *arg, size_t i)
     c->dp = s.dp;
     c->edp = s.edp;
     c->num_microbatches = s.num_microbatches;
-    /* Without data parallelism anywhere, the distributed optimizer shards
-     * over one rank: off simulates exactly as on. */
-    if (!c->ddp.use_distributed_optimizer && s.dp * s.cp == 1 && s.edp == 1) {
+    /* Without data parallelism anywhere, the distributed optimizer (and
+     * Megatron-FSDP) shards over one rank: off simulates exactly as on. */
+    if ((!c->ddp.use_distributed_optimizer || (c->ddp.use_megatron_fsdp && !x->base->ddp.use_megatron_fsdp)) &&
+        s.dp * s.cp == 1 && s.edp == 1) {
         c->status = SEARCH_DUPLICATE;
         return;
     }
@@ -1215,6 +1229,15 @@ static int64_t etp_of(const search_cand *c)
     return c->par.etp ? c->par.etp : c->par.tp;
 }
 
+/* The distributed-optimizer column: on, off, or Megatron-FSDP's ZeRO stage. */
+static const char *dopt_name(const search_cand *c)
+{
+    static const char *const fsdp[] = {"fsdp0", "fsdp1", "fsdp2", "fsdp3"};
+    if (c->ddp.use_megatron_fsdp && c->ddp.sharding >= 0 && c->ddp.sharding <= DP_SHARD_OPTIM_GRADS_PARAMS)
+        return fsdp[c->ddp.sharding];
+    return c->ddp.use_distributed_optimizer ? "on" : "off";
+}
+
 static double gpu_hours(const run_inputs *b, const search_opts *o, const search_cand *c)
 {
     double tokens_per_step = (double)b->train.global_batch_size * (double)b->model.seq_length;
@@ -1256,7 +1279,7 @@ static void table_row(FILE *out, const char *label, const run_inputs *b, const s
         fprintf(out, " %4" PRId64 " %3" PRId64, c->par.ep, etp_of(c));
     fprintf(out, " %3s %3" PRId64 " %-9s %-14s %4s %9.3f %9.1f %5.1f %8.2f %8.2f %7.1f",
             c->par.sequence_parallel ? "on" : "off", c->train.micro_batch_size,
-            recompute_name(c->par.recompute_granularity), cpc, c->ddp.use_distributed_optimizer ? "on" : "off",
+            recompute_name(c->par.recompute_granularity), cpc, dopt_name(c),
             c->step_time_s, c->tokens_per_s_per_gpu, 100.0 * c->mfu, c->peak_bytes / GIB,
             (r->capacity_bytes - c->peak_bytes) / GIB, 100.0 * c->bubble_fraction);
     if (o->token_budget > 0)
@@ -1301,8 +1324,7 @@ static void diff_str(const search_cand *a, const search_cand *b, bool moe, char 
     cp_comm_str(a, ca, sizeof ca);
     cp_comm_str(b, cb, sizeof cb);
     DIFF_STR("cp_comm", ca, cb);
-    DIFF_STR("distributed optimizer", a->ddp.use_distributed_optimizer ? "on" : "off",
-             b->ddp.use_distributed_optimizer ? "on" : "off");
+    DIFF_STR("distributed optimizer", dopt_name(a), dopt_name(b));
 #undef DIFF_INT
 #undef DIFF_STR
     if (!w)
@@ -1396,7 +1418,7 @@ static void layout_str(const search_cand *c, bool moe, char *buf, size_t len)
         snprintf(buf + w, len - w, " SP %s MBS %" PRId64 " recompute %s%s%s dist-opt %s",
                  c->par.sequence_parallel ? "on" : "off", c->train.micro_batch_size,
                  recompute_name(c->par.recompute_granularity), c->par.cp > 1 ? " cp_comm " : "",
-                 c->par.cp > 1 ? cpc : "", c->ddp.use_distributed_optimizer ? "on" : "off");
+                 c->par.cp > 1 ? cpc : "", dopt_name(c));
 }
 
 void search_print(FILE *out, const run_inputs *b, const search_opts *o, const search_result *r)
@@ -1556,7 +1578,10 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_is_comm((stream_kind)k))
             fprintf(out, ",%.9g", c->exposed_s[k]);
-    fprintf(out, ",%.9g\n", c->exposed_total_s);
+    fprintf(out, ",%.9g", c->exposed_total_s);
+    if (o->fsdp) /* the column only a search over Megatron-FSDP has */
+        fprintf(out, ",%s", dopt_name(c));
+    fputc('\n', out);
 }
 
 void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, const search_result *r)
@@ -1571,7 +1596,7 @@ void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, cons
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_is_comm((stream_kind)k))
             fprintf(out, ",exposed_%s_s", streams_desc((stream_kind)k)->key);
-    fputs(",exposed_total_s\n", out);
+    fputs(o->fsdp ? ",exposed_total_s,dp_sharding\n" : ",exposed_total_s\n", out);
     for (size_t i = 0; i < r->n_cands; i++)
         csv_row(out, "search", i < r->n_feasible ? i + 1 : 0, b, o, r, &r->cands[i]);
     if (r->have_baseline)

@@ -24,7 +24,9 @@
  *        (strategy_check_mamba), pruned while enumerating
  *   SP   on and off when TP > 1; MBS in {1, 2, 4, 8}
  *   recompute none / selective (the config's recompute_modules) / full
- *   distributed optimizer on and off (off only where it changes anything)
+ *   distributed optimizer on and off (off only where it changes anything);
+ *        with fsdp also Megatron-FSDP optim_grads and optim_grads_params
+ *        (where DP shards anything), pruned by memory as the rest
  * A dimension the caller pins (search_opts.pinned) keeps the base value.
  *
  * Pruning, before simulating:
@@ -113,6 +115,9 @@ typedef struct search_opts {
     bool exhaustive;            /* simulate every memory-feasible candidate
                                    (no time bound) */
     unsigned pinned;            /* 1u << search_dim: keep the base value */
+    bool fsdp;                  /* the distributed-optimizer dimension also
+                                   takes Megatron-FSDP optim_grads and
+                                   optim_grads_params (--fsdp) */
     /* Called on the calling thread after each batch of simulations with
      * the candidates simulated so far and those left to consider (the
      * time bound may skip some); NULL for none. */

@@ -10,6 +10,7 @@
 #include "cli_run.h"
 #include "memory.h"
 #include "net.h"
+#include "scratch.h"
 #include "sim_run.h"
 
 /* Llama 3 8B cut to 4 layers, TP 2 on 16 H100s: DP 8, 2 microbatches. */
@@ -306,4 +307,81 @@ Test(fsdp, refusals_name_the_key)
     expect_refusal(&r, "zero instances", "ddp.num_distributed_optimizer_instances", NULL);
     run(&r, BASE_CLI " ddp.suggested_communication_unit_size=-1");
     expect_refusal(&r, "negative unit size", "ddp.suggested_communication_unit_size", NULL);
+}
+
+/* search --fsdp: the distributed-optimizer dimension also takes ZeRO-2 and
+ * ZeRO-3 (a dp_sharding column in the CSV); their memory and time lower
+ * bounds stay below what they simulate to, so pruning drops nothing that
+ * fits. */
+static int column(const char *header, const char *name)
+{
+    char buf[8192];
+    size_t n = strlen(header);
+    cr_assert_lt(n, sizeof buf);
+    memcpy(buf, header, n + 1);
+    int k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",\n", &save); t; t = strtok_r(NULL, ",\n", &save), k++)
+        if (!strcmp(t, name))
+            return k;
+    return -1;
+}
+
+static void field(const char *line, int k, char *out, size_t len)
+{
+    const char *p = line;
+    for (int i = 0; i < k && p; i++)
+        p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+    cr_assert_not_null(p);
+    size_t n = strcspn(p, ",\n");
+    snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
+
+#define SEARCH_CLI "search model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=16 model.num_layers=4 " \
+                   "train.global_batch_size=16 model.tensor_model_parallel_size=1 model.context_parallel_size=1 " \
+                   "train.micro_batch_size=1 model.recompute_granularity=none"
+
+Test(fsdp, search_tries_zero2_and_zero3_when_asked, .init = make_dir, .fini = remove_dir)
+{
+    static result r;
+    runf(&r, SEARCH_CLI " --fsdp --exhaustive --top 20 --out %s/s.csv", dir);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char path[128];
+    snprintf(path, sizeof path, "%s/s.csv", dir);
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f);
+    char line[8192];
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    int ks = column(line, "dp_sharding"), kt = column(line, "step_time_s"), ktl = column(line, "time_lower_bound_s");
+    int kp = column(line, "peak_bytes"), kpl = column(line, "peak_lower_bound_bytes");
+    cr_assert(ks >= 0 && kt >= 0 && ktl >= 0 && kp >= 0 && kpl >= 0, "header: %s", line);
+    int seen[4] = {0};
+    while (fgets(line, sizeof line, f)) {
+        char v[64], a[64], b[64];
+        field(line, ks, v, sizeof v);
+        for (int z = 2; z <= 3; z++) {
+            char name[8];
+            snprintf(name, sizeof name, "fsdp%d", z);
+            if (strcmp(v, name) != 0)
+                continue;
+            seen[z]++;
+            field(line, ktl, a, sizeof a);
+            field(line, kt, b, sizeof b);
+            cr_expect(strtod(a, NULL) <= strtod(b, NULL), "time bound %s above the step %s: %s", a, b, line);
+            field(line, kpl, a, sizeof a);
+            field(line, kp, b, sizeof b);
+            cr_expect(strtod(a, NULL) <= strtod(b, NULL), "memory bound %s above the peak %s: %s", a, b, line);
+        }
+    }
+    fclose(f);
+    cr_expect(seen[2] > 0 && seen[3] > 0, "fsdp2 %d, fsdp3 %d rows", seen[2], seen[3]);
+    /* Without --fsdp: neither the candidates nor the column. */
+    runf(&r, SEARCH_CLI " --top 20 --out %s/plain.csv", dir);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect(!strstr(r.out, "fsdp"), "%s", r.out);
+    snprintf(path, sizeof path, "%s/plain.csv", dir);
+    f = fopen(path, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(line, sizeof line, f));
+    fclose(f);
+    cr_expect_eq(column(line, "dp_sharding"), -1);
 }
