@@ -197,6 +197,51 @@ Test(fsdp, fp8_param_gather_halves_the_gathered_bytes)
     check_gathers("mixed_precision.fp8_param_gather=true", "mixed_precision=fp8", 1.0);
 }
 
+static double shard_s(const sim *x, strategy_shard_group g, coll_kind k, double bytes)
+{
+    return net_collective_worst_s(&x->in.cluster, &x->s.shard_places[g], k, bytes);
+}
+
+/* Once per step, with the chunk's bucket: the gradients outside the units
+ * (output layer, final norm) reduce-scattered over the inner group, this
+ * rank's shard of all of them all-reduced over the instances (HSDP) or
+ * reduce-scattered there and all-gathered back after the step (HFSDP). */
+static void check_outer(bool hfsdp)
+{
+    const char *kv[] = {BASE, FSDP, "ddp.data_parallel_sharding_strategy=optim_grads_params",
+                        "ddp.num_distributed_optimizer_instances=2",
+                        hfsdp ? "ddp.outer_dp_sharding_strategy=optim" : "ddp.outer_dp_sharding_strategy=no_shard",
+                        NULL};
+    sim x;
+    sim_run(&x, kv);
+    const double N = other_params(), W = 4 * layer_params() + embedding_params() + N;
+    const double shard = W / 4; /* DP 8 over 2 instances */
+    int none[1] = {0};
+    sim_time_ps rs[4], ag[4];
+    cr_expect_eq(tasks_named(x.st, "dp_rs", 0, none, rs, 4), 1u, "one outer reduction a step");
+    cr_expect_eq(tasks_named(x.st, "dp_ag", 0, none, ag, 4), 1u, "one gather a step");
+    coll_kind outer = hfsdp ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE;
+    cr_expect_eq(rs[0], time_from_s(shard_s(&x, SHARD_DENSE_INNER, COLL_REDUCE_SCATTER, 4 * N) +
+                                    shard_s(&x, SHARD_DENSE_OUTER, outer, 4 * shard)));
+    double gather = shard_s(&x, SHARD_DENSE_INNER, COLL_ALL_GATHER, 2 * N);
+    if (hfsdp)
+        gather += shard_s(&x, SHARD_DENSE_OUTER, COLL_ALL_GATHER, 2 * shard);
+    cr_expect_eq(ag[0], time_from_s(gather));
+    cr_expect_eq(x.s.shard_places[SHARD_DENSE_OUTER].span[0].size, 2);
+    cr_expect_eq(x.s.shard_places[SHARD_DENSE_INNER].span[0].size, 4);
+    sim_free(&x);
+}
+
+Test(fsdp, hsdp_all_reduces_across_instances_once_a_step)
+{
+    check_outer(false);
+}
+
+Test(fsdp, hfsdp_reduce_scatters_and_gathers_across_instances_once_a_step)
+{
+    check_outer(true);
+}
+
 Test(fsdp, zero2_reduces_every_backward_and_never_gathers_per_unit)
 {
     const char *kv[] = {BASE, FSDP, "ddp.data_parallel_sharding_strategy=optim_grads", NULL};
