@@ -1705,16 +1705,19 @@ static int set_hier_cp(const cfg_t *c, const key_def *k, const cfg_value *v, run
  * the overlaps (megatron-features.md C.1: "The distributed optimizer is
  * set automatically"; optim_grads forces overlap_grad_reduce,
  * optim_grads_params also overlap_param_gather).  Late: it reads the
- * strategy. */
+ * strategy and the graph implementation. */
 static int set_megatron_fsdp(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
 {
-    (void)c;
     (void)k;
-    (void)err;
     ddp_spec *d = &in->ddp;
     d->use_megatron_fsdp = v->b;
     if (!v->b)
         return SIM_OK;
+    /* C.3 / C.1 interactions: Bridge's FSDP recipes turn TE graphs off. */
+    if (in->graphs.impl == GRAPH_TE)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.cuda_graph_impl",
+                           "transformer_engine graphs with ddp.use_megatron_fsdp: Transformer Engine's graph "
+                           "capture rejects the module hooks Megatron-FSDP registers");
     d->use_distributed_optimizer = true;
     if (d->sharding >= DP_SHARD_OPTIM_GRADS)
         d->overlap_grad_reduce = true;

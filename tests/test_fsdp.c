@@ -350,6 +350,8 @@ Test(fsdp, refusals_name_the_key)
     expect_refusal(&r, "outer strategy beyond optim", "ddp.outer_dp_sharding_strategy", "no_shard");
     run(&r, BASE_CLI " ddp.num_distributed_optimizer_instances=0");
     expect_refusal(&r, "zero instances", "ddp.num_distributed_optimizer_instances", NULL);
+    run(&r, BASE_CLI " " FSDP " model.cuda_graph_impl=transformer_engine");
+    expect_refusal(&r, "TE graphs with FSDP", "model.cuda_graph_impl", "ddp.use_megatron_fsdp");
     run(&r, BASE_CLI " ddp.suggested_communication_unit_size=-1");
     expect_refusal(&r, "negative unit size", "ddp.suggested_communication_unit_size", NULL);
 }
