@@ -117,6 +117,31 @@ Test(fsdp, hsdp_and_hfsdp_memory)
                1, 1, 2, 0, "distributed optimizer, 4 instances");
 }
 
+/* MoE: dense parameters shard over DP x CP (16), routed experts over
+ * expert-DP (16 / EP 8 = 2); Mixtral cut to 2 layers, TP 1. */
+Test(fsdp, experts_shard_over_expert_dp)
+{
+    const char *kv[] = {"model.name=mixtral-8x7b", "cluster.topology=dgx-h100", "cluster.num_gpus=16",
+                        "model.num_layers=2", "model.tensor_model_parallel_size=1", "model.pipeline_model_parallel_size=1",
+                        "model.expert_model_parallel_size=8", "train.global_batch_size=16", FSDP,
+                        "ddp.data_parallel_sharding_strategy=optim_grads_params", "ddp.fsdp_double_buffer=true", NULL};
+    sim x;
+    sim_run(&x, kv);
+    cr_assert_eq(x.s.dp_inner, 16);
+    cr_assert_eq(x.s.edp_inner, 2);
+    stage_static_mem sm;
+    memory_static(&x.in, &x.s, 0, &sm);
+    const double h = 4096, N = h * 32000 + h, emb = h * 32000; /* output layer + final norm; embedding */
+    const double dense = sm.dense_params, expert = sm.expert_params;
+    const double sharded = N + (dense - N) / 16 + expert / 2;
+    const double buffer = (dense - N - emb) + expert; /* two layers' worth, the mode */
+    expect_close(sm.weights_bytes, 2 * sharded + 2 * buffer, "weights");
+    expect_close(sm.gradients_bytes, 4 * sharded + 4 * buffer, "gradients");
+    expect_close(sm.optimizer_bytes, 12 * (dense / 16 + expert / 2), "optimizer");
+    cr_expect_gt(expert, 0);
+    sim_free(&x);
+}
+
 /* Every task of the step named `name`, per microbatch of stage `stage`
  * (counts[mb]) and their durations in order. */
 static size_t tasks_named(const step_t *st, const char *name, int64_t stage, int counts[], sim_time_ps *dur, size_t cap)
