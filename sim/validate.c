@@ -846,9 +846,13 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         add_assumed(b, "ddp.use_distributed_optimizer", "distributed_optimizer=%d (%s default)",
                     dist ? 1 : 0, fw->name);
     if (strstr(notes, "Megatron-FSDP used")) {
+        /* ZeRO-3, as every Megatron Bridge FSDP recipe runs (a recipe's own
+         * setting of these keys replaces them) */
         dist = true;
-        add_assumed(b, NULL, "Megatron-FSDP run as the distributed optimizer (per-layer parameter "
-                       "gathers not modeled)");
+        add_default(b, "ddp.use_megatron_fsdp=true");
+        add_default(b, "ddp.data_parallel_sharding_strategy=optim_grads_params");
+        add_assumed(b, "ddp.use_megatron_fsdp", "Megatron-FSDP as Bridge's FSDP recipes run it "
+                    "(optim_grads_params)");
     }
     bool dist_stated = dcell[0] || strstr(notes, "Megatron-FSDP used");
     if (dist_stated)
