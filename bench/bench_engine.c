@@ -59,7 +59,7 @@ static int add_dep(engine_t *e, eng_task a, eng_task b)
 }
 
 /* Adds one pass of stage r (kind, m, c) on its streams; returns its last op. */
-static eng_task add_pass(bench *b, engine_t *e, int64_t r, const sched_item *it)
+static eng_task add_pass(bench *b, engine_t *e, int64_t r, const sched_pass *it)
 {
     int compute = (int)(3 * r), tp = compute + 1, pp = compute + 2;
     int n_compute = it->kind == SCHED_F ? F_COMPUTE : B_COMPUTE;
@@ -111,7 +111,7 @@ static engine_t *build(bench *b)
             exit(2);
         }
         for (int64_t k = 0; k < sched_len(M, v); k++)
-            add_pass(b, e, r, &s[k]);
+            add_pass(b, e, r, &s[k].pass[0]);
     }
     free(s);
     /* Cross-stage edges: a pass waits for the send of its upstream pass. */

@@ -17,9 +17,75 @@
 
 #include <assert.h>
 
+static const sched_kind_desc kinds[SCHED_KINDS] = {
+    [SCHED_F] = {"F", "send_fwd", +1, -1, false},
+    [SCHED_B] = {"B", "send_bwd", -1, SCHED_F, false},
+    [SCHED_W] = {"W", NULL, 0, SCHED_B, true},
+};
+
+const sched_kind_desc *sched_kind_of(sched_kind k)
+{
+    assert(k >= 0 && k < SCHED_KINDS);
+    return &kinds[k];
+}
+
+bool sched_plan_has(const sched_plan *pl, sched_kind k)
+{
+    return !sched_kind_of(k)->split_only || pl->split;
+}
+
+int sched_plan_kinds(const sched_plan *pl)
+{
+    int n = 0;
+    for (int k = 0; k < SCHED_KINDS; k++)
+        n += sched_plan_has(pl, (sched_kind)k);
+    return n;
+}
+
+sched_kind sched_plan_free_kind(const sched_plan *pl)
+{
+    return pl->split ? SCHED_W : SCHED_B;
+}
+
+sched_kind sched_plan_grad_kind(const sched_plan *pl)
+{
+    return pl->split ? SCHED_W : SCHED_B;
+}
+
+int64_t sched_vstage(const sched_plan *pl, int64_t rank, int64_t chunk)
+{
+    assert(rank >= 0 && rank < pl->p && chunk >= 0 && chunk < pl->v);
+    if (pl->place == SCHED_PLACE_V)
+        return chunk == 0 ? rank : 2 * pl->p - 1 - rank;
+    return chunk * pl->p + rank;
+}
+
+void sched_locate(const sched_plan *pl, int64_t vstage, int64_t *rank, int64_t *chunk)
+{
+    assert(vstage >= 0 && vstage < pl->p * pl->v);
+    if (pl->place == SCHED_PLACE_V) {
+        *chunk = vstage < pl->p ? 0 : 1;
+        *rank = vstage < pl->p ? vstage : 2 * pl->p - 1 - vstage;
+        return;
+    }
+    *chunk = vstage / pl->p;
+    *rank = vstage % pl->p;
+}
+
+sched_item sched_one(sched_kind kind, int32_t microbatch, int32_t chunk)
+{
+    return (sched_item){.pass = {{(uint8_t)kind, microbatch, chunk}}, .n_passes = 1};
+}
+
+sched_item sched_pair(sched_pass a, sched_pass b)
+{
+    return (sched_item){.pass = {a, b}, .n_passes = 2};
+}
+
 int64_t sched_len(int64_t M, int64_t v)
 {
-    return 2 * M * v;
+    const sched_plan megatron = {.p = 1, .v = v, .M = M, .N = 1, .place = SCHED_PLACE_LOOP, .split = false};
+    return sched_plan_kinds(&megatron) * M * v;
 }
 
 int64_t sched_warmup(int64_t p, int64_t v, int64_t M, int64_t N, int64_t rank)
@@ -102,17 +168,17 @@ int sched_build(int64_t p, int64_t v, int64_t M, int64_t N, int64_t rank,
     int32_t mb, ch;
     for (int64_t k = 0; k < w; k++) {
         sched_virtual(v, M, N, k, &mb, &ch);
-        out[n++] = (sched_item){SCHED_F, mb, ch};
+        out[n++] = sched_one(SCHED_F, mb, ch);
     }
     for (int64_t k = 0; k < total - w; k++) {
         sched_virtual(v, M, N, k + w, &mb, &ch);
-        out[n++] = (sched_item){SCHED_F, mb, ch};
+        out[n++] = sched_one(SCHED_F, mb, ch);
         sched_virtual(v, M, N, k, &mb, &ch);
-        out[n++] = (sched_item){SCHED_B, mb, (int32_t)(v - 1 - ch)};
+        out[n++] = sched_one(SCHED_B, mb, (int32_t)(v - 1 - ch));
     }
     for (int64_t k = total - w; k < total; k++) {
         sched_virtual(v, M, N, k, &mb, &ch);
-        out[n++] = (sched_item){SCHED_B, mb, (int32_t)(v - 1 - ch)};
+        out[n++] = sched_one(SCHED_B, mb, (int32_t)(v - 1 - ch));
     }
     assert(n == sched_len(M, v));
     return SIM_OK;

@@ -6,25 +6,84 @@
  *   v > 1            interleaved 1F1B: microbatches in groups of N per
  *                    model chunk; warmup = (p-rank-1)*2 + (v-1)*N, capped
  *                    at M*v; backward walks chunks in reverse.
- * A sched_item names one pass: its kind, microbatch and model chunk.
+ * A sched_item names one pass (its kind, microbatch and model chunk), or
+ * two passes that run overlapped on the rank (combined 1F1B, DualPipe's
+ * F&B pairs).  The pass kinds are one table (sched_kind_desc): what a
+ * pass of each kind sends, whom it follows, whether it exists only when the
+ * backward is split into B (input gradient) and W (weight gradient).
+ * Where a model chunk sits in the pipeline is the schedule's too
+ * (sched_vstage / sched_locate): Megatron loops the chunks over the ranks
+ * (virtual stage chunk*p + rank); V-shaped schedules fold them.
  * Pure functions; the caller owns the arrays.
  */
 #ifndef PARSIM_SCHEDULE_H
 #define PARSIM_SCHEDULE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
 
-typedef enum { SCHED_F = 0, SCHED_B = 1 } sched_kind;
+/* Pass kinds: forward, backward (input and, unless split, weight
+ * gradient), weight gradient (split backward only). */
+typedef enum { SCHED_F = 0, SCHED_B = 1, SCHED_W = 2, SCHED_KINDS } sched_kind;
 
-typedef struct sched_item {
-    uint8_t kind;        /* SCHED_F or SCHED_B */
+typedef struct sched_kind_desc {
+    const char *name;     /* trace event name: "F", "B", "W" */
+    const char *send;     /* name of its pipeline send, or NULL */
+    int8_t send_dir;      /* its output goes to virtual stage +1 / -1; 0: none */
+    int8_t after;         /* kind of the same (microbatch, chunk) it follows; -1: none */
+    bool split_only;      /* exists only when the backward is split */
+} sched_kind_desc;
+
+const sched_kind_desc *sched_kind_of(sched_kind k);
+
+/* Where the chunks of the ranks sit in the pipeline.  LOOP: chunk c of
+ * rank r is virtual stage c*p + r (Megatron).  V: two chunks, chunk 0 of
+ * rank r is virtual stage r, chunk 1 is 2p-1-r (ZB-V, DualPipeV). */
+typedef enum { SCHED_PLACE_LOOP = 0, SCHED_PLACE_V } sched_placement;
+
+/* The shape of a pipeline schedule. */
+typedef struct sched_plan {
+    int64_t p, v, M, N;       /* ranks, chunks per rank, microbatches, Megatron's N */
+    sched_placement place;
+    bool split;               /* backward as B and W passes */
+} sched_plan;
+
+/* Pass kinds the plan runs (F and B, and W when split). */
+bool sched_plan_has(const sched_plan *pl, sched_kind k);
+int sched_plan_kinds(const sched_plan *pl);
+/* The kind whose end frees a microbatch's activations: the last one it
+ * runs (B, or W when split: W reads the layer inputs the forward stored). */
+sched_kind sched_plan_free_kind(const sched_plan *pl);
+/* The kind that finishes a chunk's weight gradients (B, or W when split):
+ * the DP reduction of a bucket follows its last one. */
+sched_kind sched_plan_grad_kind(const sched_plan *pl);
+
+/* Virtual stage (0 .. p*v-1) of chunk `chunk` of rank `rank`, and back. */
+int64_t sched_vstage(const sched_plan *pl, int64_t rank, int64_t chunk);
+void sched_locate(const sched_plan *pl, int64_t vstage, int64_t *rank, int64_t *chunk);
+
+/* At most two passes in one item. */
+#define SCHED_ITEM_PASSES 2
+
+typedef struct sched_pass {
+    uint8_t kind;        /* sched_kind */
     int32_t microbatch;  /* 0..M-1 */
     int32_t chunk;       /* model chunk 0..v-1 on this rank */
+} sched_pass;
+
+typedef struct sched_item {
+    sched_pass pass[SCHED_ITEM_PASSES];
+    uint8_t n_passes;    /* 1, or 2: they overlap on the rank */
 } sched_item;
 
-/* Number of items one rank runs: 2*M*v. */
+/* An item of one pass. */
+sched_item sched_one(sched_kind kind, int32_t microbatch, int32_t chunk);
+/* An item of two overlapped passes. */
+sched_item sched_pair(sched_pass a, sched_pass b);
+
+/* Number of items one rank runs in Megatron's orders: 2*M*v. */
 int64_t sched_len(int64_t M, int64_t v);
 
 /* Warmup forward passes of a rank (Megatron's num_warmup_microbatches). */

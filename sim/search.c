@@ -297,10 +297,9 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
     for (int64_t r = 0; r < p; r++)
         for (int64_t c = 0; c < v; c++) {
             const wl_chunk *ch = &wl->stages[r].chunks[c];
-            if (ch->fwd.n_ops > most)
-                most = ch->fwd.n_ops;
-            if (ch->bwd.n_ops > most)
-                most = ch->bwd.n_ops;
+            for (int k = 0; k < SCHED_KINDS; k++)
+                if (wl_chunk_pass(ch, (sched_kind)k)->n_ops > most)
+                    most = wl_chunk_pass(ch, (sched_kind)k)->n_ops;
         }
     sim_time_ps *buf = malloc((size_t)(most + 1) * sizeof *buf);
     if (!buf) {
@@ -314,8 +313,8 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
     sched_virtual(v, M, s->group_size_n, M * v - 1, &last_mb, &last_ch);
     bool drain_chunk0 = v - 1 - last_ch == 0;
 
-    /* per chunk, forward and backward: the figures of the last stage seen */
-    pass_figures (*cost)[2] = calloc((size_t)v, sizeof *cost);
+    /* per chunk and pass kind: the figures of the last stage seen */
+    pass_figures (*cost)[SCHED_KINDS] = calloc((size_t)v, sizeof *cost);
     if (!cost) {
         free(buf);
         workload_destroy(wl);
@@ -331,10 +330,12 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
             break;
         for (int64_t c = 0; c < v; c++) {
             const wl_chunk *ch = &ws->chunks[c], *above = r > 0 ? &wl->stages[r - 1].chunks[c] : NULL;
-            pass_cost(&ch->fwd, above ? &above->fwd : NULL, c == 0, &cost[c][0], buf);
-            pass_cost(&ch->bwd, above ? &above->bwd : NULL, c == 0, &cost[c][1], buf);
-            work = ps_add(work, ps_add(cost[c][0].work, cost[c][1].work));
-            span = ps_add(span, ps_add(cost[c][0].span, cost[c][1].span));
+            for (int k = 0; k < SCHED_KINDS; k++) {
+                pass_cost(wl_chunk_pass(ch, (sched_kind)k), above ? wl_chunk_pass(above, (sched_kind)k) : NULL,
+                          c == 0, &cost[c][k], buf);
+                work = ps_add(work, cost[c][k].work);
+                span = ps_add(span, cost[c][k].span);
+            }
         }
         work = ps_mul(work, (sim_time_ps)M);
         span = ps_mul(span, (sim_time_ps)M);
@@ -343,17 +344,17 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
         /* fill/drain of stage r: the chunk-0 passes of stages 0..r-1 and
          * the sends between them.  The first op of a pass must be a compute
          * op for the fill to delay this stage's compute stream. */
-        const wl_pass *f0 = &ws->chunks[0].fwd;
+        const wl_pass *f0 = wl_chunk_pass(&ws->chunks[0], SCHED_F);
         sim_time_ps head = (f0->n_ops > 0 && f0->ops[0].stream == STREAM_COMPUTE) ? fill : 0;
         sim_time_ps tail = drain_chunk0 ? drain : 0;
         sim_time_ps lb = ps_add(ps_add(head, span), tail > opt ? tail : opt);
         if (lb > best_lb)
             best_lb = lb;
         if (p > 1) {
-            fill = ps_add(fill, ps_add(cost[0][0].critical, send));
+            fill = ps_add(fill, ps_add(cost[0][SCHED_F].critical, send));
             /* backward: stage r+1 sends to r, then r's chunk-0 backward */
             if (r + 1 < p)
-                drain = ps_add(drain, ps_add(cost[0][1].critical, next_send));
+                drain = ps_add(drain, ps_add(cost[0][SCHED_B].critical, next_send));
         }
     }
     free(cost);

@@ -74,7 +74,7 @@ enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
  * time comes from the summary instead). */
 static const char HOST_LEAD[] = "host_issue", HOST_REST[] = "host_issue ";
 
-/* One forward or backward pass of one microbatch on one chunk, as placed in
+/* One pass (F, B or W) of one microbatch on one chunk, as placed in
  * the engine: its ops are the contiguous tasks [base, last], first is its
  * first GPU task (what waits for other passes: the host ops ahead of it
  * wait for nothing), span the task whose start is the start of its GPU
@@ -114,6 +114,8 @@ struct step {
     size_t n_info, cap_info;
     step_result res;
     int64_t pp, v, M;
+    sched_plan plan;
+    int64_t rank_passes;    /* passes one stage runs */
     pass_ref *passes;       /* [stage][kind][microbatch][chunk] */
     pass_summary *summary;  /* [stage][chunk][kind] */
     int32_t *order;         /* [stage][i]: pass_index of the stage's i-th pass */
@@ -138,19 +140,21 @@ typedef struct builder {
     /* Per stage, rebuilt for each. */
     sched_item *items;       /* the stage's schedule */
     int64_t n_items;
+    sched_pass *seq;         /* its passes in order (an item's passes one after the other) */
+    int64_t n_seq;
     eng_task *param_ag;      /* [chunk]: gather of its bucket n-1 (first layers), or NO_TASK */
     bool *first_f_done;      /* [chunk]: its first forward is placed */
-    int64_t *last_b_item;    /* [chunk]: schedule index of its last backward */
+    int64_t *last_grad;      /* [chunk]: seq index of its last pass of the plan's grad kind */
 } builder;
 
 static pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
 {
-    return &st->summary[(stage * st->v + chunk) * 2 + kind];
+    return &st->summary[(stage * st->v + chunk) * SCHED_KINDS + kind];
 }
 
 static size_t pass_index(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk)
 {
-    return (size_t)(((stage * 2 + kind) * st->M + mb) * st->v + chunk);
+    return (size_t)(((stage * SCHED_KINDS + kind) * st->M + mb) * st->v + chunk);
 }
 
 static int stream_of(int64_t stage, stream_kind k)
@@ -198,7 +202,16 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
         fail(b, SIM_ENOMEM); /* out of memory or past the engine's task limit */
         return NO_TASK;
     }
-    st->info[st->n_info++] = (step_task_info){stage, k, name, mb, chunk};
+    st->info[st->n_info++] = (step_task_info){stage, k, name, mb, chunk, false};
+    return t;
+}
+
+/* Adds a task that stands for a whole pass (or its GPU span). */
+static eng_task add_whole(builder *b, int64_t stage, sim_time_ps d, sched_kind kind, int32_t mb, int32_t chunk)
+{
+    eng_task t = add(b, stage, STREAM_COMPUTE, d, sched_kind_of(kind)->name, mb, chunk);
+    if (t != NO_TASK)
+        b->st->info[b->st->n_info - 1].whole_pass = true;
     return t;
 }
 
@@ -524,17 +537,18 @@ static void add_param_gathers(builder *b, int64_t r, bool ag_first)
                 b->param_ag[c] = t;
         }
         b->first_f_done[c] = false;
-        b->last_b_item[c] = -1;
+        b->last_grad[c] = -1;
     }
-    for (int64_t i = 0; i < b->n_items; i++)
-        if (b->items[i].kind == SCHED_B)
-            b->last_b_item[b->items[i].chunk] = i;
+    const sched_kind grad = sched_plan_grad_kind(&b->st->plan);
+    for (int64_t i = 0; i < b->n_seq; i++)
+        if (b->seq[i].kind == grad)
+            b->last_grad[b->seq[i].chunk] = i;
 }
 
 /* The forward's side: its activations and in-flight count from its start
  * and, for a chunk's first forward with overlap_param_gather, the waits for
  * the parameter gathers. */
-static void link_forward(builder *b, int64_t r, const sched_item *it, const wl_chunk *ch, const pass_ref *ref,
+static void link_forward(builder *b, int64_t r, const sched_pass *it, const wl_chunk *ch, const pass_ref *ref,
                          bool ag_first)
 {
     step_t *st = b->st;
@@ -551,22 +565,26 @@ static void link_forward(builder *b, int64_t r, const sched_item *it, const wl_c
     }
 }
 
-/* The backward's side: it frees its forward's activations (and its own
- * transients) and follows its own forward. */
-static void link_backward(builder *b, int64_t r, const sched_item *it, const wl_chunk *ch, const pass_ref *ref)
+/* A backward pass's side (B or W): B holds its transients while it runs;
+ * the pass of the plan's free kind frees the forward's activations and
+ * ends the microbatch's flight; it follows the pass of its kind's `after`
+ * on the same (microbatch, chunk). */
+static void link_backward(builder *b, int64_t r, const sched_pass *it, const wl_chunk *ch, const pass_ref *ref)
 {
     step_t *st = b->st;
-    count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_ACT), ch->bwd_transient_bytes,
-          -ch->act_bytes - ch->bwd_transient_bytes);
-    count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 0, -1);
-    const pass_ref *f = &st->passes[pass_index(st, r, SCHED_F, it->microbatch, it->chunk)];
+    const bool frees = it->kind == sched_plan_free_kind(&st->plan);
+    const int64_t transient = it->kind == SCHED_B ? ch->bwd_transient_bytes : 0;
+    count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_ACT), transient, -(frees ? ch->act_bytes : 0) - transient);
+    if (frees)
+        count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 0, -1);
+    const pass_ref *f = &st->passes[pass_index(st, r, sched_kind_of(it->kind)->after, it->microbatch, it->chunk)];
     dep(b, f->last, ref->first);
 }
 
 /* With overlap_grad_reduce a bucket's reduction starts as soon as the last
  * microbatch's backward has passed its layers.  Returns the last reduction
  * added (NO_TASK if none). */
-static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_item *it, const wl_chunk *ch,
+static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_pass *it, const wl_chunk *ch,
                                       const pass_ref *ref)
 {
     step_t *st = b->st;
@@ -589,12 +607,11 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_item *i
  * carried from there on STREAM_HOST_WAIT.  The wait task ends before the
  * next pass's begins (summarize_host checks wait <= gpu), so that stream
  * never delays anything. */
-static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const sched_item *it, pass_ref *ref)
+static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const sched_pass *it, pass_ref *ref)
 {
-    const char *name = it->kind == SCHED_F ? "F" : "B";
     eng_task start = NO_TASK, wait = NO_TASK;
     if (sum->sync) {
-        start = add(b, r, STREAM_COMPUTE, 0, name, it->microbatch, it->chunk);
+        start = add_whole(b, r, 0, it->kind, it->microbatch, it->chunk);
         wait = add(b, r, STREAM_HOST_WAIT, sum->wait_ps, "host_wait", it->microbatch, it->chunk);
         dep(b, start, wait);
     }
@@ -610,7 +627,7 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
     }
     eng_task lead = add(b, r, STREAM_HOST, before + sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
     dep(b, before_wait, lead);
-    eng_task gpu = add(b, r, STREAM_COMPUTE, sum->gpu_ps, name, it->microbatch, it->chunk);
+    eng_task gpu = add_whole(b, r, sum->gpu_ps, it->kind, it->microbatch, it->chunk);
     dep(b, lead, gpu);
     b->rest_pending = true;
     b->rest_stage = r;
@@ -658,8 +675,8 @@ static bool host_ahead(const builder *b, int64_t r, bool ag_first)
      * pass's GPU start); gpu_*: lower bounds on when the GPU is free. */
     sim_time_ps host_abs = 0, host_rel = 0, gpu_abs = 0, gpu_rel = 0, rest = 0;
     bool synced = false, any = false;
-    for (int64_t i = 0; i < b->n_items; i++) {
-        const sched_item *it = &b->items[i];
+    for (int64_t i = 0; i < b->n_seq; i++) {
+        const sched_pass *it = &b->seq[i];
         const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
         sim_time_ps gpu = sum->host ? sum->gpu_ps : sum->span_ps;
         if (!sum->collapsible || gpu == 0)
@@ -725,17 +742,20 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
      * host pass behind its lead. */
     const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first);
     bool lead_placed = false;
-    for (int64_t i = 0; i < b->n_items && b->rc == SIM_OK; i++) {
-        const sched_item *it = &b->items[i];
+    const sched_kind grad = sched_plan_grad_kind(&st->plan);
+    for (int64_t i = 0; i < b->n_seq && b->rc == SIM_OK; i++) {
+        const sched_pass *it = &b->seq[i];
+        const sched_kind_desc *kd = sched_kind_of(it->kind);
         const wl_chunk *ch = &ws->chunks[it->chunk];
         size_t pi = pass_index(st, r, it->kind, it->microbatch, it->chunk);
         pass_ref *ref = &st->passes[pi];
-        st->order[r * b->n_items + i] = (int32_t)pi;
-        const wl_pass *p = it->kind == SCHED_F ? &ch->fwd : &ch->bwd;
+        st->order[r * st->rank_passes + i] = (int32_t)pi;
+        const wl_pass *p = wl_chunk_pass(ch, it->kind);
         const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
-        /* The last backward of a chunk releases gradient buckets from
-         * inside it when reduction overlaps: keep its ops. */
-        bool bucket_pass = it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == b->last_b_item[it->chunk] &&
+        /* The last pass of a chunk that finishes weight gradients releases
+         * gradient buckets from inside it when reduction overlaps: keep
+         * its ops. */
+        bool bucket_pass = it->kind == grad && in->ddp.overlap_grad_reduce && i == b->last_grad[it->chunk] &&
                            ch->n_buckets > 1;
         /* So does the first forward of a chunk that waits for the
          * parameter gathers of several buckets. */
@@ -746,8 +766,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
                 lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
                 lead_placed = true;
             }
-            eng_task t = add(b, r, STREAM_COMPUTE, sum->host ? sum->gpu_ps : sum->span_ps,
-                             it->kind == SCHED_F ? "F" : "B", it->microbatch, it->chunk);
+            eng_task t = add_whole(b, r, sum->host ? sum->gpu_ps : sum->span_ps, it->kind, it->microbatch, it->chunk);
             dep(b, lead, t);
             ref->base = ref->first = ref->span = ref->last = t;
             st->collapsed[pi] = true;
@@ -768,16 +787,15 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             link_backward(b, r, it, ch, ref);
         /* Pipeline send of the output (forward) or input gradient
          * (backward) to the neighbouring virtual stage. */
-        int64_t vstage = it->chunk * pp + r;
-        bool sends = it->kind == SCHED_F ? vstage < pp * v - 1 : vstage > 0;
+        int64_t to = sched_vstage(&st->plan, r, it->chunk) + kd->send_dir;
         ref->send = NO_TASK;
-        if (sends && pp > 1) {
-            ref->send = add(b, r, STREAM_PP, duration_ps(b, ws->p2p_s, "the pipeline send", r),
-                            it->kind == SCHED_F ? "send_fwd" : "send_bwd", it->microbatch, it->chunk);
+        if (kd->send_dir != 0 && to >= 0 && to < pp * v && pp > 1) {
+            ref->send = add(b, r, STREAM_PP, duration_ps(b, ws->p2p_s, "the pipeline send", r), kd->send,
+                            it->microbatch, it->chunk);
             dep(b, ref->last, ref->send);
             pending_send = ref->send;
         }
-        if (it->kind == SCHED_B && in->ddp.overlap_grad_reduce && i == b->last_b_item[it->chunk])
+        if (it->kind == grad && in->ddp.overlap_grad_reduce && i == b->last_grad[it->chunk])
             last_rs = add_bucket_reductions(b, r, it, ch, ref);
     }
     return last_rs;
@@ -794,7 +812,7 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
     const run_inputs *in = b->in;
     const bool distopt = b->s->zero >= DP_SHARD_OPTIM;
     const wl_stage *ws = &st->wl->stages[r];
-    const sched_item *end = &b->items[b->n_items - 1];
+    const sched_pass *end = &b->seq[b->n_seq - 1];
     const pass_ref *last = &st->passes[pass_index(st, r, end->kind, end->microbatch, end->chunk)];
     if (!in->ddp.overlap_grad_reduce)
         for (int64_t c = 0; c < st->v; c++)
@@ -835,27 +853,26 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
         }
 }
 
-/* Cross-stage edges: a forward waits for the previous virtual stage's
- * send, a backward for the next one's. */
+/* Cross-stage edges: a pass of a kind that sends waits for the send of
+ * the same kind from the virtual stage it receives from (a forward from
+ * the previous one, a backward from the next), wherever the plan places
+ * that stage. */
 static void link_stages(builder *b)
 {
     step_t *st = b->st;
     const int64_t pp = st->pp, v = st->v, M = st->M;
     for (int64_t r = 0; r < pp && b->rc == SIM_OK; r++)
         for (int64_t mb = 0; mb < M; mb++)
-            for (int64_t c = 0; c < v; c++) {
-                int64_t vs = c * pp + r;
-                if (vs > 0) {
-                    int64_t pr = (vs - 1) % pp, pc = (vs - 1) / pp;
-                    dep(b, st->passes[pass_index(st, pr, SCHED_F, mb, pc)].send,
-                        st->passes[pass_index(st, r, SCHED_F, mb, c)].first);
+            for (int64_t c = 0; c < v; c++)
+                for (int k = 0; k < SCHED_KINDS; k++) {
+                    const sched_kind_desc *kd = sched_kind_of((sched_kind)k);
+                    int64_t from = sched_vstage(&st->plan, r, c) - kd->send_dir, fr, fc;
+                    if (kd->send_dir == 0 || !sched_plan_has(&st->plan, (sched_kind)k) || from < 0 || from >= pp * v)
+                        continue;
+                    sched_locate(&st->plan, from, &fr, &fc);
+                    dep(b, st->passes[pass_index(st, fr, k, mb, fc)].send,
+                        st->passes[pass_index(st, r, k, mb, c)].first);
                 }
-                if (vs < pp * v - 1) {
-                    int64_t nr = (vs + 1) % pp, nc = (vs + 1) / pp;
-                    dep(b, st->passes[pass_index(st, nr, SCHED_B, mb, nc)].send,
-                        st->passes[pass_index(st, r, SCHED_B, mb, c)].first);
-                }
-            }
 }
 
 static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
@@ -864,16 +881,28 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     builder b = {.st = st, .in = in, .s = s, .err = err, .rc = SIM_OK};
     b.n_items = sched_len(s->num_microbatches, v);
     b.items = malloc((size_t)b.n_items * sizeof *b.items);
+    b.seq = malloc((size_t)st->rank_passes * sizeof *b.seq);
     b.param_ag = malloc((size_t)v * sizeof *b.param_ag);
     b.first_f_done = malloc((size_t)v * sizeof *b.first_f_done);
-    b.last_b_item = malloc((size_t)v * sizeof *b.last_b_item);
-    if (!b.items || !b.param_ag || !b.first_f_done || !b.last_b_item)
+    b.last_grad = malloc((size_t)v * sizeof *b.last_grad);
+    if (!b.items || !b.seq || !b.param_ag || !b.first_f_done || !b.last_grad)
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     for (int64_t r = 0; r < s->pp && b.rc == SIM_OK; r++) {
         int rc = sched_build(s->pp, v, s->num_microbatches, s->group_size_n, r, b.items, err);
         if (rc != SIM_OK) {
             fail(&b, rc);
+            break;
+        }
+        /* Until passes have overlapped templates, an item's passes run one
+         * after the other. */
+        b.n_seq = 0;
+        for (int64_t i = 0; i < b.n_items; i++)
+            for (int j = 0; j < b.items[i].n_passes && b.n_seq < st->rank_passes; j++)
+                b.seq[b.n_seq++] = b.items[i].pass[j];
+        if (b.n_seq != st->rank_passes) {
+            fail(&b, sim_err_set(err, SIM_ESIM, "the schedule of stage %lld has %lld passes, expected %lld",
+                                 (long long)r, (long long)b.n_seq, (long long)st->rank_passes));
             break;
         }
         add_param_gathers(&b, r, ag_first);
@@ -884,9 +913,10 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     }
     link_stages(&b);
     free(b.items);
+    free(b.seq);
     free(b.param_ag);
     free(b.first_f_done);
-    free(b.last_b_item);
+    free(b.last_grad);
     if (b.rc == SIM_ENOMEM)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
     return b.rc;
@@ -936,7 +966,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     res->step_time_s = time_as_s(eng_makespan(e));
 
     sim_time_ps pipe_end = 0;
-    for (size_t i = 0; i < (size_t)(pp * 2 * M * v); i++)
+    for (size_t i = 0; i < (size_t)(pp * SCHED_KINDS * M * v); i++)
         if (st->passes[i].last >= 0 && eng_task_end(e, st->passes[i].last) > pipe_end)
             pipe_end = eng_task_end(e, st->passes[i].last);
     res->pipeline_s = time_as_s(pipe_end);
@@ -949,9 +979,8 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
          * which is start order (passes start on the in-order compute
          * stream). */
         size_t n = 0;
-        const int64_t n_items = 2 * M * v;
-        for (int64_t i = 0; i < n_items; i++) {
-            const pass_ref *p = &st->passes[st->order[r * n_items + i]];
+        for (int64_t i = 0; i < st->rank_passes; i++) {
+            const pass_ref *p = &st->passes[st->order[r * st->rank_passes + i]];
             if (p->span >= 0)
                 all[n++] = (interval){eng_task_start(e, p->span), eng_task_end(e, p->last)};
         }
@@ -1001,7 +1030,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         }
         /* Passes that stand as one task bring their communication from
          * their summary. */
-        for (int kind = 0; kind < 2; kind++)
+        for (int kind = 0; kind < SCHED_KINDS; kind++)
             for (int64_t mb = 0; mb < M; mb++)
                 for (int64_t c = 0; c < v; c++) {
                     if (!st->collapsed[pass_index(st, r, kind, mb, c)])
@@ -1067,18 +1096,22 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     st->pp = s->pp;
     st->v = s->v;
     st->M = s->num_microbatches;
+    st->plan = (sched_plan){.p = s->pp, .v = s->v, .M = s->num_microbatches, .N = s->group_size_n,
+                            .place = SCHED_PLACE_LOOP, .split = false};
+    const int kinds = sched_plan_kinds(&st->plan);
     /* Every pass of the step is a task: bound their number so that memory
      * stays in reason (about 100 bytes each). */
-    double passes = (double)s->pp * 2.0 * (double)s->num_microbatches * (double)s->v;
+    double passes = (double)s->pp * kinds * (double)s->num_microbatches * (double)s->v;
     if (passes > LIMIT_PASSES) {
         step_destroy(st);
         return sim_err_set_at(err, SIM_EINVAL, NULL, 0, "train.global_batch_size",
-                              "%.3g forward/backward passes (PP %lld x microbatches %lld x chunks %lld x 2) are "
+                              "%.3g forward/backward passes (PP %lld x microbatches %lld x chunks %lld x %d) are "
                               "more than parsim simulates (%.0e); microbatches are train.global_batch_size / "
                               "(train.micro_batch_size x DP)",
-                              passes, (long long)s->pp, (long long)s->num_microbatches, (long long)s->v,
+                              passes, (long long)s->pp, (long long)s->num_microbatches, (long long)s->v, kinds,
                               LIMIT_PASSES);
     }
+    st->rank_passes = kinds * s->num_microbatches * s->v;
     int rc = workload_build(&st->wl, in, s, err);
     if (rc == SIM_OK)
         rc = check_activations(st, err);
@@ -1086,11 +1119,13 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
         step_destroy(st);
         return rc;
     }
-    const size_t n_passes = (size_t)(s->pp * 2 * s->num_microbatches * s->v);
-    st->summary = calloc((size_t)(s->pp * s->v * 2), sizeof *st->summary);
+    /* Pass refs for every kind (those the plan does not run stay empty);
+     * the order holds the passes run. */
+    const size_t n_passes = (size_t)(s->pp * SCHED_KINDS * s->num_microbatches * s->v);
+    st->summary = calloc((size_t)(s->pp * s->v * SCHED_KINDS), sizeof *st->summary);
     st->collapsed = calloc(n_passes, sizeof *st->collapsed);
     st->passes = malloc(n_passes * sizeof *st->passes);
-    st->order = malloc(n_passes * sizeof *st->order);
+    st->order = malloc((size_t)(s->pp * st->rank_passes) * sizeof *st->order);
     if (!st->summary || !st->collapsed || !st->passes || !st->order) {
         step_destroy(st);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
@@ -1102,8 +1137,10 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     for (int64_t r = 0; r < s->pp; r++)
         for (int64_t c = 0; c < s->v; c++) {
             const wl_chunk *ch = &st->wl->stages[r].chunks[c];
-            longest = (size_t)ch->fwd.n_ops > longest ? (size_t)ch->fwd.n_ops : longest;
-            longest = (size_t)ch->bwd.n_ops > longest ? (size_t)ch->bwd.n_ops : longest;
+            for (int kind = 0; kind < SCHED_KINDS; kind++) {
+                size_t n = (size_t)wl_chunk_pass(ch, (sched_kind)kind)->n_ops;
+                longest = n > longest ? n : longest;
+            }
         }
     tmpl_scratch w;
     if (scratch_init(&w, longest) != SIM_OK) {
@@ -1112,16 +1149,18 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     }
     for (int64_t r = 0; r < s->pp; r++)
         for (int64_t c = 0; c < s->v; c++)
-            for (int kind = 0; kind < 2; kind++) {
+            for (int kind = 0; kind < SCHED_KINDS; kind++) {
+                if (!sched_plan_has(&st->plan, (sched_kind)kind))
+                    continue;
                 const wl_chunk *ch = &st->wl->stages[r].chunks[c];
-                const wl_pass *p = kind == 0 ? &ch->fwd : &ch->bwd;
+                const wl_pass *p = wl_chunk_pass(ch, (sched_kind)kind);
                 pass_summary *ps = summary_of(st, r, c, kind);
                 /* Middle stages mostly share a template: reuse the summary
                  * of an identical pass simulated before. */
                 const pass_summary *same = NULL;
                 for (int64_t q = 0; q < r * s->v + c && !same; q++) {
                     const wl_chunk *o = &st->wl->stages[q / s->v].chunks[q % s->v];
-                    const wl_pass *op = kind == 0 ? &o->fwd : &o->bwd;
+                    const wl_pass *op = wl_chunk_pass(o, (sched_kind)kind);
                     if (wl_pass_equal(op, p))
                         same = summary_of(st, q / s->v, q % s->v, kind);
                 }
@@ -1137,7 +1176,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                                                                     (size_t)p->n_ops; /* a stand-in with host ops: up to 5 tasks */
             }
     scratch_free(&w);
-    size_t hint = ops + (size_t)(s->pp * s->v * (2 * s->num_microbatches + 3) + 8 + 4 * s->pp);
+    size_t hint = ops + (size_t)(s->pp * s->v * (kinds * s->num_microbatches + 3) + 8 + 4 * s->pp);
     if (hint > (size_t)INT32_MAX) { /* engine task ids are int32 */
         step_destroy(st);
         return sim_err_set(err, SIM_EINVAL,

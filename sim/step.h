@@ -64,9 +64,10 @@ void step_destroy(step_t *st);
 typedef struct step_task_info {
     int64_t stage;
     stream_kind stream;
-    const char *name;      /* "F", "B", op or collective name */
+    const char *name;      /* pass kind name (sched_kind_of), op or collective name */
     int32_t microbatch;    /* -1 if none */
     int32_t chunk;         /* -1 if none */
+    bool whole_pass;       /* stands for a whole pass (or its GPU span) */
 } step_task_info;
 
 const engine_t *step_engine(const step_t *st);
@@ -74,8 +75,9 @@ const engine_t *step_engine(const step_t *st);
 /* Pipeline size, chunks per stage and microbatches of the step. */
 void step_shape(const step_t *st, int64_t *pp, int64_t *v, int64_t *M);
 
-/* Span of one forward (kind 0) or backward (kind 1) pass: from its first
- * op's start to its last op's end.  False if the pass has no ops. */
+/* Span of one pass of kind `kind` (sched_kind): from its first op's start
+ * to its last op's end.  False if the pass has no ops or the step's
+ * schedule runs no pass of that kind. */
 bool step_pass_span(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk,
                     sim_time_ps *start, sim_time_ps *end);
 void step_task_describe(const step_t *st, eng_task t, step_task_info *out);

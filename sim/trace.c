@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "jsonout.h"
+#include "schedule.h"
 #include "streams.h"
 
 /* Opens an event's map with the fields every event has.  One event per
@@ -65,14 +66,15 @@ int trace_write(FILE *out, const step_t *st, sim_err *err)
             if (streams_desc((stream_kind)k)->role != STREAM_ROLE_DELAY)
                 meta(j, "thread_name", r, k, streams_desc((stream_kind)k)->name);
     }
-    /* Forward and backward passes, the spans the schedule figures show. */
+    /* The passes (F, B, W), the spans the schedule figures show. */
     for (int64_t r = 0; r < pp; r++)
-        for (int kind = 0; kind < 2; kind++)
+        for (int kind = 0; kind < SCHED_KINDS; kind++)
             for (int64_t mb = 0; mb < M; mb++)
                 for (int64_t c = 0; c < v; c++) {
                     sim_time_ps a, b;
                     if (step_pass_span(st, r, kind, mb, c, &a, &b))
-                        event(j, kind == 0 ? "F" : "B", r, STREAM_COMPUTE, a, b, (int32_t)mb, (int32_t)c);
+                        event(j, sched_kind_of((sched_kind)kind)->name, r, STREAM_COMPUTE, a, b, (int32_t)mb,
+                              (int32_t)c);
                 }
     /* Every kernel and transfer, nested under its pass on its stream. */
     size_t n = eng_num_tasks(e);
@@ -83,7 +85,7 @@ int trace_write(FILE *out, const step_t *st, sim_err *err)
         /* Zero-length joins, passes that stand as one task (written
          * above as their span) and delay tasks (no resource) are left
          * out. */
-        if (b == a || ((info.name[0] == 'F' || info.name[0] == 'B') && info.name[1] == '\0') ||
+        if (b == a || info.whole_pass ||
             streams_desc(info.stream)->role == STREAM_ROLE_DELAY)
             continue;
         event(j, info.name, info.stage, (int)info.stream, a, b, info.microbatch, info.chunk);

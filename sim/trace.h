@@ -1,7 +1,8 @@
 /* trace: the simulated step as a Chrome trace (Perfetto).
  * {"traceEvents":[...]} with complete events ("ph":"X", times in µs),
  * pid = pipeline stage, tid = stream (compute, tp, cp, ep, dp, pp);
- * forward/backward passes are "F"/"B" events on the compute stream with
+ * passes are events named by their kind ("F", "B", and "W" where the
+ * schedule splits the backward) on the compute stream with
  * args.microbatch and args.chunk, their kernels nested inside them when
  * the step was run with in->sim.keep_ops (parsim run --trace does so);
  * otherwise identical passes were simulated as one task each and only

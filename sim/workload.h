@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "err.h"
+#include "schedule.h"
 #include "strategy.h"
 #include "streams.h"
 #include "units.h"
@@ -55,7 +56,10 @@ typedef struct wl_bucket {
 } wl_bucket;
 
 typedef struct wl_chunk {
-    wl_pass fwd, bwd;
+    wl_pass fwd, bwd;        /* bwd: input and weight gradients, or only the
+                                input gradients when wgt holds the rest */
+    wl_pass wgt;             /* weight-gradient pass of a split backward
+                                (no ops when the backward is whole) */
     wl_bucket *buckets;      /* in the order they become ready */
     int32_t n_buckets;
     int64_t act_bytes;           /* stored from forward start to backward end */
@@ -75,6 +79,12 @@ typedef struct workload {
     int64_t pp, v;
     wl_stage *stages;            /* pp stages */
 } workload_t;
+
+/* The template of a chunk's pass of kind k (sched_kind). */
+static inline const wl_pass *wl_chunk_pass(const wl_chunk *ch, sched_kind k)
+{
+    return k == SCHED_F ? &ch->fwd : k == SCHED_B ? &ch->bwd : &ch->wgt;
+}
 
 /* Builds every template.  SIM_EINVAL when a duration it computes (a
  * kernel, a collective, a DP bucket, the optimizer step, a whole pass) is

@@ -85,9 +85,9 @@ static void expect_order(const sched_item *got, const char *want)
         char kind;
         int m, c, used;
         cr_assert_eq(sscanf(s, " %c%d.%d%n", &kind, &m, &c, &used), 3);
-        cr_assert_eq(got[k].kind, kind == 'F' ? SCHED_F : SCHED_B, "item %d", k);
-        cr_assert_eq(got[k].microbatch, m, "item %d", k);
-        cr_assert_eq(got[k].chunk, c, "item %d", k);
+        cr_assert_eq(got[k].pass[0].kind, kind == 'F' ? SCHED_F : SCHED_B, "item %d", k);
+        cr_assert_eq(got[k].pass[0].microbatch, m, "item %d", k);
+        cr_assert_eq(got[k].pass[0].chunk, c, "item %d", k);
         k++;
         s += used;
         while (*s == ' ')
@@ -141,24 +141,24 @@ static void check_schedule(int64_t p, int64_t v, int64_t M, int64_t N)
         int *seen = calloc((size_t)(2 * M * v), sizeof *seen);
         int64_t *f_at = calloc((size_t)(M * v), sizeof *f_at);
         for (int64_t k = 0; k < len; k++) {
-            cr_assert_leq(s[k].kind, SCHED_B);
-            cr_assert(s[k].microbatch >= 0 && s[k].microbatch < M);
-            cr_assert(s[k].chunk >= 0 && s[k].chunk < v);
-            int64_t slot = s[k].microbatch * v + s[k].chunk;
-            cr_assert_eq(seen[s[k].kind * M * v + slot]++, 0,
+            cr_assert_leq(s[k].pass[0].kind, SCHED_B);
+            cr_assert(s[k].pass[0].microbatch >= 0 && s[k].pass[0].microbatch < M);
+            cr_assert(s[k].pass[0].chunk >= 0 && s[k].pass[0].chunk < v);
+            int64_t slot = s[k].pass[0].microbatch * v + s[k].pass[0].chunk;
+            cr_assert_eq(seen[s[k].pass[0].kind * M * v + slot]++, 0,
                          "p=%lld v=%lld M=%lld r=%lld: %c%d.%d twice", (long long)p,
-                         (long long)v, (long long)M, (long long)r, s[k].kind ? 'B' : 'F',
-                         s[k].microbatch, s[k].chunk);
-            if (s[k].kind == SCHED_F)
+                         (long long)v, (long long)M, (long long)r, s[k].pass[0].kind ? 'B' : 'F',
+                         s[k].pass[0].microbatch, s[k].pass[0].chunk);
+            if (s[k].pass[0].kind == SCHED_F)
                 f_at[slot] = k;
             else
                 cr_assert(seen[slot] && f_at[slot] < k, "B before F");
         }
         int64_t w = sched_warmup(p, v, M, N, r);
         for (int64_t k = 0; k < w; k++)
-            cr_assert_eq(s[k].kind, SCHED_F);
+            cr_assert_eq(s[k].pass[0].kind, SCHED_F);
         if (w < M * v)
-            cr_assert_eq(s[w].kind, SCHED_F);   /* steady state opens with a forward */
+            cr_assert_eq(s[w].pass[0].kind, SCHED_F);   /* steady state opens with a forward */
         free(seen);
         free(f_at);
         free(s);
@@ -234,10 +234,10 @@ static pipe_sim pipe_run(int64_t p, int64_t v, int64_t M, int64_t N, sim_time_ps
     for (int64_t r = 0; r < p; r++) {
         sched_item *s = build(p, v, M, N, r);
         for (int64_t k = 0; k < sched_len(M, v); k++) {
-            eng_task t = eng_add_task(ps.e, (int)r, s[k].kind == SCHED_F ? tf : tb, (int32_t)k);
+            eng_task t = eng_add_task(ps.e, (int)r, s[k].pass[0].kind == SCHED_F ? tf : tb, (int32_t)k);
             cr_assert_geq(t, 0);
-            id[pass_index(&ps, r, s[k].kind, s[k].microbatch, s[k].chunk)] = t;
-            if (s[k].kind == SCHED_F)
+            id[pass_index(&ps, r, s[k].pass[0].kind, s[k].pass[0].microbatch, s[k].pass[0].chunk)] = t;
+            if (s[k].pass[0].kind == SCHED_F)
                 cr_assert_eq(eng_add_counter_delta(ps.e, t, (int)r, 1, 0), SIM_OK);
             else
                 cr_assert_eq(eng_add_counter_delta(ps.e, t, (int)r, 0, -1), SIM_OK);
