@@ -43,12 +43,37 @@ const sched_kind_desc *sched_kind_of(sched_kind k);
  * rank r is virtual stage r, chunk 1 is 2p-1-r (ZB-V, DualPipeV). */
 typedef enum { SCHED_PLACE_LOOP = 0, SCHED_PLACE_V } sched_placement;
 
+/* The schedules (sim.pipeline_schedule).  MEGATRON: 1F1B or interleaved
+ * as Megatron chooses from v; 1F1B and INTERLEAVED: the same orders, the
+ * choice pinned; ZB_H1 (Qi et al., Zero Bubble Pipeline Parallelism):
+ * 1F1B's warm-up, rank r's W lagging its B by r microbatches, so that the
+ * W passes fill the drain (in flight p on every rank, 1F1B's peak); ZB_V:
+ * two chunks per rank in a V, 2p passes in flight (1F1B's activation
+ * memory), W deferred to fill the drain; DUALPIPEV (DeepSeek's DualPipe
+ * repository, dualpipev.py): two chunks in a V, forward and backward of
+ * the two chunks paired in items, its eight phases as written there. */
+typedef enum {
+    SCHED_MEGATRON = 0, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_ZB_H1, SCHED_ZB_V, SCHED_DUALPIPEV,
+    SCHED_NAMES
+} sched_name;
+
+/* Its key value ("megatron", "1f1b", "interleaved", "zb-h1", "zb-v",
+ * "dualpipev"). */
+const char *sched_name_str(sched_name n);
+/* Does it place chunks in a V (two per rank)?  Does it split the backward? */
+bool sched_name_is_v(sched_name n);
+bool sched_name_splits(sched_name n);
+
 /* The shape of a pipeline schedule. */
 typedef struct sched_plan {
+    sched_name name;
     int64_t p, v, M, N;       /* ranks, chunks per rank, microbatches, Megatron's N */
     sched_placement place;
     bool split;               /* backward as B and W passes */
 } sched_plan;
+
+/* The plan of schedule `name` (its placement and split from the name). */
+void sched_plan_init(sched_plan *pl, sched_name name, int64_t p, int64_t v, int64_t M, int64_t N);
 
 /* Pass kinds the plan runs (F and B, and W when split). */
 bool sched_plan_has(const sched_plan *pl, sched_kind k);
@@ -82,6 +107,15 @@ typedef struct sched_item {
 sched_item sched_one(sched_kind kind, int32_t microbatch, int32_t chunk);
 /* An item of two overlapped passes. */
 sched_item sched_pair(sched_pass a, sched_pass b);
+
+/* Passes one rank runs: kinds x M x v; no schedule has more items. */
+int64_t sched_plan_passes(const sched_plan *pl);
+
+/* Fills out[0 .. *n-1] (room for sched_plan_passes items) with the order of
+ * rank `rank`.  SIM_EINVAL (with a message) when the schedule cannot run
+ * (p, v, M, N): Megatron's rules for its orders; ZB-H1 needs v = 1; the V
+ * schedules need v = 2, p >= 2 and M >= 2p; SIM_ENOMEM. */
+int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err);
 
 /* Number of items one rank runs in Megatron's orders: 2*M*v. */
 int64_t sched_len(int64_t M, int64_t v);
