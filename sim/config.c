@@ -884,6 +884,8 @@ static const char *const norm_names[] = { "LayerNorm", "RMSNorm" };
 static const int norm_values[] = { NORM_LAYERNORM, NORM_RMSNORM };
 static const char *const dispatcher_names[] = { "allgather", "alltoall", "flex" };
 static const int dispatcher_values[] = { MOE_DISPATCHER_ALLGATHER, MOE_DISPATCHER_ALLTOALL, MOE_DISPATCHER_FLEX };
+static const int schedule_values[SCHED_NAMES] = { SCHED_MEGATRON, SCHED_1F1B, SCHED_INTERLEAVED,
+                                                  SCHED_ZB_H1,    SCHED_ZB_V, SCHED_DUALPIPEV };
 static const char *const cp_comm_names[] = { "p2p", "all_gather", "a2a", "a2a+p2p" };
 static const int cp_comm_values[] = { CP_COMM_P2P, CP_COMM_ALL_GATHER, CP_COMM_A2A, CP_COMM_A2A_P2P };
 /* Megatron Core's AttnBackend names. */
@@ -1303,6 +1305,9 @@ static const key_def keys[] = {
     K_BOOL("sim.ideal_pipeline", sim.ideal_pipeline, "false",
            "zero communication, identical work per stage and chunk"),
     K_INT("sim.seed", sim.seed, "1", RG_ANY, 0, "seed for any randomness"),
+    K_ENUM("sim.pipeline_schedule", par.pipeline_schedule, "\"megatron\"", sched_name_strs, schedule_values,
+           "megatron (1F1B or interleaved, as Megatron chooses) | 1f1b | interleaved | zb-h1 | zb-v | dualpipev "
+           "(zero-bubble and DualPipeV: beyond Megatron)"),
     K_STR("sim.params", sim.params_file, "\"\"",
           "parameter file loaded as a preset (e.g. from parsim calibrate)"),
     K_SET("sim.nccl_algo", KT_STRING, "\"auto\"", set_algo,

@@ -11,13 +11,12 @@
 
 static bool is_first_virtual(const strategy_t *s, int64_t stage, int64_t chunk)
 {
-    (void)s;
-    return stage == 0 && chunk == 0;
+    return strategy_vstage(s, stage, chunk) == 0;
 }
 
 static bool is_last_virtual(const strategy_t *s, int64_t stage, int64_t chunk)
 {
-    return stage == s->pp - 1 && chunk == s->v - 1;
+    return strategy_vstage(s, stage, chunk) == s->pp * s->v - 1;
 }
 
 void memory_layer_params(const run_inputs *in, const strategy_t *s, int64_t layer, double *dense,

@@ -82,6 +82,12 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
                      " is too few: the world must be divisible by both products)",
                 s->min_gpus_common);
     fputc('\n', out);
+    const sched_name sn = s->par.pipeline_schedule;
+    if (sn == SCHED_MEGATRON)
+        fprintf(out, "  schedule    megatron (%s)\n", s->v > 1 ? "interleaved 1F1B" : "1F1B");
+    else
+        fprintf(out, "  schedule    %s%s\n", sched_name_str(sn),
+                sched_name_splits(sn) ? " (beyond Megatron: backward as B and W passes)" : "");
     if (in->sim.ideal_pipeline)
         fputs("  mode        ideal pipeline (no communication, identical stages)\n", out);
     fputc('\n', out);
@@ -164,6 +170,7 @@ int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step
         jsonout_kv_int(j, par[i].key, par[i].v);
     jsonout_str(j, "sequence_parallel");
     jsonout_bool(j, s->par.sequence_parallel);
+    jsonout_kv_str(j, "pipeline_schedule", sched_name_str(s->par.pipeline_schedule));
     jsonout_map_close(j);
     jsonout_kv_str(j, "model", in->model.name);
     jsonout_kv_str(j, "topology", in->cluster.name);

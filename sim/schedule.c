@@ -187,7 +187,7 @@ int sched_build(int64_t p, int64_t v, int64_t M, int64_t N, int64_t rank,
 
 /* ---- named schedules ---------------------------------------------------- */
 
-static const char *const names[SCHED_NAMES] = {
+const char *const sched_name_strs[SCHED_NAMES] = {
     [SCHED_MEGATRON] = "megatron", [SCHED_1F1B] = "1f1b",   [SCHED_INTERLEAVED] = "interleaved",
     [SCHED_ZB_H1] = "zb-h1",       [SCHED_ZB_V] = "zb-v",   [SCHED_DUALPIPEV] = "dualpipev",
 };
@@ -195,7 +195,7 @@ static const char *const names[SCHED_NAMES] = {
 const char *sched_name_str(sched_name n)
 {
     assert(n >= 0 && n < SCHED_NAMES);
-    return names[n];
+    return sched_name_strs[n];
 }
 
 bool sched_name_is_v(sched_name n)

@@ -58,7 +58,8 @@ typedef enum {
 } sched_name;
 
 /* Its key value ("megatron", "1f1b", "interleaved", "zb-h1", "zb-v",
- * "dualpipev"). */
+ * "dualpipev"), indexed by sched_name. */
+extern const char *const sched_name_strs[SCHED_NAMES];
 const char *sched_name_str(sched_name n);
 /* Does it place chunks in a V (two per rank)?  Does it split the backward? */
 bool sched_name_is_v(sched_name n);

@@ -728,8 +728,10 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
     /* Megatron's p2p is synchronous (the rank waits for its send before
      * the next pass) in the non-interleaved schedule and in the
      * interleaved one without overlap_p2p_comm; with it, sends are
-     * asynchronous and only the receiver waits. */
-    const bool blocking_p2p = v == 1 || !b->s->par.overlap_p2p_comm;
+     * asynchronous and only the receiver waits.  The V schedules send
+     * asynchronously (DualPipe's p2p is batched and waited on by the
+     * receiver). */
+    const bool blocking_p2p = st->plan.place == SCHED_PLACE_LOOP && (v == 1 || !b->s->par.overlap_p2p_comm);
     eng_task last_rs = NO_TASK, pending_send = NO_TASK;
     /* full_iteration: the host replays one graph of the whole forward and
      * backward; the first pass waits for that launch. */
@@ -879,8 +881,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
 {
     const int64_t v = s->v;
     builder b = {.st = st, .in = in, .s = s, .err = err, .rc = SIM_OK};
-    b.n_items = sched_len(s->num_microbatches, v);
-    b.items = malloc((size_t)b.n_items * sizeof *b.items);
+    b.items = malloc((size_t)st->rank_passes * sizeof *b.items);
     b.seq = malloc((size_t)st->rank_passes * sizeof *b.seq);
     b.param_ag = malloc((size_t)v * sizeof *b.param_ag);
     b.first_f_done = malloc((size_t)v * sizeof *b.first_f_done);
@@ -889,7 +890,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     for (int64_t r = 0; r < s->pp && b.rc == SIM_OK; r++) {
-        int rc = sched_build(s->pp, v, s->num_microbatches, s->group_size_n, r, b.items, err);
+        int rc = sched_plan_build(&st->plan, r, b.items, &b.n_items, err);
         if (rc != SIM_OK) {
             fail(&b, rc);
             break;
@@ -1096,8 +1097,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     st->pp = s->pp;
     st->v = s->v;
     st->M = s->num_microbatches;
-    st->plan = (sched_plan){.p = s->pp, .v = s->v, .M = s->num_microbatches, .N = s->group_size_n,
-                            .place = SCHED_PLACE_LOOP, .split = false};
+    strategy_plan(s, &st->plan);
     const int kinds = sched_plan_kinds(&st->plan);
     /* Every pass of the step is a task: bound their number so that memory
      * stays in reason (about 100 bytes each). */

@@ -47,6 +47,28 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out)
 #define K_MBS "train.micro_batch_size"
 #define K_N "model.microbatch_group_size_per_vp_stage"
 
+#define K_SCHED "sim.pipeline_schedule"
+
+/* Rule 10: the pipeline schedule against the chunks per rank: 1f1b and
+ * zb-h1 run one chunk, interleaved more than one, the V schedules (zb-v,
+ * dualpipev) two on each of at least two ranks. */
+static int check_schedule(const strategy_t *s, const struct cfg *cfg, sim_err *err)
+{
+    const sched_name n = s->par.pipeline_schedule;
+    const char *name = sched_name_str(n);
+    if ((n == SCHED_1F1B || n == SCHED_ZB_H1) && s->v != 1)
+        return BAD(K_SCHED, "%s runs one model chunk per pipeline rank; virtual_pipeline_model_parallel_size is %" PRId64,
+                   name, s->v);
+    if (n == SCHED_INTERLEAVED && s->v < 2)
+        return BAD(K_SCHED, "interleaved needs virtual_pipeline_model_parallel_size >= 2 (got %" PRId64 ")", s->v);
+    if (sched_name_is_v(n) && s->v != 2)
+        return BAD(K_SCHED, "%s places two model chunks per pipeline rank in a V; virtual_pipeline_model_parallel_size is %" PRId64,
+                   name, s->v);
+    if (sched_name_is_v(n) && s->pp < 2)
+        return BAD(K_SCHED, "%s needs pipeline_model_parallel_size >= 2 (got %" PRId64 ")", name, s->pp);
+    return SIM_OK;
+}
+
 /* Rule 1: every size is a positive count (0 means "default" only where
  * the key says so). */
 static int check_sizes(const model_spec *m, const cluster_spec *c, const parallel_spec *p,
@@ -314,7 +336,7 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
         int64_t per_mid = middle_ranks > 0 ? middle / middle_ranks / v : 0;
         for (int64_t c = 0; c < v; c++)
             for (int64_t r = 0; r < p; r++)
-                count[c * p + r] = r == 0 && first > 0      ? first / v
+                count[strategy_vstage(s, r, c)] = r == 0 && first > 0      ? first / v
                                    : r == p - 1 && last > 0 ? last / v
                                                             : per_mid;
     } else {
@@ -350,9 +372,21 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
     return SIM_OK;
 }
 
+void strategy_plan(const strategy_t *s, sched_plan *out)
+{
+    sched_plan_init(out, s->par.pipeline_schedule, s->pp, s->v, s->num_microbatches, s->group_size_n);
+}
+
+int64_t strategy_vstage(const strategy_t *s, int64_t stage, int64_t chunk)
+{
+    sched_plan pl;
+    strategy_plan(s, &pl);
+    return sched_vstage(&pl, stage, chunk);
+}
+
 void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, int64_t *first, int64_t *count)
 {
-    int64_t vs = chunk * s->pp + stage;
+    int64_t vs = strategy_vstage(s, stage, chunk);
     *first = s->vstage_start[vs];
     *count = s->vstage_start[vs + 1] - s->vstage_start[vs];
 }
@@ -492,6 +526,11 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
      * not set (arguments.py:840-860). */
     if (!par->vp && m->hybrid_segments > 0 && s->pp > 0 && m->hybrid_segments % s->pp == 0)
         s->v = m->hybrid_segments / s->pp;
+    /* The V schedules hold two chunks per rank. */
+    else if (!par->vp && sched_name_is_v(par->pipeline_schedule))
+        s->v = 2;
+    if ((rc = check_schedule(s, cfg, err)))
+        return rc;
     s->group_size_n = par->microbatch_group_size_per_vp_stage ? par->microbatch_group_size_per_vp_stage
                                                                : par->pp;
     s->par.etp = s->etp;
@@ -523,7 +562,7 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                    m->vocab_size, m->make_vocab_size_divisible_by, s->tp);
 
     /* 6. layers split over stages and virtual stages */
-    if (s->v > 1) {
+    if (s->v > 1 && !sched_name_is_v(par->pipeline_schedule)) {
         if (s->pp <= 1)
             return BAD(K_VP,
                        "an interleaved schedule (virtual size %" PRId64 ") needs "
@@ -559,8 +598,14 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                    "%" PRId64 " microbatches x %" PRId64 " virtual stages x %" PRId64
                    " pipeline stages pass 2^63 passes", s->num_microbatches, s->v, s->pp);
 
+    if (sched_name_is_v(par->pipeline_schedule) && s->num_microbatches < 2 * s->pp)
+        return BAD(K_GBS,
+                   "the %s schedule needs at least 2 x pipeline_model_parallel_size = %" PRId64
+                   " microbatches, got %" PRId64 " (gbs / (mbs * dp))",
+                   sched_name_str(par->pipeline_schedule), 2 * s->pp, s->num_microbatches);
+
     /* 9. interleaved: microbatches go through the chunks in groups of N */
-    if (s->v > 1) {
+    if (s->v > 1 && !sched_name_is_v(par->pipeline_schedule)) {
         const char *key = par->microbatch_group_size_per_vp_stage ? K_N : K_GBS;
         int64_t M = s->num_microbatches, N = s->group_size_n;
         if (N < s->pp || N > M)

@@ -18,6 +18,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "model.h"
+#include "schedule.h"
 
 /* model.attention_backend: flash/fused kernels never store the s x s
  * scores; unfused (Megatron's "local"/"unfused", the 2021-22 runs)
@@ -77,6 +78,7 @@ typedef struct parallel_spec {
      * loss, X*N repeats, (..)*N repeats a group; "" = not set. */
     char pipeline_model_parallel_layout[512];
     bool overlap_p2p_comm;           /* interleaved only; Megatron default on */
+    sched_name pipeline_schedule;    /* sim.pipeline_schedule */
     bool tp_comm_overlap;
     moe_dispatcher_kind moe_token_dispatcher; /* how MoE tokens reach the experts */
     int moe_flex_backend;                     /* flex: kt_flex_backend (deepep, hybridep) */
@@ -193,7 +195,7 @@ typedef struct strategy {
     int64_t min_gpus;          /* pp * lcm(tp*cp, ep*etp) */
     int64_t min_gpus_common;   /* pp * max(tp*cp, ep*etp), the usual rule */
     int64_t layers_per_chunk;  /* L / (pp*v) when the split is even, else the most */
-    /* Layers of virtual stage vs = chunk*pp + rank are
+    /* Layers of virtual stage vs (strategy_vstage) are
      * [vstage_start[vs], vstage_start[vs+1]). */
     int32_t vstage_start[MODEL_MAX_LAYERS + 3];
     group_span groups[GROUP_COUNT];   /* the worst placement of each kind */
@@ -248,6 +250,12 @@ typedef struct rank_coords {
     int64_t etp, ep, edp;     /* expert generator */
 } rank_coords;
 void strategy_coords(const strategy_t *s, int64_t rank, rank_coords *out);
+
+/* The pipeline schedule's plan (placement, B/W split, sizes). */
+void strategy_plan(const strategy_t *s, sched_plan *out);
+/* Virtual stage of model chunk `chunk` of pipeline rank `stage`, where the
+ * schedule places it (chunk*pp + stage, or folded in a V). */
+int64_t strategy_vstage(const strategy_t *s, int64_t stage, int64_t chunk);
 
 /* Global layer range [first, first+count) held by model chunk `chunk` of
  * pipeline rank `stage`. */

@@ -271,11 +271,52 @@ static int buckets_check(const wl_bucket *bk, int32_t n, int64_t stage, int64_t 
     return SIM_OK;
 }
 
-/* Fuses the chunk's two passes, keeping the ops the buckets point at as
- * ends of ops (and moving the bucket indices to the fused ops). */
-static int fuse_chunk(wl_opbuf *f, wl_opbuf *b, wl_bucket *buckets, int32_t n_buckets)
+/* Is this backward op a weight-gradient GEMM (the W of a split backward)? */
+static bool is_wgrad(const wl_op *op)
+{
+    static const char suffix[] = "_wgrad";
+    size_t n = strlen(op->name), k = sizeof suffix - 1;
+    return op->stream == STREAM_COMPUTE && n >= k && strcmp(op->name + n - k, suffix) == 0;
+}
+
+/* Splits a backward for the schedules that run B and W apart (zero
+ * bubble): B keeps every op, the weight-gradient GEMMs as zero-length ops
+ * in their places, so that every dependency and each stream's order stay
+ * as they are (the collective that ran beside a wgrad GEMM now runs beside
+ * nothing); W runs those GEMMs one after another on the compute stream in
+ * backward order (one zero-length op when the chunk has none, so that the
+ * W that ends the microbatch's activations exists).  A bucket's gradients
+ * are final after the last W op at or before its ready op.  The host's
+ * issue of the W GEMMs stays with B's host ops. */
+static void split_backward(wl_opbuf *b, wl_opbuf *w, wl_bucket *buckets, int32_t n_buckets)
+{
+    int32_t k = 0, last_w = 0;
+    for (int32_t i = 0; i < b->n && !w->oom; i++) {
+        if (is_wgrad(&b->ops[i])) {
+            wl_op op = b->ops[i];
+            last_w = then(w, op.name, STREAM_COMPUTE, 0.0);
+            if (w->oom)
+                return;
+            op.dep_back[0] = last_w > 0 ? 1 : 0;
+            op.dep_back[1] = 0;
+            w->ops[last_w] = op;
+            b->ops[i].duration_ps = 0;
+        }
+        for (; k < n_buckets && buckets[k].ready_op == i; k++)
+            buckets[k].ready_op = last_w;
+    }
+    if (w->n == 0)
+        then(w, "no_wgrad", STREAM_COMPUTE, 0.0);
+}
+
+/* Fuses the chunk's passes, keeping the ops the buckets point at (in the
+ * backward, or in W when w is not NULL) as ends of ops (and moving the
+ * bucket indices to the fused ops). */
+static int fuse_chunk(wl_opbuf *f, wl_opbuf *b, wl_opbuf *w, wl_bucket *buckets, int32_t n_buckets)
 {
     int32_t n_map = f->n > b->n ? f->n : b->n;
+    if (w && w->n > n_map)
+        n_map = w->n;
     int32_t *map = malloc(((size_t)n_map + 1) * sizeof *map);
     int32_t *pins = malloc(((size_t)n_buckets + 1) * sizeof *pins);
     int rc = map && pins ? SIM_OK : SIM_ENOMEM;
@@ -287,9 +328,13 @@ static int fuse_chunk(wl_opbuf *f, wl_opbuf *b, wl_bucket *buckets, int32_t n_bu
     if (rc == SIM_OK) {
         for (int32_t k = 0; k < n_buckets; k++)
             buckets[k].fwd_op = map[buckets[k].fwd_op];
+        if (w)
+            rc = wl_fuse_chains(b, NULL, NULL, 0);
+    }
+    if (rc == SIM_OK) {
         for (int32_t k = 0; k < n_buckets; k++)
             pins[k] = buckets[k].ready_op;
-        rc = wl_fuse_chains(b, map, pins, n_buckets);
+        rc = wl_fuse_chains(w ? w : b, map, pins, n_buckets);
     }
     if (rc == SIM_OK)
         for (int32_t k = 0; k < n_buckets; k++)
@@ -323,11 +368,12 @@ static void issue_unit(const ctx *x, wl_opbuf *dst, wl_fsdp *fs, void (*build)(c
 static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out, sim_err *err)
 {
     const strategy_t *s = x->s;
-    wl_opbuf f = {0}, b = {0};
+    wl_opbuf f = {0}, b = {0}, w = {0};
+    const bool split = sched_name_splits(s->par.pipeline_schedule);
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
-    bool first_virtual = stage == 0 && chunk == 0;
-    bool last_virtual = stage == s->pp - 1 && chunk == s->v - 1;
+    bool first_virtual = strategy_vstage(s, stage, chunk) == 0;
+    bool last_virtual = strategy_vstage(s, stage, chunk) == s->pp * s->v - 1;
     /* The ideal pipeline runs identical work everywhere: layers only, all
      * of the first layer's type. */
     bool ideal = x->ideal;
@@ -413,11 +459,14 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     wl_bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, s->zero >= DP_SHARD_OPTIM_GRADS ? &fs.units : NULL,
                    &buckets[n_buckets++]);
 
+    if (split)
+        split_backward(&b, &w, buckets, n_buckets);
     if ((rc = pass_check(&f, "forward", stage, chunk, err)) != SIM_OK ||
         (rc = pass_check(&b, "backward", stage, chunk, err)) != SIM_OK ||
+        (split && (rc = pass_check(&w, "weight-gradient", stage, chunk, err)) != SIM_OK) ||
         (rc = buckets_check(buckets, n_buckets, stage, chunk, err)) != SIM_OK)
         goto done;
-    if (!x->in->sim.keep_ops && (rc = fuse_chunk(&f, &b, buckets, n_buckets)) != SIM_OK)
+    if (!x->in->sim.keep_ops && (rc = fuse_chunk(&f, &b, split ? &w : NULL, buckets, n_buckets)) != SIM_OK)
         goto done;
     double act = memory_chunk_activation_bytes(x->in, s, ideal ? 0 : stage, ideal ? 0 : chunk);
     double transient = ideal ? 0.0 : memory_chunk_backward_transient_bytes(x->in, s, stage, chunk);
@@ -430,9 +479,10 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     }
     out->fwd = (wl_pass){f.ops, f.n, f.flops};
     out->bwd = (wl_pass){b.ops, b.n, b.flops};
+    out->wgt = (wl_pass){w.ops, w.n, w.flops};
     out->buckets = buckets;
     out->n_buckets = n_buckets;
-    f.ops = b.ops = NULL;
+    f.ops = b.ops = w.ops = NULL;
     buckets = NULL;
     out->act_bytes = (int64_t)act;
     out->bwd_transient_bytes = (int64_t)transient;
@@ -441,6 +491,7 @@ done:
     free(layer_start);
     free(f.ops);
     free(b.ops);
+    free(w.ops);
     free(buckets);
     return rc;
 }
@@ -452,7 +503,8 @@ done:
 static bool plain_chunk(const ctx *x, int64_t stage, int64_t chunk)
 {
     const strategy_t *s = x->s;
-    bool first_virtual = stage == 0 && chunk == 0, last_virtual = stage == s->pp - 1 && chunk == s->v - 1;
+    bool first_virtual = strategy_vstage(s, stage, chunk) == 0,
+         last_virtual = strategy_vstage(s, stage, chunk) == s->pp * s->v - 1;
     return !first_virtual && !last_virtual && isinf(bucket_params(x, stage, chunk));
 }
 
@@ -485,16 +537,19 @@ static int copy_chunk(const wl_chunk *from, wl_chunk *to)
     *to = *from;
     to->fwd.ops = malloc(((size_t)from->fwd.n_ops + 1) * sizeof *to->fwd.ops);
     to->bwd.ops = malloc(((size_t)from->bwd.n_ops + 1) * sizeof *to->bwd.ops);
+    to->wgt.ops = malloc(((size_t)from->wgt.n_ops + 1) * sizeof *to->wgt.ops);
     to->buckets = malloc(((size_t)from->n_buckets + 1) * sizeof *to->buckets);
-    if (!to->fwd.ops || !to->bwd.ops || !to->buckets) {
+    if (!to->fwd.ops || !to->bwd.ops || !to->wgt.ops || !to->buckets) {
         free(to->fwd.ops);
         free(to->bwd.ops);
+        free(to->wgt.ops);
         free(to->buckets);
         memset(to, 0, sizeof *to);
         return SIM_ENOMEM;
     }
     memcpy(to->fwd.ops, from->fwd.ops, (size_t)from->fwd.n_ops * sizeof *to->fwd.ops);
     memcpy(to->bwd.ops, from->bwd.ops, (size_t)from->bwd.n_ops * sizeof *to->bwd.ops);
+    memcpy(to->wgt.ops, from->wgt.ops, (size_t)from->wgt.n_ops * sizeof *to->wgt.ops);
     memcpy(to->buckets, from->buckets, (size_t)from->n_buckets * sizeof *to->buckets);
     return SIM_OK;
 }
@@ -575,14 +630,20 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
                 goto fail;
         }
         st->optimizer_s = optimizer_s(&x, r);
-        /* The word embedding held on the first and the last stage (tied
-         * output layer, or a hybrid model's MTP) keeps in step there. */
-        if ((in->model.share_embeddings_and_output_weights || model_mtp_embeds(&in->model)) && s->pp > 1 &&
-            (r == 0 || r == s->pp - 1) && !x.ideal && !x.frozen) {
+        /* The word embedding held on the first stage and on the rank of the
+         * output layer (the last virtual stage: pp - 1, or rank 0 itself
+         * when the schedule folds the chunks in a V) keeps in step there:
+         * a tied output layer, or a hybrid model's MTP. */
+        sched_plan plan;
+        int64_t out_rank, out_chunk;
+        strategy_plan(s, &plan);
+        sched_locate(&plan, s->pp * s->v - 1, &out_rank, &out_chunk);
+        if ((in->model.share_embeddings_and_output_weights || model_mtp_embeds(&in->model)) && out_rank != 0 &&
+            (r == 0 || r == out_rank) && !x.ideal && !x.frozen) {
             /* first and last stage of each pipeline: bases 0 .. world/pp - 1 */
             group_placements pair;
             int64_t per_stage = s->groups[GROUP_PP].stride;
-            net_group_placements_of(x.c, 2, (s->pp - 1) * per_stage, per_stage, s->world, 1, &pair);
+            net_group_placements_of(x.c, 2, out_rank * per_stage, per_stage, s->world, 1, &pair);
             double params = x.h * (double)model_padded_vocab(x.m, s->tp) / x.t;
             double grad_bytes = in->ddp.grad_reduce_in_fp32 ? 4.0 : 2.0;
             st->embedding_grad_s = net_collective_worst_s(x.c, &pair, COLL_ALL_REDUCE, params * grad_bytes);
@@ -625,6 +686,7 @@ void workload_destroy(workload_t *w)
                 for (int64_t c = 0; c < w->v; c++) {
                     free(st->chunks[c].fwd.ops);
                     free(st->chunks[c].bwd.ops);
+                    free(st->chunks[c].wgt.ops);
                     free(st->chunks[c].buckets);
                 }
             free(st->chunks);
