@@ -49,8 +49,8 @@
  * built once per workload and copied. */
 enum { LAYER_KINDS = 18 };
 typedef struct layer_cache {
-    wl_opbuf pass[LAYER_KINDS][2]; /* [layer_kind][0 forward, 1 backward] */
-    bool built[LAYER_KINDS][2];
+    wl_opbuf pass[LAYER_KINDS][SCHED_KINDS]; /* [layer_kind][F, B, and W of a split backward] */
+    bool built[LAYER_KINDS][SCHED_KINDS];
 } layer_cache;
 
 /* mlp + 3 window + 6 mixer (model_mlp_kind, model_mixer_kind). */
@@ -175,11 +175,18 @@ int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pin
     return SIM_OK;
 }
 
-static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
+static void split_backward(wl_opbuf *b, wl_opbuf *w);
+
+/* A layer's pass of kind `which` (F, B, W), built once per layer type.  A
+ * split backward is split here, before the layer's chains are fused (the
+ * names of the weight-gradient GEMMs are gone after). */
+static const wl_opbuf *cached_layer(const ctx *x0, int kind, sched_kind which)
 {
     layer_cache *lc = x0->cache;
-    wl_opbuf *p = &lc->pass[kind][bwd];
-    if (!lc->built[kind][bwd]) {
+    const bool split = sched_name_splits(x0->s->par.pipeline_schedule);
+    const int bwd = which != SCHED_F;
+    wl_opbuf *p = &lc->pass[kind][bwd ? SCHED_B : SCHED_F], *w = &lc->pass[kind][SCHED_W];
+    if (!lc->built[kind][which]) {
         int mlp = kind % 3, mixer = kind / 6;
         ctx y = *x0;
         if ((kind / 3) % 2) {
@@ -193,13 +200,18 @@ static const wl_opbuf *cached_layer(const ctx *x0, int kind, int bwd)
         else
             layer_fwd(&y, p, mixer, mlp);
         host_issue(x0, p);
+        if (bwd && split)
+            split_backward(p, w);
         /* Fused once here; the layer's last op stays last, so bucket
          * boundaries (at layer ends) are kept. */
         if (!x0->in->sim.keep_ops && !p->oom && wl_fuse_chains(p, NULL, NULL, 0) != SIM_OK)
             p->oom = 1;
-        lc->built[kind][bwd] = true;
+        if (bwd && split && !x0->in->sim.keep_ops && !w->oom && wl_fuse_chains(w, NULL, NULL, 0) != SIM_OK)
+            w->oom = 1;
+        lc->built[kind][bwd ? SCHED_B : SCHED_F] = true;
+        lc->built[kind][SCHED_W] = bwd && split;
     }
-    return p;
+    return &lc->pass[kind][which];
 }
 
 /* Megatron's DDP bucket size in parameters: ddp.bucket_size, else
@@ -279,34 +291,41 @@ static bool is_wgrad(const wl_op *op)
     return op->stream == STREAM_COMPUTE && n >= k && strcmp(op->name + n - k, suffix) == 0;
 }
 
-/* Splits a backward for the schedules that run B and W apart (zero
- * bubble): B keeps every op, the weight-gradient GEMMs as zero-length ops
- * in their places, so that every dependency and each stream's order stay
- * as they are (the collective that ran beside a wgrad GEMM now runs beside
- * nothing); W runs those GEMMs one after another on the compute stream in
- * backward order (one zero-length op when the chunk has none, so that the
- * W that ends the microbatch's activations exists).  A bucket's gradients
- * are final after the last W op at or before its ready op.  The host's
- * issue of the W GEMMs stays with B's host ops. */
-static void split_backward(wl_opbuf *b, wl_opbuf *w, wl_bucket *buckets, int32_t n_buckets)
+/* Splits a backward op list for the schedules that run B and W apart
+ * (zero bubble): B keeps every op, the weight-gradient GEMMs as
+ * zero-length ops in their places, so that every dependency and each
+ * stream's order stay as they are (the collective that ran beside a wgrad
+ * GEMM now runs beside nothing); W gets those GEMMs one after another on
+ * the compute stream, in backward order.  The host's issue of the W GEMMs
+ * stays with B's host ops. */
+static void split_backward(wl_opbuf *b, wl_opbuf *w)
 {
-    int32_t k = 0, last_w = 0;
-    for (int32_t i = 0; i < b->n && !w->oom; i++) {
-        if (is_wgrad(&b->ops[i])) {
-            wl_op op = b->ops[i];
-            last_w = then(w, op.name, STREAM_COMPUTE, 0.0);
-            if (w->oom)
-                return;
-            op.dep_back[0] = last_w > 0 ? 1 : 0;
-            op.dep_back[1] = 0;
-            w->ops[last_w] = op;
-            b->ops[i].duration_ps = 0;
-        }
-        for (; k < n_buckets && buckets[k].ready_op == i; k++)
-            buckets[k].ready_op = last_w;
+    if (b->oom) {
+        w->oom = 1;
+        return;
     }
+    for (int32_t i = 0; i < b->n && !w->oom; i++) {
+        if (!is_wgrad(&b->ops[i]))
+            continue;
+        wl_op op = b->ops[i];
+        int32_t at = then(w, op.name, STREAM_COMPUTE, 0.0);
+        if (w->oom)
+            return;
+        op.dep_back[0] = at > 0 ? 1 : 0;
+        op.dep_back[1] = 0;
+        w->ops[at] = op;
+        b->ops[i].duration_ps = 0;
+    }
+}
+
+/* The W pass's op that a bucket's gradients are final after: its last so
+ * far (a zero-length one when no weight gradient came before, so that W
+ * has an op to end the microbatch's activations and release the bucket). */
+static int32_t w_ready_op(wl_opbuf *w)
+{
     if (w->n == 0)
         then(w, "no_wgrad", STREAM_COMPUTE, 0.0);
+    return w->n - 1;
 }
 
 /* Fuses the chunk's passes, keeping the ops the buckets point at (in the
@@ -346,21 +365,27 @@ static int fuse_chunk(wl_opbuf *f, wl_opbuf *b, wl_opbuf *w, wl_bucket *buckets,
 
 /* Ops outside the layers (embedding, output layer and loss), issued by
  * the host as one module. */
-static void issue_into(const ctx *x, wl_opbuf *dst, void (*build)(const ctx *, wl_opbuf *))
+static void issue_into(const ctx *x, wl_opbuf *dst, wl_opbuf *wdst, void (*build)(const ctx *, wl_opbuf *))
 {
-    wl_opbuf t = {0};
+    wl_opbuf t = {0}, tw = {0};
     build(x, &t);
     host_issue(x, &t);
+    if (wdst) {
+        split_backward(&t, &tw);
+        append(wdst, &tw);
+    }
     append(dst, &t);
     free(t.ops);
+    free(tw.ops);
 }
 
 /* The embedding, an FSDP unit where it is one. */
-static void issue_unit(const ctx *x, wl_opbuf *dst, wl_fsdp *fs, void (*build)(const ctx *, wl_opbuf *))
+static void issue_unit(const ctx *x, wl_opbuf *dst, wl_opbuf *wdst, wl_fsdp *fs,
+                       void (*build)(const ctx *, wl_opbuf *))
 {
     if (fs->emb)
         wl_fsdp_unit_begin(dst, fs);
-    issue_into(x, dst, build);
+    issue_into(x, dst, wdst, build);
     if (fs->emb)
         wl_fsdp_unit_end(dst, fs);
 }
@@ -399,11 +424,13 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     }
     wl_fsdp_pass_begin(x, &f, &fs, false);
     if (first_virtual && !ideal)
-        issue_unit(x, &f, &fs, embedding_fwd);
+        issue_unit(x, &f, NULL, &fs, embedding_fwd);
     for (int64_t l = first; l < first + count; l++) {
         wl_fsdp_unit_begin(&f, &fs);
         layer_start[l - first] = f.n;
-        append(&f, cached_layer(x, layer_kind(x, l), 0));
+        wl_fsdp_unit_begin(&f, &fs);
+        layer_start[l - first] = f.n;
+        append(&f, cached_layer(x, layer_kind(x, l), SCHED_F));
         wl_fsdp_unit_end(&f, &fs);
         /* A layer waits for its parameters at its first kernel, not at
          * the host ops that issue it. */
@@ -411,36 +438,41 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
             layer_start[l - first]++;
     }
     if (last_virtual && !ideal)
-        issue_into(x, &f, output_fwd);
+        issue_into(x, &f, NULL, output_fwd);
     /* A hybrid model's MTP depths follow on the last stage, each with its
      * own logits and loss. */
     int64_t mtp = last_virtual && !ideal && x->m->hybrid ? x->m->mtp_num_layers : 0;
     for (int64_t d = 0; d < mtp; d++) {
-        issue_into(x, &f, mtp_enter_fwd);
+        issue_into(x, &f, NULL, mtp_enter_fwd);
         for (int32_t i = 0; i < x->m->mtp_layers_per_depth; i++)
-            append(&f, cached_layer(x, mtp_layer_kind(x, i), 0));
-        issue_into(x, &f, output_fwd);
+            append(&f, cached_layer(x, mtp_layer_kind(x, i), SCHED_F));
+        issue_into(x, &f, NULL, output_fwd);
     }
 
     for (int64_t d = 0; d < mtp; d++) {
-        issue_into(x, &b, output_bwd);
-        for (int32_t i = x->m->mtp_layers_per_depth - 1; i >= 0; i--)
-            append(&b, cached_layer(x, mtp_layer_kind(x, i), 1));
-        issue_into(x, &b, mtp_enter_bwd);
+        issue_into(x, &b, split ? &w : NULL, output_bwd);
+        for (int32_t i = x->m->mtp_layers_per_depth - 1; i >= 0; i--) {
+            append(&b, cached_layer(x, mtp_layer_kind(x, i), SCHED_B));
+            if (split)
+                append(&w, cached_layer(x, mtp_layer_kind(x, i), SCHED_W));
+        }
+        issue_into(x, &b, split ? &w : NULL, mtp_enter_bwd);
     }
     if (last_virtual && !ideal)
-        issue_into(x, &b, output_bwd);
+        issue_into(x, &b, split ? &w : NULL, output_bwd);
     wl_fsdp_pass_begin(x, &b, &fs, true);
     for (int64_t l = first + count - 1; l >= first; l--) {
         wl_fsdp_unit_begin(&b, &fs);
-        append(&b, cached_layer(x, layer_kind(x, l), 1));
+        append(&b, cached_layer(x, layer_kind(x, l), SCHED_B));
+        if (split)
+            append(&w, cached_layer(x, layer_kind(x, l), SCHED_W));
         wl_fsdp_unit_end(&b, &fs);
         double d, e;
         memory_layer_trained_params(x->in, s, l, &d, &e);
         acc_dense += d;
         acc_expert += e;
         if (acc_dense + acc_expert >= limit && l > first) {
-            buckets[n_buckets].ready_op = b.n - 1;
+            buckets[n_buckets].ready_op = split ? w_ready_op(&w) : b.n - 1;
             buckets[n_buckets].fwd_op = layer_start[l - first];
             wl_bucket_cost(x, acc_dense, acc_expert, NULL, &buckets[n_buckets++]);
             seen_dense += acc_dense;
@@ -449,18 +481,16 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         }
     }
     if (first_virtual && !ideal)
-        issue_unit(x, &b, &fs, embedding_bwd);
+        issue_unit(x, &b, split ? &w : NULL, &fs, embedding_bwd);
     wl_fsdp_pass_end(&b, &fs);
     /* The last bucket takes the rest: its layers, embeddings, norms. */
-    buckets[n_buckets].ready_op = b.n - 1;
+    buckets[n_buckets].ready_op = split ? w_ready_op(&w) : b.n - 1;
     buckets[n_buckets].fwd_op = 0;
     while (!f.oom && buckets[n_buckets].fwd_op < f.n - 1 && f.ops[buckets[n_buckets].fwd_op].stream == STREAM_HOST)
         buckets[n_buckets].fwd_op++; /* the first kernel, not the host ops issuing it */
     wl_bucket_cost(x, chunk_dense - seen_dense, chunk_expert - seen_expert, s->zero >= DP_SHARD_OPTIM_GRADS ? &fs.units : NULL,
                    &buckets[n_buckets++]);
 
-    if (split)
-        split_backward(&b, &w, buckets, n_buckets);
     if ((rc = pass_check(&f, "forward", stage, chunk, err)) != SIM_OK ||
         (rc = pass_check(&b, "backward", stage, chunk, err)) != SIM_OK ||
         (split && (rc = pass_check(&w, "weight-gradient", stage, chunk, err)) != SIM_OK) ||
@@ -588,8 +618,8 @@ static int stage_check(const wl_stage *st, int64_t stage, sim_err *err)
 
 static void cache_free(layer_cache *cache)
 {
-    for (int i = 0; i < 2 * LAYER_KINDS; i++)
-        free(cache->pass[i / 2][i % 2].ops);
+    for (int i = 0; i < SCHED_KINDS * LAYER_KINDS; i++)
+        free(cache->pass[i / SCHED_KINDS][i % SCHED_KINDS].ops);
 }
 
 int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
