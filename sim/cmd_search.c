@@ -84,6 +84,30 @@ static int gpus_arg(const char *v, int64_t *lo, int64_t *hi)
     return 0;
 }
 
+/* --schedules NAME[,NAME...] | all: the pipeline schedules searched. */
+static int schedules_arg(const char *v, unsigned *out)
+{
+    *out = 0;
+    if (!strcmp(v, "all")) {
+        *out = (1u << SCHED_NAMES) - 1;
+        return 0;
+    }
+    for (const char *p = v;;) {
+        size_t n = strcspn(p, ",");
+        int found = -1;
+        for (int k = 0; k < SCHED_NAMES; k++)
+            if (strlen(sched_name_str((sched_name)k)) == n && !strncmp(p, sched_name_str((sched_name)k), n))
+                found = k;
+        if (found < 0)
+            return cli_usage_error("--schedules: '%.*s' is not a pipeline schedule (megatron, 1f1b, interleaved, "
+                                   "zb-h1, zb-v, dualpipev or all), in '%s'", (int)(n < 64 ? n : 64), p, v);
+        *out |= 1u << found;
+        if (!p[n])
+            return 0;
+        p += n + 1;
+    }
+}
+
 /* The searched dimension a KEY=VALUE argument fixes, or -1. */
 static int pinned_dim(const char *arg)
 {
@@ -117,7 +141,8 @@ int cmd_search(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool takes_value = !strcmp(a, "--top") || !strcmp(a, "--jobs") || !strcmp(a, "--out") ||
-                           !strcmp(a, "--rank") || !strcmp(a, "--token-budget") || !strcmp(a, "--gpus");
+                           !strcmp(a, "--rank") || !strcmp(a, "--token-budget") || !strcmp(a, "--gpus") ||
+                           !strcmp(a, "--schedules");
         if (takes_value && i + 1 >= argc) {
             rc = cli_usage_error("%s needs a value", a);
             goto out;
@@ -156,20 +181,25 @@ int cmd_search(int argc, char **argv)
         } else if (!strcmp(a, "--gpus")) {
             if ((rc = gpus_arg(argv[++i], &o.gpus_min, &o.gpus_max)))
                 goto out;
+        } else if (!strcmp(a, "--schedules")) {
+            if ((rc = schedules_arg(argv[++i], &o.schedules)))
+                goto out;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]\n"
                   "                     [--rank time|tokens|cost] [--token-budget N] [--gpus N|MIN:MAX]\n"
-                  "                     [--pareto] [--exhaustive] [--fsdp]\n"
+                  "                     [--pareto] [--exhaustive] [--fsdp] [--schedules NAME,...|all]\n"
                   "Ranks every legal TP/PP/VP/CP/EP/ETP/SP/MBS/recompute/cp_comm/distributed-optimizer\n"
                   "layout that fits in memory, beside the rules of thumb.  A searched key given as\n"
                   "KEY=VALUE fixes that dimension.  --gpus MIN:MAX searches the power-of-two multiples\n"
                   "of the node size in the range; --exhaustive simulates every layout that fits (no\n"
-                  "time bound); --out writes every simulated layout as CSV.  --fsdp also tries\n"
-                  "Megatron-FSDP optim_grads and optim_grads_params (dopt fsdp2 / fsdp3; the CSV gains\n"
-                  "a dp_sharding column).  --token-budget counts\n"
-                  "tokens, decimal: 2T = 2e12 tokens (k, M, G or B, T; at most %g); --gpus in\n"
-                  "1..%lld; --top in 1..%d; --jobs in 0..4096 (0 = every core).\n",
-                  LIMIT_TOKENS, LIMIT_GPUS, SEARCH_TOP_MAX);
+                  "time bound); --schedules searches those pipeline schedules (megatron, 1f1b,\n"
+                  "interleaved, zb-h1, zb-v, dualpipev: each where it applies; default: the config's\n"
+                  "sim.pipeline_schedule alone); --fsdp also tries Megatron-FSDP optim_grads and\n"
+                  "optim_grads_params (dopt fsdp2 / fsdp3; the CSV gains a dp_sharding column);\n"
+                  "--out writes every simulated layout as CSV.  --token-budget counts tokens,\n"
+                  "decimal: 2T = 2e12 tokens (k, M, G or B, T; at most %g); --top in 1..%d;\n"
+                  "--jobs in 0..4096 (0 = every core); --gpus in 1..%lld.\n",
+                  LIMIT_TOKENS, SEARCH_TOP_MAX, LIMIT_GPUS);
             goto out;
         } else if (!strcmp(a, "--pareto")) {
             o.pareto = true;
@@ -191,6 +221,10 @@ int cmd_search(int argc, char **argv)
                     o.pinned |= 1u << d;
             }
         }
+    }
+    if (o.schedules && (o.pinned >> SEARCH_DIM_SCHEDULE) & 1u) {
+        rc = cli_usage_error("--schedules searches sim.pipeline_schedule, which KEY=VALUE fixes: give one of them");
+        goto out;
     }
     if (rank_cost && !(o.token_budget > 0)) {
         rc = cli_usage_error("--rank cost needs --token-budget N (tokens to train on)");

@@ -227,9 +227,14 @@ int64_t sched_plan_passes(const sched_plan *pl)
  * microbatches at most, as 1F1B's first rank does, and the deferred W
  * passes fill the drain: bubble (p-1)(F+B-W) against 1F1B's (p-1)(F+B+W)
  * when M >= p and W <= F. */
+static int64_t zb_h1_warmup(int64_t p, int64_t M, int64_t rank)
+{
+    return p - rank - 1 < M ? p - rank - 1 : M;
+}
+
 static int64_t build_zb_h1(int64_t p, int64_t M, int64_t rank, sched_item *out)
 {
-    int64_t w = p - rank - 1 < M ? p - rank - 1 : M, lag = rank, n = 0, next_w = 0;
+    int64_t w = zb_h1_warmup(p, M, rank), lag = rank, n = 0, next_w = 0;
     for (int64_t k = 0; k < w; k++)
         out[n++] = sched_one(SCHED_F, (int32_t)k, 0);
     for (int64_t k = 0; k < M; k++) {
@@ -397,6 +402,30 @@ static int build_v(sched_name name, int64_t p, int64_t M, int64_t r, sched_item 
                            sched_name_str(name), (long long)r);
     *n_out = g.n;
     return SIM_OK;
+}
+
+int64_t sched_plan_first_b(const sched_plan *pl, int64_t rank, int64_t *fwd)
+{
+    const int64_t p = pl->p, v = pl->v, M = pl->M, r = rank;
+    for (int64_t c = 0; c < v; c++)
+        fwd[c] = 0;
+    if (sched_name_is_v(pl->name)) {
+        /* build_v: phases 1 and 2, then B1 (phase 3, or phase 4 of ZB-V);
+         * DualPipeV's last rank runs one more F0 before its B1. */
+        fwd[0] = 2 * (p - r - 1) + (r + 1) + (pl->name == SCHED_DUALPIPEV && r == p - 1);
+        fwd[1] = r + 1;
+        return 1;
+    }
+    /* Megatron's orders and ZB-H1 (1F1B's warm-up): w warmup forwards and
+     * one more; the backward of virtual microbatch 0 on chunk v-1. */
+    int64_t total = M * v, w = pl->name == SCHED_ZB_H1 ? zb_h1_warmup(p, M, r) : sched_warmup(p, v, M, pl->N, r);
+    int64_t n = w < total ? w + 1 : total;
+    for (int64_t k = 0; k < n; k++) {
+        int32_t mb, ch;
+        sched_virtual(v, M, pl->N, k, &mb, &ch);
+        fwd[ch]++;
+    }
+    return v - 1;
 }
 
 int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err)

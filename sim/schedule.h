@@ -118,6 +118,12 @@ int64_t sched_plan_passes(const sched_plan *pl);
  * schedules need v = 2, p >= 2 and M >= 2p; SIM_ENOMEM. */
 int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err);
 
+/* What rank `rank` runs before its first B (for memory bounds, without
+ * building the order): fwd[c] (v entries) gets its forwards of chunk c;
+ * returns the chunk of that first B.  The plan must be one that
+ * sched_plan_build accepts. */
+int64_t sched_plan_first_b(const sched_plan *pl, int64_t rank, int64_t *fwd);
+
 /* Number of items one rank runs in Megatron's orders: 2*M*v. */
 int64_t sched_len(int64_t M, int64_t v);
 

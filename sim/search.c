@@ -52,6 +52,7 @@ static const char *const dim_keys[SEARCH_DIMS] = {
     [SEARCH_DIM_MBS] = "train.micro_batch_size",
     [SEARCH_DIM_RECOMPUTE] = "model.recompute_granularity",
     [SEARCH_DIM_DISTOPT] = "ddp.use_distributed_optimizer",
+    [SEARCH_DIM_SCHEDULE] = "sim.pipeline_schedule",
 };
 
 const char *search_dim_key(search_dim d)
@@ -137,34 +138,35 @@ static double chunk_act(const run_inputs *in, const strategy_t *s, int64_t r, in
 
 double search_peak_lower_bound(const run_inputs *in, const strategy_t *s)
 {
-    const int64_t p = s->pp, v = s->v, M = s->num_microbatches, N = s->group_size_n;
+    const int64_t p = s->pp, v = s->v;
+    sched_plan plan;
+    strategy_plan(s, &plan);
     double worst = 0;
     for (int64_t r = 0; r < p; r++) {
         stage_static_mem sm;
         memory_static(in, s, r, &sm);
         double act_chunk[64], *act = act_chunk;
+        int64_t fwd_chunk[64], *fwd = fwd_chunk;
         double *heap = NULL;
         if (v > 64) {
-            heap = malloc((size_t)v * sizeof *heap);
+            heap = malloc((size_t)v * (sizeof *heap + sizeof *fwd));
             if (!heap)
                 return 0; /* no bound: prune nothing */
             act = heap;
+            fwd = (int64_t *)(heap + v);
         }
         for (int64_t c = 0; c < v; c++)
             act[c] = chunk_act(in, s, r, c);
-        /* The schedule (schedule.h) runs w warmup forwards, then one more
-         * forward before its first backward (virtual microbatch 0, on chunk
-         * v-1 since the backward walks the chunks in reverse); none of the
-         * forwards before it has been freed when it starts. */
-        int64_t total = M * v, w = sched_warmup(p, v, M, N, r);
-        int64_t fwd = w < total ? w + 1 : total;
+        /* The forwards the schedule (schedule.h) runs before its first
+         * backward (Megatron's: w warmup forwards and one more; the first
+         * backward on chunk v-1, as it walks the chunks in reverse): none
+         * has been freed when that backward starts.  Whole numbers below
+         * 2^53: the sum is exact in any order. */
+        int64_t first_b = sched_plan_first_b(&plan, r, fwd);
         double held = 0;
-        for (int64_t k = 0; k < fwd; k++) {
-            int32_t mb, ch;
-            sched_virtual(v, M, N, k, &mb, &ch);
-            held += act[ch];
-        }
-        held += trunc(memory_chunk_backward_transient_bytes(in, s, r, v - 1));
+        for (int64_t c = 0; c < v; c++)
+            held += (double)fwd[c] * act[c];
+        held += trunc(memory_chunk_backward_transient_bytes(in, s, r, first_b));
         free(heap);
         double peak = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + held + memory_graph_pool_bytes(in, s);
         if (peak > worst)
@@ -311,7 +313,10 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
      * M*v-1 of the backward order. */
     int32_t last_mb, last_ch;
     sched_virtual(v, M, s->group_size_n, M * v - 1, &last_mb, &last_ch);
-    bool drain_chunk0 = v - 1 - last_ch == 0;
+    sched_plan plan;
+    strategy_plan(s, &plan);
+    /* With the backward split, the deferred W passes fill the drain. */
+    bool drain_chunk0 = v - 1 - last_ch == 0 && !plan.split;
 
     /* per chunk and pass kind: the figures of the last stage seen */
     pass_figures (*cost)[SCHED_KINDS] = calloc((size_t)v, sizeof *cost);
@@ -583,6 +588,29 @@ static void emit_experts(enum_ctx *x, search_cand *c, const int_list *eps)
     }
 }
 
+/* Is schedule n searched at (pp, vp)?  The base's alone unless
+ * search_opts.schedules lists some, each then where it applies (search.h). */
+static bool schedule_searched(const run_inputs *b, const search_opts *o, sched_name n, int64_t pp, int64_t vp)
+{
+    if (!o->schedules || pinned(o, SEARCH_DIM_SCHEDULE))
+        return n == b->par.pipeline_schedule;
+    if (!((o->schedules >> n) & 1u))
+        return false;
+    const bool megatron = (o->schedules >> SCHED_MEGATRON) & 1u, one = vp <= 1;
+    switch (n) {
+    case SCHED_MEGATRON:
+        return true;
+    case SCHED_1F1B:
+        return one && !megatron;
+    case SCHED_INTERLEAVED:
+        return !one && !megatron;
+    case SCHED_ZB_H1:
+        return one && pp > 1;
+    default:
+        return vp == 2 && pp > 1;
+    }
+}
+
 static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *worlds, int n_worlds,
                       cand_vec *cv, search_counts *cnt)
 {
@@ -662,7 +690,12 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
                         if (!(pinned(o, SEARCH_DIM_PP) && pinned(o, SEARCH_DIM_VP)) &&
                             !search_split_layers(m, pp, c.par.vp, &c.par))
                             continue;
-                        emit_experts(&x, &c, &eps);
+                        for (int sn = 0; sn < SCHED_NAMES; sn++) {
+                            if (!schedule_searched(b, o, (sched_name)sn, pp, c.par.vp))
+                                continue;
+                            c.par.pipeline_schedule = (sched_name)sn;
+                            emit_experts(&x, &c, &eps);
+                        }
                     }
             }
     }
@@ -1252,13 +1285,21 @@ static bool exposed_column(stream_kind k, bool moe)
     return streams_is_comm(k) && (moe || k != STREAM_EP);
 }
 
-static void table_header(FILE *out, const search_opts *o, bool moe)
+/* The table names the schedule when it is not Megatron's everywhere. */
+static bool schedule_column(const run_inputs *b, const search_opts *o)
+{
+    return o->schedules || b->par.pipeline_schedule != SCHED_MEGATRON;
+}
+
+static void table_header(FILE *out, const run_inputs *b, const search_opts *o, bool moe)
 {
     fprintf(out, "%-8s %5s %3s %3s %-8s %3s %3s", "rank", "GPUs", "TP", "PP", "split", "VP", "CP");
     if (moe)
         fprintf(out, " %4s %3s", "EP", "ETP");
     fprintf(out, " %3s %3s %-9s %-14s %4s %9s %9s %5s %8s %8s %7s", "SP", "MBS", "recompute", "cp_comm",
             "dopt", "step s", "tok/s/GPU", "MFU%", "peak GiB", "free GiB", "bubble%");
+    if (schedule_column(b, o))
+        fprintf(out, " %-11s", "schedule");
     if (o->token_budget > 0)
         fprintf(out, " %10s", "GPU-hours");
     fputs("  exposed s:", out);
@@ -1283,6 +1324,8 @@ static void table_row(FILE *out, const char *label, const run_inputs *b, const s
             recompute_name(c->par.recompute_granularity), cpc, dopt_name(c),
             c->step_time_s, c->tokens_per_s_per_gpu, 100.0 * c->mfu, c->peak_bytes / GIB,
             (r->capacity_bytes - c->peak_bytes) / GIB, 100.0 * c->bubble_fraction);
+    if (schedule_column(b, o))
+        fprintf(out, " %-11s", sched_name_str(c->par.pipeline_schedule));
     if (o->token_budget > 0)
         fprintf(out, " %10.0f", gpu_hours(b, o, c));
     fputs("            ", out);
@@ -1326,6 +1369,7 @@ static void diff_str(const search_cand *a, const search_cand *b, bool moe, char 
     cp_comm_str(b, cb, sizeof cb);
     DIFF_STR("cp_comm", ca, cb);
     DIFF_STR("distributed optimizer", dopt_name(a), dopt_name(b));
+    DIFF_STR("schedule", sched_name_str(a->par.pipeline_schedule), sched_name_str(b->par.pipeline_schedule));
 #undef DIFF_INT
 #undef DIFF_STR
     if (!w)
@@ -1477,7 +1521,7 @@ void search_print(FILE *out, const run_inputs *b, const search_opts *o, const se
     }
 
     size_t top = r->n_feasible < (size_t)o->top ? r->n_feasible : (size_t)o->top;
-    table_header(out, o, moe);
+    table_header(out, b, o, moe);
     for (size_t i = 0; i < top; i++) {
         char label[24];
         snprintf(label, sizeof label, "%zu", i + 1);
@@ -1579,7 +1623,7 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_is_comm((stream_kind)k))
             fprintf(out, ",%.9g", c->exposed_s[k]);
-    fprintf(out, ",%.9g", c->exposed_total_s);
+    fprintf(out, ",%.9g,%s", c->exposed_total_s, sched_name_str(c->par.pipeline_schedule));
     if (o->fsdp) /* the column only a search over Megatron-FSDP has */
         fprintf(out, ",%s", dopt_name(c));
     fputc('\n', out);
@@ -1597,7 +1641,7 @@ void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, cons
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_is_comm((stream_kind)k))
             fprintf(out, ",exposed_%s_s", streams_desc((stream_kind)k)->key);
-    fputs(o->fsdp ? ",exposed_total_s,dp_sharding\n" : ",exposed_total_s\n", out);
+    fputs(o->fsdp ? ",exposed_total_s,pipeline_schedule,dp_sharding\n" : ",exposed_total_s,pipeline_schedule\n", out);
     for (size_t i = 0; i < r->n_cands; i++)
         csv_row(out, "search", i < r->n_feasible ? i + 1 : 0, b, o, r, &r->cands[i]);
     if (r->have_baseline)

@@ -27,14 +27,22 @@
  *   distributed optimizer on and off (off only where it changes anything);
  *        with fsdp also Megatron-FSDP optim_grads and optim_grads_params
  *        (where DP shards anything), pruned by memory as the rest
+ *   distributed optimizer on and off (off only where it changes anything)
+ *   schedule the base's sim.pipeline_schedule, or those of
+ *        search_opts.schedules (parsim search --schedules), each where it
+ *        applies: megatron everywhere; 1f1b and zb-h1 at VP 1 (zb-h1 with
+ *        PP > 1), interleaved at VP > 1, zb-v and dualpipev at VP 2 with
+ *        PP > 1 (1f1b and interleaved are megatron's orders: left out when
+ *        megatron is searched too)
  * A dimension the caller pins (search_opts.pinned) keeps the base value.
  *
  * Pruning, before simulating:
  *   memory  the peak of a stage is at least its static bytes (weights,
  *           gradients, optimizer: exact) plus the activations of every
  *           forward pass its schedule runs before its first backward
- *           (all alive when that backward starts) plus that backward's
- *           transient bytes.  A candidate whose bound exceeds the HBM
+ *           (all alive when that backward starts: they are freed at the
+ *           end of a backward or a W) plus that backward's transient
+ *           bytes.  A candidate whose bound exceeds the HBM
  *           capacity can never fit, so pruning drops nothing feasible.
  *   time    (unless exhaustive) the step time is at least, for every
  *           stage, the pipeline fill before its first forward (the
@@ -43,7 +51,9 @@
  *           from its first to its last compute op (dependencies and
  *           in-order streams: the compute stream runs passes one after
  *           another, so the gaps inside a pass stay idle) + the larger of
- *           its optimizer step and the drain after its last backward.
+ *           its optimizer step and the drain after its last backward
+ *           (not for schedules that split the backward: their deferred W
+ *           passes fill the drain).
  *           Candidates are simulated in ascending order of that bound in
  *           fixed-size batches; once the bound of the next candidate
  *           exceeds the ranking key of the K-th best feasible result
@@ -95,7 +105,7 @@ typedef enum { SEARCH_RANK_TIME = 0, SEARCH_RANK_TOKENS, SEARCH_RANK_COST } sear
 typedef enum {
     SEARCH_DIM_TP = 0, SEARCH_DIM_PP, SEARCH_DIM_VP, SEARCH_DIM_CP, SEARCH_DIM_CP_COMM,
     SEARCH_DIM_EP, SEARCH_DIM_ETP, SEARCH_DIM_SP, SEARCH_DIM_MBS, SEARCH_DIM_RECOMPUTE,
-    SEARCH_DIM_DISTOPT, SEARCH_DIMS
+    SEARCH_DIM_DISTOPT, SEARCH_DIM_SCHEDULE, SEARCH_DIMS
 } search_dim;
 
 /* The config key of a dimension (e.g. "model.tensor_model_parallel_size"),
@@ -118,6 +128,9 @@ typedef struct search_opts {
     bool fsdp;                  /* the distributed-optimizer dimension also
                                    takes Megatron-FSDP optim_grads and
                                    optim_grads_params (--fsdp) */
+    unsigned schedules;         /* 1u << sched_name: the pipeline schedules
+                                   searched, each where it applies; 0: the
+                                   base's sim.pipeline_schedule only */
     /* Called on the calling thread after each batch of simulations with
      * the candidates simulated so far and those left to consider (the
      * time bound may skip some); NULL for none. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "csv.h"
 #include "engine.h"
 #include "schedule.h"
 #include "scratch.h"
@@ -560,4 +561,166 @@ Test(pipeline_schedules, two_level_equals_every_kernel)
         step_destroy(b.st);
         sim_free(&a);
     }
+}
+
+/* ---- search and sweep ---------------------------------------------------- */
+
+#define SEARCH_SMALL                                                                                           \
+    "search model.name=llama3-8b model.seq_length=2048 cluster.topology=dgx-h100 cluster.num_gpus=8 "          \
+    "train.global_batch_size=32 model.tensor_model_parallel_size=1 model.context_parallel_size=1 "             \
+    "train.micro_batch_size=1 model.recompute_granularity=none --exhaustive --top 3 "
+
+/* Runs a search with --out into the scratch folder and reads the CSV. */
+static void search_csv(const char *extra, csv_table *t)
+{
+    make_dir();
+    char path[128];
+    path_in(path, sizeof path, "search.csv");
+    result r;
+    runf(&r, SEARCH_SMALL "%s --out '%s'", extra, path);
+    cr_assert_eq(r.status, 0, "%s: %s", extra, r.out);
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(csv_read_file(path, t, &err), SIM_OK, "%s", err.msg);
+    remove_dir();
+}
+
+Test(pipeline_schedules, search_schedules_dimension)
+{
+    csv_table t;
+    search_csv("--schedules all", &t);
+    int cs = csv_col(&t, "pipeline_schedule"), cpp = csv_col(&t, "pp"), cvp = csv_col(&t, "vp"),
+        ckind = csv_col(&t, "kind"), cpeak = csv_col(&t, "peak_bytes"), clb = csv_col(&t, "peak_lower_bound_bytes"),
+        ct = csv_col(&t, "step_time_s"), ctlb = csv_col(&t, "time_lower_bound_s");
+    cr_assert(cs >= 0 && cpp >= 0 && cvp >= 0 && ckind >= 0 && cpeak >= 0 && clb >= 0 && ct >= 0 && ctlb >= 0);
+    int seen[SCHED_NAMES] = {0};
+    for (size_t i = 0; i < t.nrows; i++) {
+        if (strcmp(csv_cell(&t, i, ckind), "search"))
+            continue;
+        const char *name = csv_cell(&t, i, cs);
+        int n = -1;
+        for (int k = 0; k < SCHED_NAMES; k++)
+            if (!strcmp(name, sched_name_str((sched_name)k)))
+                n = k;
+        cr_assert_geq(n, 0, "row %zu: schedule '%s'", i, name);
+        seen[n]++;
+        long pp = atol(csv_cell(&t, i, cpp)), vp = atol(csv_cell(&t, i, cvp));
+        if (n == SCHED_ZB_H1)
+            cr_assert(pp > 1 && vp == 1, "zb-h1 at PP %ld VP %ld", pp, vp);
+        if (n == SCHED_ZB_V || n == SCHED_DUALPIPEV)
+            cr_assert(pp > 1 && vp == 2, "%s at PP %ld VP %ld", name, pp, vp);
+        /* Both bounds hold for every schedule: pruning drops nothing that
+         * fits, the time bound skips nothing that could rank. */
+        cr_assert_leq(atof(csv_cell(&t, i, clb)), atof(csv_cell(&t, i, cpeak)), "%s row %zu: memory bound", name, i);
+        cr_assert_leq(atof(csv_cell(&t, i, ctlb)), atof(csv_cell(&t, i, ct)), "%s row %zu: time bound", name, i);
+    }
+    cr_assert_gt(seen[SCHED_MEGATRON], 0);
+    cr_assert_gt(seen[SCHED_ZB_H1], 0);
+    cr_assert_gt(seen[SCHED_ZB_V], 0);
+    cr_assert_gt(seen[SCHED_DUALPIPEV], 0);
+    /* Megatron's own orders are searched as megatron. */
+    cr_assert_eq(seen[SCHED_1F1B] + seen[SCHED_INTERLEAVED], 0);
+    csv_free(&t);
+
+    /* Pinned: every layout runs that schedule. */
+    search_csv("sim.pipeline_schedule=zb-h1", &t);
+    cs = csv_col(&t, "pipeline_schedule");
+    ckind = csv_col(&t, "kind");
+    size_t n = 0;
+    for (size_t i = 0; i < t.nrows; i++)
+        if (!strcmp(csv_cell(&t, i, ckind), "search")) {
+            cr_assert_str_eq(csv_cell(&t, i, cs), "zb-h1");
+            n++;
+        }
+    cr_assert_gt(n, 0);
+    csv_free(&t);
+
+    /* Without --schedules, the config's schedule alone (as before). */
+    search_csv("", &t);
+    cs = csv_col(&t, "pipeline_schedule");
+    for (size_t i = 0; i < t.nrows; i++)
+        cr_assert_str_eq(csv_cell(&t, i, cs), "megatron");
+    csv_free(&t);
+}
+
+Test(pipeline_schedules, search_schedules_refusals)
+{
+    result r;
+    runf(&r, SEARCH_SMALL "--schedules zb-v,zb-h2");
+    expect_refusal(&r, "unknown schedule", "--schedules", "zb-h2");
+    runf(&r, SEARCH_SMALL "--schedules all sim.pipeline_schedule=zb-v");
+    expect_refusal(&r, "pinned and searched", "--schedules", "sim.pipeline_schedule");
+}
+
+Test(pipeline_schedules, sweep_over_the_schedule)
+{
+    make_dir();
+    char spec[128], out[128];
+    path_in(spec, sizeof spec, "sweep.cfg");
+    path_in(out, sizeof out, "sweep.csv");
+    write_file(spec, "sweep: {\n"
+                     "  set = [ \"model.name=llama3-8b\", \"model.pipeline_model_parallel_size=4\",\n"
+                     "          \"model.seq_length=1024\", \"cluster.topology=dgx-h100\", \"cluster.num_gpus=4\",\n"
+                     "          \"train.global_batch_size=16\" ];\n"
+                     "  vary = ( { key = \"sim.pipeline_schedule\"; values = [ \"megatron\", \"zb-h1\", \"zb-v\",\n"
+                     "             \"dualpipev\", \"interleaved\" ]; } );\n"
+                     "};\n");
+    result r;
+    runf(&r, "sweep '%s' --out '%s'", spec, out);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    csv_table t;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(csv_read_file(out, &t, &err), SIM_OK, "%s", err.msg);
+    int ck = csv_col(&t, "sim.pipeline_schedule"), ct = csv_col(&t, "step_time_s"), ce = csv_col(&t, "error");
+    cr_assert(ck >= 0 && ct >= 0 && ce >= 0);
+    cr_assert_eq(t.nrows, 5);
+    for (size_t i = 0; i < 4; i++)
+        cr_assert(atof(csv_cell(&t, i, ct)) > 0 && !csv_cell(&t, i, ce)[0], "row %zu: %s", i, csv_cell(&t, i, ce));
+    /* The zero-bubble schedules beat 1F1B here. */
+    cr_assert_lt(atof(csv_cell(&t, 1, ct)), atof(csv_cell(&t, 0, ct)));
+    /* interleaved without VP: the row says why. */
+    cr_assert(strstr(csv_cell(&t, 4, ce), "sim.pipeline_schedule"), "%s", csv_cell(&t, 4, ce));
+    csv_free(&t);
+    remove_dir();
+}
+
+Test(pipeline_schedules, first_backward_matches_the_order)
+{
+    static const struct {
+        sched_name n;
+        int64_t v;
+    } plans[] = {{SCHED_MEGATRON, 1}, {SCHED_MEGATRON, 2}, {SCHED_MEGATRON, 3}, {SCHED_ZB_H1, 1},
+                 {SCHED_ZB_V, 2},     {SCHED_DUALPIPEV, 2}};
+    const int64_t shapes[][2] = {{2, 4}, {4, 8}, {4, 12}, {8, 16}, {3, 6}, {1, 3}};
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++)
+        for (size_t j = 0; j < sizeof shapes / sizeof shapes[0]; j++) {
+            sched_plan pl;
+            int64_t p = shapes[j][0], M = shapes[j][1];
+            sched_plan_init(&pl, plans[i].n, p, plans[i].v, M, p);
+            sched_item *s = calloc((size_t)sched_plan_passes(&pl), sizeof *s);
+            sim_err err;
+            sim_err_clear(&err);
+            for (int64_t r = 0; r < p; r++) {
+                int64_t n = 0;
+                if (sched_plan_build(&pl, r, s, &n, &err) != SIM_OK)
+                    break; /* a shape the schedule refuses */
+                int64_t want[3] = {0, 0, 0}, got[3], want_b = -1;
+                for (int64_t k = 0; k < n && want_b < 0; k++)
+                    for (int q = 0; q < s[k].n_passes && want_b < 0; q++) {
+                        if (s[k].pass[q].kind == SCHED_F)
+                            want[s[k].pass[q].chunk]++;
+                        else if (s[k].pass[q].kind == SCHED_B)
+                            want_b = s[k].pass[q].chunk;
+                    }
+                cr_assert_eq(sched_plan_first_b(&pl, r, got), want_b, "%s v=%lld p=%lld M=%lld rank %lld",
+                             sched_name_str(plans[i].n), (long long)plans[i].v, (long long)p, (long long)M,
+                             (long long)r);
+                for (int64_t c = 0; c < plans[i].v; c++)
+                    cr_assert_eq(got[c], want[c], "%s v=%lld p=%lld M=%lld rank %lld chunk %lld: %lld forwards, not %lld",
+                                 sched_name_str(plans[i].n), (long long)plans[i].v, (long long)p, (long long)M,
+                                 (long long)r, (long long)c, (long long)got[c], (long long)want[c]);
+            }
+            free(s);
+        }
 }
