@@ -198,7 +198,8 @@ int cmd_search(int argc, char **argv)
                   "optim_grads_params (dopt fsdp2 / fsdp3; the CSV gains a dp_sharding column);\n"
                   "--out writes every simulated layout as CSV.  --token-budget counts tokens,\n"
                   "decimal: 2T = 2e12 tokens (k, M, G or B, T; at most %g); --top in 1..%d;\n"
-                  "--jobs in 0..4096 (0 = every core); --gpus in 1..%lld.\n",
+                  "--jobs in 0..4096 (0 = every core); --gpus in\n"
+                  "1..%lld.\n",
                   LIMIT_TOKENS, SEARCH_TOP_MAX, LIMIT_GPUS);
             goto out;
         } else if (!strcmp(a, "--pareto")) {

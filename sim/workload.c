@@ -428,8 +428,6 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     for (int64_t l = first; l < first + count; l++) {
         wl_fsdp_unit_begin(&f, &fs);
         layer_start[l - first] = f.n;
-        wl_fsdp_unit_begin(&f, &fs);
-        layer_start[l - first] = f.n;
         append(&f, cached_layer(x, layer_kind(x, l), SCHED_F));
         wl_fsdp_unit_end(&f, &fs);
         /* A layer waits for its parameters at its first kernel, not at
