@@ -9,7 +9,7 @@
 #                              for this variant
 set -eu
 cd "$(dirname "$0")"
-pkgs="build-essential cmake pkg-config libgsl-dev libconfig-dev libyajl-dev libcriterion-dev gnuplot-nox"
+pkgs="build-essential cmake pkg-config libgsl-dev libconfig-dev libyajl-dev libyaml-dev libcriterion-dev gnuplot-nox"
 if [ "${1:-}" = "mpi" ]; then pkgs="$pkgs openmpi-bin libopenmpi-dev"; fi
 if [ "${1:-}" = "fuzz" ]; then pkgs="$pkgs clang libclang-rt-dev"; fi
 missing=""

@@ -1,8 +1,14 @@
-/* parsim run: one training step, simulated and reported. */
+/* parsim run: one training step, simulated and reported.
+ *
+ * A config argument ending in .yaml / .yml is a Megatron Bridge saved
+ * config (bridge_yaml.h): its fields that would change the result but are
+ * not modeled are warnings on stderr, and --explain-config lists what was
+ * done with each field (without simulating). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bridge_yaml.h"
 #include "cli.h"
 #include "config.h"
 #include "report.h"
@@ -38,12 +44,19 @@ static int trace_writer(FILE *out, void *ctx, sim_err *err)
     return trace_write(out, ctx, err);
 }
 
+static int explain_writer(FILE *out, void *ctx, sim_err *err)
+{
+    (void)err;
+    bridge_notes_explain(ctx, out);
+    return SIM_OK;
+}
+
 
 int cmd_run(int argc, char **argv)
 {
     out_format fmt = FMT_TEXT;
     const char *trace_path = NULL;
-    int layout = 0, dump = 0;
+    int layout = 0, dump = 0, explain = 0;
     sim_err err;
     sim_err_clear(&err);
     cfg_t *cfg = cfg_create(NULL);
@@ -80,6 +93,8 @@ int cmd_run(int argc, char **argv)
             layout = 1;
         } else if (!strcmp(a, "--dump-config")) {
             dump = 1;
+        } else if (!strcmp(a, "--explain-config")) {
+            explain = 1;
         } else if (a[0] == '-' && a[1] == '-') {
             rc = cli_usage_error("unknown option '%s'", a);
             goto out;
@@ -88,6 +103,16 @@ int cmd_run(int argc, char **argv)
             goto out;
         }
     }
+
+    const bridge_notes *notes = cfg_bridge_notes(cfg);
+    if (explain) {
+        if (!notes)
+            rc = cli_usage_error("--explain-config lists the fields of a Megatron Bridge config: give a .yaml file");
+        else if (cli_print_whole(explain_writer, (void *)notes, &err) != SIM_OK)
+            rc = cli_fail(&err);
+        goto out;
+    }
+    bridge_notes_warn(notes, stderr);
 
     run_inputs in;
     strategy_t s;

@@ -2,7 +2,7 @@
  *
  *   parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]
  *                 [--rank time|tokens|cost] [--token-budget N] [--gpus N | --gpus MIN:MAX]
- *                 [--pareto] [--exhaustive]
+ *                 [--pareto] [--exhaustive] [--emit-overrides] [--emit-sbatch FILE] [--recipe NAME]
  *
  * The config gives the model, the cluster, the sequence length and the
  * global batch; its parallel layout is ignored, except that a searched key
@@ -10,7 +10,10 @@
  * config sets them, ddp.overlap_grad_reduce and ddp.overlap_param_gather
  * are on, as in Megatron Bridge's recipes.  The report on stdout is
  * deterministic (the same bytes whatever --jobs); the timing line goes to
- * stderr.
+ * stderr.  The hand-over of the best layout (handover.h): --emit-overrides
+ * prints it, instead of the report, as one line of Megatron Bridge
+ * overrides for run_recipe.py; --emit-sbatch FILE writes a Slurm script
+ * that runs it (run_recipe.py --recipe NAME, from --recipe).
  */
 #include <ctype.h>
 #include <inttypes.h>
@@ -21,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bridge_yaml.h"
 #include "cli.h"
 #include "config.h"
 #include "bounds.h"
+#include "handover.h"
 #include "numparse.h"
 #include "progress.h"
 #include "search.h"
@@ -51,6 +56,28 @@ static int csv_writer(FILE *out, void *ctx, sim_err *err)
     const search_ctx *c = ctx;
     search_write_csv(out, c->in, c->o, c->r);
     return SIM_OK;
+}
+
+/* The best layout, resolved, and the recipe it runs with. */
+typedef struct plan_ctx {
+    run_inputs in;
+    strategy_t s;
+    const char *recipe;
+} plan_ctx;
+
+static int overrides_writer(FILE *out, void *ctx, sim_err *err)
+{
+    (void)err;
+    plan_ctx *p = ctx;
+    handover_overrides(out, &p->in, HANDOVER_BRIDGE);
+    fputc('\n', out);
+    return SIM_OK;
+}
+
+static int sbatch_writer(FILE *out, void *ctx, sim_err *err)
+{
+    plan_ctx *p = ctx;
+    return handover_sbatch(out, &p->in, &p->s, p->recipe, err);
 }
 
 static void on_progress(void *ctx, int64_t done, int64_t total)
@@ -127,8 +154,8 @@ int cmd_search(int argc, char **argv)
 {
     search_opts o;
     search_opts_default(&o);
-    const char *out_path = NULL;
-    bool rank_cost = false;
+    const char *out_path = NULL, *sbatch_path = NULL, *recipe = NULL;
+    bool rank_cost = false, emit_overrides = false;
     sim_err err;
     sim_err_clear(&err);
     cfg_t *cfg = cfg_create(NULL);
@@ -142,7 +169,7 @@ int cmd_search(int argc, char **argv)
         const char *a = argv[i];
         bool takes_value = !strcmp(a, "--top") || !strcmp(a, "--jobs") || !strcmp(a, "--out") ||
                            !strcmp(a, "--rank") || !strcmp(a, "--token-budget") || !strcmp(a, "--gpus") ||
-                           !strcmp(a, "--schedules");
+                           !strcmp(a, "--schedules") || !strcmp(a, "--emit-sbatch") || !strcmp(a, "--recipe");
         if (takes_value && i + 1 >= argc) {
             rc = cli_usage_error("%s needs a value", a);
             goto out;
@@ -157,6 +184,17 @@ int cmd_search(int argc, char **argv)
                 goto out;
         } else if (!strcmp(a, "--out")) {
             out_path = argv[++i];
+        } else if (!strcmp(a, "--emit-sbatch")) {
+            sbatch_path = argv[++i];
+        } else if (!strcmp(a, "--emit-overrides")) {
+            emit_overrides = true;
+        } else if (!strcmp(a, "--recipe")) {
+            recipe = argv[++i];
+            if (!handover_recipe_ok(recipe)) {
+                rc = cli_usage_error("--recipe needs a recipe name (letters, digits, '_', '.', '-', at most 128), "
+                                     "got '%s'", recipe);
+                goto out;
+            }
         } else if (!strcmp(a, "--rank")) {
             const char *v = argv[++i];
             if (!strcmp(v, "time"))
@@ -188,6 +226,7 @@ int cmd_search(int argc, char **argv)
             printf("usage: parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]\n"
                   "                     [--rank time|tokens|cost] [--token-budget N] [--gpus N|MIN:MAX]\n"
                   "                     [--pareto] [--exhaustive] [--fsdp] [--schedules NAME,...|all]\n"
+                  "                     [--emit-overrides] [--emit-sbatch FILE] [--recipe NAME]\n"
                   "Ranks every legal TP/PP/VP/CP/EP/ETP/SP/MBS/recompute/cp_comm/distributed-optimizer\n"
                   "layout that fits in memory, beside the rules of thumb.  A searched key given as\n"
                   "KEY=VALUE fixes that dimension.  --gpus MIN:MAX searches the power-of-two multiples\n"
@@ -196,8 +235,10 @@ int cmd_search(int argc, char **argv)
                   "interleaved, zb-h1, zb-v, dualpipev: each where it applies; default: the config's\n"
                   "sim.pipeline_schedule alone); --fsdp also tries Megatron-FSDP optim_grads and\n"
                   "optim_grads_params (dopt fsdp2 / fsdp3; the CSV gains a dp_sharding column);\n"
-                  "--out writes every simulated layout as CSV.  --token-budget counts tokens,\n"
-                  "decimal: 2T = 2e12 tokens (k, M, G or B, T; at most %g); --top in 1..%d;\n"
+                  "--out writes every simulated layout as CSV.  --emit-overrides prints the best\n"
+                  "layout as Megatron Bridge overrides (instead of the report); --emit-sbatch writes a\n"
+                  "Slurm script running run_recipe.py --recipe NAME with them.  --token-budget counts\n"
+                  "tokens, decimal: 2T = 2e12 tokens (k, M, G or B, T; at most %g); --top in 1..%d;\n"
                   "--jobs in 0..4096 (0 = every core); --gpus in\n"
                   "1..%lld.\n",
                   LIMIT_TOKENS, SEARCH_TOP_MAX, LIMIT_GPUS);
@@ -242,6 +283,8 @@ int cmd_search(int argc, char **argv)
         }
     }
 
+    bridge_notes_warn(cfg_bridge_notes(cfg), stderr);
+
     run_inputs in;
     if (cfg_resolve(cfg, &in, &err) != SIM_OK) {
         rc = cli_fail(&err);
@@ -273,8 +316,23 @@ int cmd_search(int argc, char **argv)
     }
 
     search_ctx sc = {&in, &o, &res};
-    if (cli_print_whole(report_writer, &sc, &err) != SIM_OK)
+    plan_ctx *plan = NULL;
+    if ((emit_overrides || sbatch_path) && res.n_feasible > 0) {
+        plan = malloc(sizeof *plan);
+        if (!plan) {
+            rc = cli_fail(&(sim_err){ .code = SIM_ENOMEM, .msg = "out of memory" });
+        } else {
+            plan->recipe = recipe;
+            if (search_cand_inputs(&in, &res.cands[0], &plan->in, &plan->s, &err) != SIM_OK)
+                rc = cli_fail(&err);
+        }
+    }
+    if (rc == EXIT_SUCCESS && cli_print_whole(plan && emit_overrides ? overrides_writer : report_writer,
+                                              plan && emit_overrides ? (void *)plan : (void *)&sc, &err) != SIM_OK)
         rc = cli_fail(&err);
+    if (rc == EXIT_SUCCESS && plan && sbatch_path && cli_write_file(sbatch_path, sbatch_writer, plan, &err) != SIM_OK)
+        rc = cli_fail(&err);
+    free(plan);
     if (rc == EXIT_SUCCESS && out_path && cli_write_file(out_path, csv_writer, &sc, &err) != SIM_OK)
         rc = cli_fail(&err);
     if (rc == EXIT_SUCCESS)

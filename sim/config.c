@@ -41,6 +41,7 @@
 
 #include "lcints.h"
 #include "bounds.h"
+#include "bridge_yaml.h"
 #include "kerneltable.h"
 #include "microbench.h"
 #include "net.h"
@@ -90,6 +91,7 @@ struct cfg {
     char *data_dir;
     cfg_entry *e;    /* in insertion order */
     size_t n, cap;
+    bridge_notes *bridge; /* the Megatron Bridge config file, if one was loaded */
 };
 
 static void value_free(cfg_value *v)
@@ -194,6 +196,7 @@ void cfg_destroy(cfg_t *c)
         entry_free(&c->e[k]);
     free(c->e);
     free(c->data_dir);
+    bridge_notes_destroy(c->bridge);
     free(c);
 }
 
@@ -415,7 +418,7 @@ static const char *file_kind(mode_t m)
 /* Opens a config file for reading, refusing anything but a regular file:
  * stat first, then open without blocking (a FIFO would wait for a writer
  * forever) and check the opened file again (it may have been replaced). */
-static int open_regular(const char *path, FILE **out, sim_err *err)
+int cfg_open_regular(const char *path, FILE **out, sim_err *err)
 {
     struct stat st;
     if (stat(path, &st) != 0)
@@ -479,7 +482,7 @@ static int check_includes(FILE *f, const char *file, const char *incdir, int dep
         FILE *inc = NULL;
         sim_err inner;
         sim_err_clear(&inner);
-        rc = open_regular(path, &inc, &inner);
+        rc = cfg_open_regular(path, &inc, &inner);
         if (rc == SIM_OK) {
             rc = check_includes(inc, path, incdir, depth + 1, err);
             fclose(inc);
@@ -508,7 +511,7 @@ int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err)
     }
 
     FILE *f = NULL;
-    int rc = open_regular(path, &f, err);
+    int rc = cfg_open_regular(path, &f, err);
     if (rc)
         return rc;
     rc = check_includes(f, path, have_dir ? dir : NULL, 0, err);
@@ -557,8 +560,16 @@ static int load_file(cfg_t *c, const char *path, cfg_prio prio, bool auto_preset
 
 int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err)
 {
-    return load_file(c, path, prio, false, err);
+    if (!bridge_yaml_is_path(path))
+        return load_file(c, path, prio, false, err);
+    bridge_notes_destroy(c->bridge);
+    c->bridge = bridge_notes_create();
+    if (!c->bridge)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", path);
+    return bridge_yaml_load(c, path, prio, c->bridge, err);
 }
+
+const bridge_notes *cfg_bridge_notes(const cfg_t *c) { return c ? c->bridge : NULL; }
 
 /* ------------------------------------------------------------- overrides */
 
@@ -767,6 +778,21 @@ static int parse_assignment(const char *assignment, char *key, cfg_value *v, sim
                               "malformed value \"%s\" (expected a number, true/false, a string "
                               "or a [list])", eq + 1);
     return SIM_OK;
+}
+
+int cfg_set_at(cfg_t *c, const char *key, const char *value, const char *file, int line, cfg_prio prio,
+               sim_err *err)
+{
+    size_t kn = strlen(key);
+    if (!valid_key_syntax(key, kn) || kn >= KEY_MAX)
+        return sim_err_set_at(err, SIM_EINVAL, file, line, NULL, "\"%.60s\": not a valid key", key);
+    cfg_value v;
+    int rc = parse_value(value, &v);
+    if (rc == -2)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory storing %s", key);
+    if (rc)
+        return sim_err_set_at(err, SIM_EINVAL, file, line, key, "malformed value \"%.60s\"", value);
+    return add_entry(c, key, &v, file, line, prio, false, err);
 }
 
 int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err)
@@ -2326,6 +2352,9 @@ static int resolve(cfg_t *c, run_inputs *in, bool fabric_only, sim_err *err)
                                fill, cl->nvlink_domain_gpus, cl->gpus_per_node);
         cl->nvlink_domain_gpus = fill;
     }
+    /* a Megatron Bridge config names its provider class in the report */
+    if (!in->model.name[0] && c->bridge)
+        snprintf(in->model.name, sizeof in->model.name, "%s", bridge_notes_provider(c->bridge));
     return fabric_only ? SIM_OK : check_model(c, in, err);
 }
 

@@ -85,8 +85,23 @@ const char *cfg_data_dir(const cfg_t *c);
 struct config_t;
 int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err);
 
-/* Loads a libconfig file at a priority.  Syntax errors name file and line. */
+/* Loads a libconfig file at a priority.  Syntax errors name file and line.
+ * A path ending in .yaml or .yml is a Megatron Bridge saved config instead
+ * (bridge_yaml.h); what it did with each field is cfg_bridge_notes(). */
 int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err);
+
+/* Opens path for reading if it is a regular file (a FIFO, directory or
+ * device is SIM_EINVAL naming it, without blocking on it). */
+int cfg_open_regular(const char *path, FILE **out, sim_err *err);
+
+/* One setting from a file of another format: key, value in override
+ * syntax, its origin and priority (malformed: SIM_EINVAL at file:line). */
+int cfg_set_at(cfg_t *c, const char *key, const char *value, const char *file, int line, cfg_prio prio,
+               sim_err *err);
+
+/* The notes of the Megatron Bridge config loaded into c, NULL if none. */
+struct bridge_notes;
+const struct bridge_notes *cfg_bridge_notes(const cfg_t *c);
 
 /* Applies one "a.b.c=value" override (value: int, float, true/false, a
  * string with or without quotes, or a [list]). */

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "handover.h"
 #include "memory.h"
 #include "model.h"
 #include "schedule.h"
@@ -1626,7 +1627,16 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
     fprintf(out, ",%.9g,%s", c->exposed_total_s, sched_name_str(c->par.pipeline_schedule));
     if (o->fsdp) /* the column only a search over Megatron-FSDP has */
         fprintf(out, ",%s", dopt_name(c));
-    fputc('\n', out);
+    /* what reruns the row: parsim run CONFIG <these> */
+    run_inputs in = *b;
+    in.cluster.num_gpus = c->world;
+    in.par = c->par;
+    in.train = c->train;
+    in.ddp = c->ddp;
+    /* a quoted cell: the words hold commas ([2,2]), never a double quote */
+    fputs(",\"", out);
+    handover_overrides(out, &in, HANDOVER_PARSIM);
+    fputs("\"\n", out);
 }
 
 void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, const search_result *r)
@@ -1641,7 +1651,9 @@ void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, cons
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_is_comm((stream_kind)k))
             fprintf(out, ",exposed_%s_s", streams_desc((stream_kind)k)->key);
-    fputs(o->fsdp ? ",exposed_total_s,pipeline_schedule,dp_sharding\n" : ",exposed_total_s,pipeline_schedule\n", out);
+    fputs(o->fsdp ? ",exposed_total_s,pipeline_schedule,dp_sharding,overrides\n"
+                  : ",exposed_total_s,pipeline_schedule,overrides\n",
+          out);
     for (size_t i = 0; i < r->n_cands; i++)
         csv_row(out, "search", i < r->n_feasible ? i + 1 : 0, b, o, r, &r->cands[i]);
     if (r->have_baseline)

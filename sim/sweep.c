@@ -24,6 +24,7 @@
 #include "cli.h"
 #include "config.h"
 #include "bounds.h"
+#include "handover.h"
 #include "outfile.h"
 #include "report.h"
 #include "step.h"
@@ -628,7 +629,7 @@ static int build_header(sweep_t *sw, sim_err *err)
         fputc(',', sb.f);
         csv_cell(sb.f, sw->keys[k]);
     }
-    fprintf(sb.f, ",%s,error\n", r);
+    fprintf(sb.f, ",%s,overrides,error\n", r);
     free(r);
     sw->header = sb_close(&sb);
     return sw->header ? SIM_OK : sim_err_set(err, SIM_ENOMEM, "out of memory");
@@ -975,6 +976,29 @@ int sweep_row(const sweep_t *sw, int64_t index, char **row, size_t *len, sim_err
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
 
+    /* the overrides cell: what reruns the row (parsim run BASE <these>) */
+    strbuf ob;
+    char *ovr = NULL;
+    if (sb_open(&ob)) {
+        for (int k = 0; k < sw->nset; k++) {
+            fputs(k ? " " : "", ob.f);
+            handover_shell_word(ob.f, sw->set[k]);
+        }
+        for (int a = 0; a < sw->naxes; a++) {
+            const sweep_axis *ax = &sw->axes[a];
+            for (int k = 0; k < ax->nkeys; k++) {
+                fputs(sw->nset || a || k ? " " : "", ob.f);
+                handover_shell_word(ob.f, ax->v[pick[a] * ax->nkeys + k].ovr);
+            }
+        }
+        ovr = sb_close(&ob);
+    }
+    if (!ovr) {
+        free(r);
+        fclose(sb.f);
+        free(sb.buf);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
     fprintf(sb.f, "%" PRId64, index);
     for (int a = 0; a < sw->naxes; a++) {
         const sweep_axis *ax = &sw->axes[a];
@@ -983,7 +1007,9 @@ int sweep_row(const sweep_t *sw, int64_t index, char **row, size_t *len, sim_err
     }
     if (rc == SIM_OK) {
         size_t n = strlen(r);
-        fprintf(sb.f, ",%.*s,\n", (int)(n && r[n - 1] == '\n' ? n - 1 : n), r);
+        fprintf(sb.f, ",%.*s,", (int)(n && r[n - 1] == '\n' ? n - 1 : n), r);
+        csv_cell(sb.f, ovr);
+        fputs(",\n", sb.f);
     } else {
         /* the sweep's own settings are "command line" to config: drop that */
         if (!strcmp(e.file, CMDLINE_ORIGIN)) {
@@ -995,10 +1021,13 @@ int sweep_row(const sweep_t *sw, int64_t index, char **row, size_t *len, sim_err
         for (int k = 0; k < sw->report_cols; k++)
             fputc(',', sb.f);
         fputc(',', sb.f);
+        csv_cell(sb.f, ovr);
+        fputc(',', sb.f);
         csv_cell(sb.f, msg);
         fputc('\n', sb.f);
     }
     free(r);
+    free(ovr);
     size_t n = 0;
     fflush(sb.f);
     n = sb.len;
