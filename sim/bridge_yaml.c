@@ -327,7 +327,7 @@ static int walk_list(reader *r, const yaml_node_t *n, const char *path)
     int rc = r->visits > LIMIT_YAML_NODES
                  ? sim_err_set_at(r->err, SIM_EINVAL, r->file, node_line(n), path,
                                   "aliases repeat more than %lld nodes (LIMIT_YAML_NODES)", LIMIT_YAML_NODES)
-             : complex ? leaf_add(r, path, node_line(n), LV_COMPLEX, "a list of mappings", false)
+             : complex ? leaf_add(r, path, node_line(n), LV_COMPLEX, "a list of lists or mappings", false)
                        : leaf_add(r, path, node_line(n), LV_LIST, buf, false);
     free(buf);
     return rc;
@@ -601,7 +601,7 @@ typedef struct item {
     char *value;
     const leaf *l;
     int rank;
-    size_t order;
+    size_t order;      /* the leaf's place, and its note's */
 } item;
 
 static int item_cmp(const void *a, const void *b)
@@ -610,6 +610,38 @@ static int item_cmp(const void *a, const void *b)
     if (x->rank != y->rank)
         return x->rank < y->rank ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* By key, then in the order of application. */
+static int item_key_cmp(const void *a, const void *b)
+{
+    const item *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : item_cmp(a, b);
+}
+
+/* Marks in the notes each mapped field a later one sets again. */
+static int note_superseded(reader *r, item *items, size_t n)
+{
+    qsort(items, n, sizeof *items, item_key_cmp);
+    for (size_t k = 0; k + 1 < n; k++) {
+        if (strcmp(items[k].key, items[k + 1].key))
+            continue;
+        size_t last = k + 1;
+        while (last + 1 < n && !strcmp(items[last + 1].key, items[k].key))
+            last++;
+        bridge_field *f = &r->notes->f[items[k].order]; /* one note a leaf, in order */
+        char detail[768];
+        snprintf(detail, sizeof detail, "%s (superseded by %s, line %d)", f->detail, items[last].l->path,
+                 items[last].l->line);
+        char *d = strdup(detail);
+        if (!d)
+            return no_memory(r);
+        free(f->detail);
+        f->detail = d;
+    }
+    qsort(items, n, sizeof *items, item_cmp);
+    return SIM_OK;
 }
 
 /* The value of l in override syntax (malloc'ed). */
@@ -641,15 +673,17 @@ static int judge(reader *r, const leaf *l, bridge_verdict v, const char *why)
     return note_add(r->notes, l->path, l->line, v, detail, r->err);
 }
 
-static int push_item(reader *r, item *items, size_t *n, const char *key, char *value, const leaf *l, int rank)
+/* A mapped field; noted as mapped unless the caller notes it otherwise. */
+static int push_item(reader *r, item *items, size_t *n, const char *key, char *value, const leaf *l, int rank,
+                     bool note)
 {
     if (!value)
         return no_memory(r);
     char detail[512];
     snprintf(detail, sizeof detail, "%s=%.200s", key, value);
-    items[*n] = (item){ key, value, l, rank, *n };
+    items[*n] = (item){ key, value, l, rank, (size_t)(l - r->lv) };
     (*n)++;
-    return note_add(r->notes, l->path, l->line, BRIDGE_MAPPED, detail, r->err);
+    return note ? note_add(r->notes, l->path, l->line, BRIDGE_MAPPED, detail, r->err) : SIM_OK;
 }
 
 /* Judges every leaf, then sets the mapped ones on c in rank order. */
@@ -703,7 +737,7 @@ static int apply_leaves(reader *r, cfg_t *c, cfg_prio prio)
             else if (prec_set)
                 rc = judge(r, l, BRIDGE_MAPPED, "mixed_precision (with the fields beside it)");
             else {
-                rc = push_item(r, items, &ni, "mixed_precision", strdup(prec), l, RANK_OWN);
+                rc = push_item(r, items, &ni, "mixed_precision", strdup(prec), l, RANK_OWN, true);
                 prec_set = true;
             }
             break;
@@ -711,7 +745,7 @@ static int apply_leaves(reader *r, cfg_t *c, cfg_prio prio)
             const char *dot = strrchr(l->text, '.');
             const char *cls = dot ? dot + 1 : l->text;
             if (!strcmp(cls, "LoRA") || !strcmp(cls, "DoRA"))
-                rc = push_item(r, items, &ni, "peft.scheme", strdup("lora"), l, RANK_OWN);
+                rc = push_item(r, items, &ni, "peft.scheme", strdup("lora"), l, RANK_OWN, !strcmp(cls, "LoRA"));
             if (rc == SIM_OK && strcmp(cls, "LoRA"))
                 rc = judge(r, l, BRIDGE_NOT_MODELED,
                            strcmp(cls, "DoRA") ? "this PEFT method is not modeled: simulated as full training"
@@ -729,12 +763,13 @@ static int apply_leaves(reader *r, cfg_t *c, cfg_prio prio)
                 snprintf(why, sizeof why, "not readable as %s", key);
                 rc = judge(r, l, BRIDGE_NOT_MODELED, why);
             } else
-                rc = push_item(r, items, &ni, key, ru->as ? strdup(ru->as) : override_value(l), l, ru->rank);
+                rc = push_item(r, items, &ni, key, ru->as ? strdup(ru->as) : override_value(l), l, ru->rank, true);
             break;
         }
         }
     }
-    qsort(items, ni, sizeof *items, item_cmp);
+    if (rc == SIM_OK)
+        rc = note_superseded(r, items, ni);
     for (size_t k = 0; k < ni && rc == SIM_OK; k++)
         rc = cfg_set_at(c, items[k].key, items[k].value, r->file, items[k].l->line, prio, r->err);
     for (size_t k = 0; k < ni; k++)
