@@ -25,8 +25,9 @@
  *   with ASan).
  * - LIMIT_YAML_BYTES / LIMIT_YAML_NODES / LIMIT_YAML_DEPTH: a Megatron
  *   Bridge run_config.yaml is ~2000 lines (~100 KB, ~5000 nodes) nested ~6
- *   deep; the caps are 100x that, and bound the fields an alias may
- *   repeat (libyaml shares an aliased node; parsim visits each use).
+ *   deep; the caps are 40x that or more, bound the fields an alias may
+ *   repeat (libyaml shares an aliased node; parsim visits each use), and
+ *   keep the read of a file at the caps near a second (2 s with ASan).
  */
 #ifndef PARSIM_BOUNDS_H
 #define PARSIM_BOUNDS_H
@@ -39,7 +40,7 @@
 #define LIMIT_VALIDATE_ROWS 100000LL   /* rows of one table validate or calibrate turns into runs */
 #define LIMIT_RECIPE_SETTINGS 100000LL /* settings in one recipes file (all rows) */
 #define LIMIT_YAML_BYTES (16LL << 20) /* bytes of one Megatron Bridge YAML config */
-#define LIMIT_YAML_NODES 500000LL     /* YAML events read, and fields visited through aliases */
+#define LIMIT_YAML_NODES 200000LL     /* YAML events read, and fields visited through aliases */
 #define LIMIT_YAML_DEPTH 64           /* nesting of mappings and sequences in it */
 #define LIMIT_PASSES 1e7               /* forward/backward passes of one simulated step */
 #define LIMIT_ACT_BYTES 0x1p62         /* activations one stage holds with every forward in flight */

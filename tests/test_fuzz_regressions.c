@@ -33,6 +33,7 @@
 #include "fuzz/fuzz_csv.c"
 #include "fuzz/fuzz_nccl.c"
 #include "fuzz/fuzz_sweep.c"
+#include "fuzz/fuzz_yaml.c"
 
 typedef struct replay {
     int target;       /* index in targets[] */
@@ -47,6 +48,7 @@ static const struct {
     { "csv", fuzz_csv },
     { "sweep", fuzz_sweep },
     { "nccl", fuzz_nccl },
+    { "yaml", fuzz_yaml },
 };
 #define NTARGETS (sizeof targets / sizeof targets[0])
 

@@ -31,6 +31,7 @@ int fuzz_config(const uint8_t *data, size_t size);
 int fuzz_csv(const uint8_t *data, size_t size);
 int fuzz_sweep(const uint8_t *data, size_t size);
 int fuzz_nccl(const uint8_t *data, size_t size);
+int fuzz_yaml(const uint8_t *data, size_t size);
 
 /* LeakSanitizer's suppressions, for the fuzzers and the replay test alike
  * (ASan's runtime calls this; other builds never do).

@@ -10,11 +10,12 @@
 #          first rows of each source; tests/data/validate_*.csv
 #  sweep   configs/sweep-*.cfg
 #  nccl    tests/data/*.log and `parsim net` tables of three collectives
+#  yaml    tests/data/bridge_*.yaml (Megatron Bridge run_config.yaml)
 set -eu
 cd "$(dirname "$0")/../.."
 parsim=${1:-./build/parsim}
 c=tests/fuzz/corpus
-for t in config csv sweep nccl; do
+for t in config csv sweep nccl yaml; do
   mkdir -p "$c/$t"
   find "$c/$t" -type f ! -name 'hand-*' -delete
 done
@@ -49,6 +50,7 @@ for p in $(tail -n +2 "$csv" | cut -d, -f1 | sed 's/-[0-9]*$//' | sort -u); do
 done
 cp tests/data/validate_*.csv "$c/csv/"
 
+for f in tests/data/bridge_*.yaml; do cp "$f" "$c/yaml/$(basename "$f")"; done
 for f in tests/data/*.log; do cp "$f" "$c/nccl/$(basename "$f")"; done
 "$parsim" net all_reduce cluster.topology=dgx-h100 cluster.num_gpus=16 --max-bytes 1M >"$c/nccl/net-all_reduce.log"
 "$parsim" net all_gather cluster.topology=dgx-a100 cluster.num_gpus=8 --max-bytes 64K >"$c/nccl/net-all_gather.log"

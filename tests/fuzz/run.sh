@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-config csv sweep nccl}
+targets=${*:-config csv sweep nccl yaml}
 art=${FUZZ_ARTIFACTS:-$root/build-fuzz/artifacts}
 scratch=$(mktemp -d /tmp/parsim-fuzz-run-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
