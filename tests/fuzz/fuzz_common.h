@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "config.h"
 #include "err.h"
 #include "strategy.h"
@@ -136,6 +137,23 @@ static inline void fuzz_check_err(int rc, const sim_err *err)
         fprintf(stderr, "parsim fuzz: status %d with message \"%s\"\n", rc, msg);
         abort();
     }
+}
+
+/* cli_resolve as cmd_run does it; on success the resolved settings and the
+ * layout are written out.  Returns its status. */
+static inline int fuzz_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    int rc = cli_resolve(cfg, in, s, &err);
+    fuzz_check_err(rc, &err);
+    if (rc == SIM_OK) {
+        FILE *out = fuzz_out();
+        cfg_dump(cfg, out);
+        strategy_print_layout(s, &in->cluster, out);
+        fclose(out);
+    }
+    return rc;
 }
 
 /* Simulate only steps of at most this many passes (stages x chunks x

@@ -47,16 +47,8 @@ int fuzz_yaml(const uint8_t *data, size_t size)
     }
     run_inputs in;
     strategy_t s;
-    if (rc == SIM_OK) {
-        rc = cli_resolve(cfg, &in, &s, &err);
-        fuzz_check_err(rc, &err);
-    }
-    if (rc == SIM_OK) {
-        FILE *out = fuzz_out();
-        cfg_dump(cfg, out);
-        strategy_print_layout(&s, &in.cluster, out);
-        fclose(out);
-    }
+    if (rc == SIM_OK)
+        fuzz_resolve(cfg, &in, &s);
     cfg_destroy(cfg);
     fuzz_scratch_remove();
     return 0;
