@@ -649,7 +649,9 @@ static int note_superseded(reader *r, item *items, size_t n)
 /* The value of l in override syntax (malloc'ed). */
 static char *override_value(const leaf *l)
 {
-    if (l->kind == LV_LIST || (l->kind == LV_SCALAR && !l->quoted))
+    /* a plain scalar as it is, but not one override syntax would read as a
+     * (list) */
+    if (l->kind == LV_LIST || (l->kind == LV_SCALAR && !l->quoted && l->text[0] != '('))
         return strdup(l->text);
     char *buf = NULL;
     size_t len = 0;

@@ -138,9 +138,11 @@ int handover_sbatch(FILE *out, const run_inputs *in, const strategy_t *s, const 
                  "  SP %s  micro batch %" PRId64 "  global batch %" PRId64 "\n",
             s->tp, s->pp, s->v, s->cp, s->ep, s->etp, s->par.sequence_parallel ? "on" : "off",
             s->train.micro_batch_size, s->train.global_batch_size);
-    fprintf(out, "#   the layout runs on multiples of PP x lcm(TP x CP, EP x ETP) = %" PRId64
-                 " GPUs; on %" PRId64 ": DP %" PRId64 ", expert DP %" PRId64 "\n",
-            s->min_gpus, world, s->dp, s->edp);
+    const int64_t dense = s->tp * s->cp * s->pp, expert = s->ep * s->etp * s->pp;
+    fprintf(out, "#   the layout runs on multiples of PP x lcm(TP x CP, EP x ETP) = %" PRId64 " GPUs (DP %" PRId64
+                 ", expert DP %" PRId64 " there); on %" PRId64 ": DP %" PRId64 ", expert DP %" PRId64 "\n",
+            s->min_gpus, dense > 0 ? s->min_gpus / dense : 0, expert > 0 ? s->min_gpus / expert : 0, world, s->dp,
+            s->edp);
     fprintf(out, "#SBATCH --job-name=parsim-%s\n", model);
     fprintf(out, "#SBATCH --nodes=%" PRId64 "\n", nodes);
     fprintf(out, "#SBATCH --ntasks-per-node=1\n");

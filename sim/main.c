@@ -19,8 +19,10 @@ typedef struct command {
 
 static const command commands[] = {
     {"run", cmd_run,
-     "run [CONFIG.cfg] [KEY=VALUE ...] [--format text|json|csv] [--trace FILE.json] [--layout] [--dump-config]\n"
-     "      simulate one training step and report time, throughput, MFU, bubble, communication, memory", false},
+     "run [CONFIG.cfg|run_config.yaml] [KEY=VALUE ...] [--format text|json|csv] [--trace FILE.json] [--layout]\n"
+     "         [--dump-config] [--explain-config]\n"
+     "      simulate one training step and report time, throughput, MFU, bubble, communication, memory\n"
+     "      (a .yaml/.yml config is a Megatron Bridge saved config; --explain-config lists its fields)", false},
     {"net", cmd_net,
      "net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N] [--max-bytes N] [--factor F]\n"
      "         [--algo A] [--proto P] [--type T]\n"
@@ -28,7 +30,8 @@ static const command commands[] = {
      "      reduce_scatter, all_to_all, broadcast, p2p); sizes in bytes, binary: 1M = 1,048,576 bytes", false},
     {"search", cmd_search,
      "search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv] [--rank time|tokens|cost]\n"
-     "         [--token-budget N] [--gpus N|MIN:MAX] [--pareto] [--exhaustive]\n"
+     "         [--token-budget N] [--gpus N|MIN:MAX] [--pareto] [--exhaustive] [--fsdp]\n"
+     "         [--schedules NAME,...|all] [--emit-overrides] [--emit-sbatch FILE] [--recipe NAME]\n"
      "      rank every legal layout that fits in memory; compare with the rules of thumb\n"
      "      (--token-budget counts tokens, decimal: 2T = 2e12 tokens)", true},
     {"validate", cmd_validate,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "scratch.h"
 
@@ -128,6 +129,7 @@ Test(handover, sbatch_for_llama3_70b_on_64_h100s, .timeout = 300)
     cr_expect(strstr(text, r.out), "overrides '%s' not in:\n%s", r.out, text);
     /* the comment states the DP the 64 GPUs give */
     cr_expect(strstr(text, "; on 64: DP "), "%s", text);
+    cr_expect(strstr(text, " GPUs (DP "), "%s", text);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "bash -n '%s'", job);
     int st = system(cmd);
@@ -156,6 +158,13 @@ Test(handover, bad_recipe_and_output_are_refused, .timeout = 120)
     cr_expect(strstr(r.out, want), "%s", r.out);
     run(&r, "search " SMALL " --jobs 1 --emit-sbatch");
     expect_refusal(&r, "no file", "--emit-sbatch", "needs a value");
+    /* 12 GPUs are one and a half nodes: no script, the file not written */
+    char job[256];
+    path_in(job, sizeof job, "job.sbatch");
+    runf(&r, "search " SMALL " cluster.num_gpus=12 train.global_batch_size=24 --jobs 1 --emit-sbatch %s", job);
+    cr_expect_eq(r.status, 2, "%s", r.out);
+    cr_expect(strstr(r.out, "parsim: cluster.num_gpus: 12 GPUs are not whole nodes of 8"), "%s", r.out);
+    cr_expect_neq(access(job, F_OK), 0, "%s was written", job);
     remove_dir();
 }
 
