@@ -496,18 +496,19 @@ static const rule rules[] = {
     { "peft.dim", "*", "peft._target_=*.[LD]oRA", R_MAP, NULL, NULL, RANK_OWN, "" },
     { "peft.target_modules", "*", "peft._target_=*.[LD]oRA", R_MAP, NULL, NULL, RANK_OWN, "" },
     { "peft.*", "*", NULL, R_IGNORE, NULL, NULL, 0, "not part of parsim's LoRA model" },
-    /* sharding strategies are read only by Megatron-FSDP */
-    { "ddp.use_megatron_fsdp", "true", NULL, R_CHANGES, NULL, NULL, 0,
-      "Megatron-FSDP is not modeled (simulated as DDP with ddp.use_distributed_optimizer)" },
-    { "dist.use_megatron_fsdp", "true", NULL, R_CHANGES, NULL, NULL, 0, "Megatron-FSDP is not modeled" },
+    /* sharding strategies are read only by Megatron-FSDP (the other
+     * Megatron-FSDP fields are keys of their own) */
+    { "dist.use_megatron_fsdp", "*", NULL, R_MAP, "ddp.use_megatron_fsdp", NULL, RANK_FALLBACK, "" },
     { "dist.use_torch_fsdp2", "true", NULL, R_CHANGES, NULL, NULL, 0, "PyTorch FSDP2 is not modeled" },
-    { "ddp.*sharding_strategy", "*", "ddp.use_megatron_fsdp=true", R_CHANGES, NULL, NULL, 0,
-      "Megatron-FSDP sharding is not modeled" },
+    { "ddp.*sharding_strategy", "*", "ddp.use_megatron_fsdp=true", R_MAP, NULL, NULL, RANK_OWN, "" },
     { "ddp.*sharding_strategy", "*", NULL, R_IGNORE, NULL, NULL, 0, "read only with ddp.use_megatron_fsdp" },
-    { "ddp.num_distributed_optimizer_instances", "1", NULL, R_IGNORE, NULL, NULL, 0, "one instance" },
-    { "ddp.num_distributed_optimizer_instances", "null", NULL, R_IGNORE, NULL, NULL, 0, "one instance" },
-    { "ddp.num_distributed_optimizer_instances", "*", NULL, R_CHANGES, NULL, NULL, 0,
-      "several distributed optimizer instances are not modeled" },
+    /* functions are symbols: Megatron's activations by their last name */
+    { "model.activation_func", "*squared_relu", NULL, R_MAP, NULL, "squared_relu", RANK_OWN, "" },
+    { "model.activation_func", "*.silu", NULL, R_MAP, NULL, "silu", RANK_OWN, "" },
+    { "model.activation_func", "*.relu", NULL, R_MAP, NULL, "relu", RANK_OWN, "" },
+    { "model.activation_func", "*gelu", NULL, R_MAP, NULL, "gelu", RANK_OWN, "" },
+    { "model.activation_func", "*", NULL, R_IGNORE, NULL, NULL, 0,
+      "an activation parsim costs as any other (one elementwise pass)" },
     /* would change the step; parsim does not simulate them */
     { "model.cpu_offloading", "true", NULL, R_CHANGES, NULL, NULL, 0, "offloading to host memory is not modeled" },
     { "model.recompute_method", "block", NULL, R_CHANGES, NULL, NULL, 0,
@@ -519,7 +520,6 @@ static const rule rules[] = {
     { "*.delay_wgrad_compute", "true", NULL, R_CHANGES, NULL, NULL, 0, "delayed weight gradients are not modeled" },
     { "*.defer_embedding_wgrad_compute", "true", NULL, R_CHANGES, NULL, NULL, 0,
       "deferred embedding weight gradients are not modeled" },
-    { "*.fp8_param_gather", "true", NULL, R_CHANGES, NULL, NULL, 0, "fp8 parameter gathers are not modeled (bf16)" },
     { "model.fp8_param", "true", NULL, R_CHANGES, NULL, NULL, 0, "fp8 parameters are not modeled (bf16)" },
     { "*.first_last_layers_bf16", "true", NULL, R_CHANGES, NULL, NULL, 0,
       "bf16 first and last layers are not modeled (every layer in one precision)" },

@@ -944,6 +944,11 @@ static const int score_values[] = { MODEL_ROUTER_SOFTMAX, MODEL_ROUTER_SIGMOID }
 /* Megatron-FSDP's sharding strategies (ZeRO stages 0-3); the outer one
  * (HSDP / HFSDP) takes the first two. */
 static const char *const dp_shard_names[] = { "no_shard", "optim", "optim_grads", "optim_grads_params" };
+
+const char *dp_shard_name(int k)
+{
+    return k >= 0 && k < (int)(sizeof dp_shard_names / sizeof dp_shard_names[0]) ? dp_shard_names[k] : "no_shard";
+}
 static const int dp_shard_values[] = { DP_SHARD_NONE, DP_SHARD_OPTIM, DP_SHARD_OPTIM_GRADS,
                                        DP_SHARD_OPTIM_GRADS_PARAMS };
 static const char *const outer_shard_names[] = { "no_shard", "optim" };

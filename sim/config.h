@@ -146,5 +146,7 @@ void cfg_print_keys(FILE *out);
  * Bridge recipe name such as "bf16_with_fp8_current_scaling_mixed"). */
 bool precision_from_name(const char *name, precision_kind *out);
 const char *precision_name(precision_kind p);
+/* ddp.data_parallel_sharding_strategy's name of a dp_shard_kind. */
+const char *dp_shard_name(int k);
 
 #endif

@@ -105,6 +105,20 @@ void handover_overrides(FILE *out, const run_inputs *in, handover_flavor fl)
     word_bool(out, &first, "ddp.use_distributed_optimizer", in->ddp.use_distributed_optimizer);
     word_bool(out, &first, "ddp.overlap_grad_reduce", in->ddp.overlap_grad_reduce);
     word_bool(out, &first, "ddp.overlap_param_gather", in->ddp.overlap_param_gather);
+    if (in->ddp.use_megatron_fsdp) {
+        const ddp_spec *d = &in->ddp;
+        word_bool(out, &first, "ddp.use_megatron_fsdp", true);
+        word(out, &first, "ddp.data_parallel_sharding_strategy", dp_shard_name(d->sharding));
+        word_bool(out, &first, "ddp.fsdp_double_buffer", d->fsdp_double_buffer);
+        if (d->num_distributed_optimizer_instances > 1) {
+            word_int(out, &first, "ddp.num_distributed_optimizer_instances", d->num_distributed_optimizer_instances,
+                     false);
+            word(out, &first, "ddp.outer_dp_sharding_strategy", dp_shard_name(d->outer_sharding));
+        }
+    }
+    /* parsim's schedules beyond Megatron's have no Bridge name */
+    if (!br && p->pipeline_schedule != SCHED_MEGATRON)
+        word(out, &first, "sim.pipeline_schedule", sched_name_str(p->pipeline_schedule));
 }
 
 /* name with every character the shell or Slurm could read replaced. */

@@ -62,9 +62,12 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
     fprintf(out, "  SP %s\n", s->par.sequence_parallel ? "on" : "off");
     fprintf(out, "  batch       global %" PRId64 "  micro %" PRId64 "  microbatches %" PRId64 "  seq %" PRId64 "\n",
             in->train.global_batch_size, in->train.micro_batch_size, s->num_microbatches, m->seq_length);
-    fprintf(out, "  options     %s  recompute %s  cp_comm %s  dist-opt %s", precision_name(s->par.precision),
-            recompute_name(s->par.recompute_granularity), cp_comm_name(s->par.cp_comm_type),
-            in->ddp.use_distributed_optimizer ? "on" : "off");
+    fprintf(out, "  options     %s  recompute %s  cp_comm %s", precision_name(s->par.precision),
+            recompute_name(s->par.recompute_granularity), cp_comm_name(s->par.cp_comm_type));
+    if (in->ddp.use_megatron_fsdp)
+        fprintf(out, "  megatron-fsdp %s", dp_shard_name(in->ddp.sharding));
+    else
+        fprintf(out, "  dist-opt %s", in->ddp.use_distributed_optimizer ? "on" : "off");
     if (in->peft.lora) {
         static const char *const names[] = { "qkv", "proj", "fc1", "fc2" };
         fprintf(out, "  LoRA rank %" PRId64 " on", in->peft.dim);

@@ -77,7 +77,7 @@ Test(bridge_yaml, explain_lists_every_field_once, .timeout = 60)
         /* a section parsim does not know: ignored and listed */
         YAML70B ":169: my_site_settings.cluster_name: ignored (a section parsim does not read)\n",
         YAML70B ":170: my_site_settings.partition: ignored (a section parsim does not read)\n",
-        YAML70B ":90: model.activation_func: ignored (not used by parsim)\n",
+        YAML70B ":90: model.activation_func: mapped to model.activation_func=silu\n",
         YAML70B ":161: model.seq_length: mapped to model.seq_length=131072 (superseded by dataset.sequence_length, "
                 "line 31)\n",
         YAML70B ":18: comm_overlap.tp_comm_overlap: mapped to model.tp_comm_overlap=true (superseded by "
@@ -180,9 +180,9 @@ Test(bridge_yaml, not_modeled_fields_warn_once_each, .timeout = 60)
     snprintf(want, sizeof want, "parsim: warning: %s:11: model.cpu_offloading=true: offloading to host memory is not "
                                 "modeled; the result may differ\n", p);
     cr_expect(strstr(r.out, want), "want '%s' in:\n%s", want, r.out);
-    cr_expect(strstr(r.out, "ddp.use_megatron_fsdp=true: Megatron-FSDP is not modeled"), "%s", r.out);
-    cr_expect(strstr(r.out, "ddp.data_parallel_sharding_strategy=optim_grads_params: Megatron-FSDP sharding"), "%s",
-              r.out);
+    /* Megatron-FSDP is modeled: no warning, the report shows its sharding */
+    cr_expect_null(strstr(r.out, "use_megatron_fsdp="), "%s", r.out);
+    cr_expect_null(strstr(r.out, "sharding_strategy="), "%s", r.out);
     cr_expect_null(strstr(r.out, "recompute_method"), "%s", r.out);
     cr_expect_null(strstr(strstr(r.out, "cpu_offloading") + 1, "cpu_offloading"), "%s", r.out);
     remove_dir();

@@ -98,6 +98,50 @@ Test(handover, search_rows_rerun_to_the_same_step_and_memory, .timeout = 300)
     remove_dir();
 }
 
+/* Rows of a search over Megatron-FSDP and the pipeline schedules rerun
+ * too: their overrides carry the sharding and the schedule. */
+Test(handover, fsdp_and_schedule_rows_rerun, .timeout = 120)
+{
+    make_dir();
+    char out[256];
+    path_in(out, sizeof out, "search.csv");
+    result r;
+    const char *base = "model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=16 train.global_batch_size=64";
+    runf(&r, "search %s model.pipeline_model_parallel_size=4 model.tensor_model_parallel_size=1 "
+             "model.context_parallel_size=1 train.micro_batch_size=1 model.recompute_granularity=none "
+             "--fsdp --schedules all --top 12 --jobs 1 --out %s",
+         base, out);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *csv = read_file(out, NULL);
+    int c_ovr = column(csv, "overrides"), c_step = column(csv, "step_time_s"), c_peak = column(csv, "peak_bytes");
+    int c_sched = column(csv, "pipeline_schedule"), c_shard = column(csv, "dp_sharding");
+    cr_assert(c_ovr > 0 && c_sched > 0 && c_shard > 0, "%s", csv);
+    bool beyond = false, fsdp = false;
+    for (int row = 1; row <= 12; row++) {
+        char ovr[4096], step[64], peak[64], sched[32], shard[32], what[96];
+        const char *line = line_at(csv, row);
+        cell(line, c_ovr, ovr, sizeof ovr);
+        cell(line, c_step, step, sizeof step);
+        cell(line, c_peak, peak, sizeof peak);
+        cell(line, c_sched, sched, sizeof sched);
+        cell(line, c_shard, shard, sizeof shard);
+        snprintf(what, sizeof what, "row %d (%s, %s)", row, sched, shard);
+        if (strcmp(sched, "megatron")) {
+            beyond = true;
+            cr_expect(strstr(ovr, "sim.pipeline_schedule="), "%s: %s", what, ovr);
+        }
+        if (!strncmp(shard, "fsdp", 4)) {
+            fsdp = true;
+            cr_expect(strstr(ovr, "ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy="), "%s: %s", what,
+                      ovr);
+        }
+        rerun_matches(base, ovr, step, peak, what);
+    }
+    cr_expect(beyond && fsdp, "the top rows have a schedule beyond Megatron's and an FSDP row:\n%s", csv);
+    free(csv);
+    remove_dir();
+}
+
 Test(handover, sbatch_for_llama3_70b_on_64_h100s, .timeout = 300)
 {
     make_dir();
