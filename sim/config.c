@@ -1122,6 +1122,11 @@ static const key_def keys[] = {
            "interleaved: overlap pipeline send/recv with compute"),
     K_BOOL("model.tp_comm_overlap", par.tp_comm_overlap, "false",
            "overlap TP collectives with GEMMs (needs sequence_parallel)"),
+    K_BOOL("model.overlap_moe_expert_parallel_comm", par.overlap_moe_ep_comm, "false",
+           "combined 1F1B: each backward paired with the next forward layer by layer, EP all-to-all beside "
+           "the other microbatch's compute (EP > 1, alltoall or flex; PP > 1 needs VP)"),
+    K_BOOL("model.delay_wgrad_compute", par.delay_wgrad_compute, "false",
+           "with overlap_moe_expert_parallel_comm: weight-gradient GEMMs as nodes after the dgrads"),
     /* train, ddp, precision */
     K_INT("train.global_batch_size", train.global_batch_size, NULL, RG_GE1, LIMIT_BATCH,
           "sequences per step"),
@@ -2157,6 +2162,15 @@ static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
         return cfg_err_key(c, err, SIM_EINVAL, mods,
                            "moe is graphed only with drop-and-pad experts (static shapes): set "
                            "model.moe_expert_capacity_factor and model.moe_pad_expert_input_to_capacity");
+    /* transformer_config.py: the EP overlap splits the layer into nodes;
+     * a graph of the moe or mlp scope (or of the whole layer) would hold
+     * them in one. */
+    if (g->impl == GRAPH_TE && in->par.overlap_moe_ep_comm &&
+        (g->modules == 0 || (g->modules & (GRAPH_MOD_MOE | GRAPH_MOD_MLP))))
+        return cfg_err_key(c, err, SIM_EINVAL, mods,
+                           "transformer_engine graphs of the %s cannot go with "
+                           "model.overlap_moe_expert_parallel_comm",
+                           g->modules == 0 ? "whole layer" : (g->modules & GRAPH_MOD_MOE) ? "moe scope" : "mlp scope");
     return SIM_OK;
 }
 

@@ -428,8 +428,51 @@ int64_t sched_plan_first_b(const sched_plan *pl, int64_t rank, int64_t *fwd)
     return v - 1;
 }
 
+int64_t sched_combined_warmup(const sched_plan *pl, int64_t rank)
+{
+    int64_t w = sched_warmup(pl->p, pl->v, pl->M, pl->N, rank) + 1;
+    return w < pl->M * pl->v ? w : pl->M * pl->v;
+}
+
+/* Combined 1F1B (combined_1f1b.py): Megatron's order with one more
+ * warm-up forward, so that each steady forward can run beside the
+ * backward of an older microbatch, and those two as one item: F B as a
+ * pair in the steady phase.  Built on sched_build's order: its items are
+ * the warm-up forwards, then (F, B) per steady step, then the cool-down
+ * backwards. */
+static int build_combined(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err)
+{
+    const int64_t total = pl->M * pl->v, w = sched_combined_warmup(pl, rank);
+    int32_t mb, ch;
+    int64_t k = 0;
+    *n = 0;
+    if (pl->p > 1 && pl->v <= 1)
+        return sim_err_set(err, SIM_EINVAL, "combined 1F1B with %lld pipeline ranks needs an interleaved schedule",
+                           (long long)pl->p);
+    int rc = sched_build(pl->p, pl->v, pl->M, pl->N, rank, out, err); /* checks (p, v, M, N) */
+    if (rc != SIM_OK)
+        return rc;
+    for (; k < w; k++) {
+        sched_virtual(pl->v, pl->M, pl->N, k, &mb, &ch);
+        out[(*n)++] = sched_one(SCHED_F, mb, ch);
+    }
+    for (int64_t b = 0; b < total; b++) {
+        sched_virtual(pl->v, pl->M, pl->N, b, &mb, &ch);
+        sched_pass bw = {SCHED_B, mb, (int32_t)(pl->v - 1 - ch)};
+        if (k < total) {
+            sched_virtual(pl->v, pl->M, pl->N, k++, &mb, &ch);
+            out[(*n)++] = sched_pair((sched_pass){SCHED_F, mb, ch}, bw);
+        } else {
+            out[(*n)++] = (sched_item){.pass = {bw}, .n_passes = 1};
+        }
+    }
+    return SIM_OK;
+}
+
 int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err)
 {
+    if (pl->combined && !pl->split && pl->place == SCHED_PLACE_LOOP)
+        return build_combined(pl, rank, out, n, err);
     const int64_t p = pl->p, v = pl->v, M = pl->M;
     *n = 0;
     switch (pl->name) {

@@ -71,6 +71,11 @@ typedef struct sched_plan {
     int64_t p, v, M, N;       /* ranks, chunks per rank, microbatches, Megatron's N */
     sched_placement place;
     bool split;               /* backward as B and W passes */
+    /* Megatron's combined 1F1B (overlap_moe_expert_parallel_comm): with
+     * p == 1 F0, then B_i paired with F_{i+1}, then the last B; with the
+     * interleaved order one more warm-up forward per rank and each steady
+     * (forward, backward) as a pair. */
+    bool combined;
 } sched_plan;
 
 /* The plan of schedule `name` (its placement and split from the name). */
@@ -123,6 +128,9 @@ int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_
  * returns the chunk of that first B.  The plan must be one that
  * sched_plan_build accepts. */
 int64_t sched_plan_first_b(const sched_plan *pl, int64_t rank, int64_t *fwd);
+/* Warm-up forwards of rank `rank` in the combined 1F1B plan: Megatron's
+ * plus one (schedules.py:966-970), at most M*v; 1 with p == 1. */
+int64_t sched_combined_warmup(const sched_plan *pl, int64_t rank);
 
 /* Number of items one rank runs in Megatron's orders: 2*M*v. */
 int64_t sched_len(int64_t M, int64_t v);

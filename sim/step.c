@@ -83,6 +83,7 @@ static const char HOST_LEAD[] = "host_issue", HOST_REST[] = "host_issue ";
  * output on (NO_TASK if none). */
 typedef struct pass_ref {
     eng_task base, first, span, last, send;
+    const int32_t *map; /* its ops' places in an overlapped template it runs in (NULL: its own) */
 } pass_ref;
 
 /* A pass template simulated alone: its span and, per stream, its busy and
@@ -107,6 +108,17 @@ typedef struct pass_summary {
     sim_time_ps host_busy_ps;             /* sum of its host ops */
 } pass_summary;
 
+/* An overlapped template (two passes of one item) of a stage, once per
+ * (stage, forward chunk, backward chunk), simulated alone like a pass
+ * (its summary copied from an identical one of another stage). */
+typedef struct pair_entry {
+    int64_t stage;
+    int32_t fchunk, bchunk;
+    wl_pair t;
+    pass_summary sum;
+    int64_t standing;       /* items it stood in as one task (measure counts its summary) */
+} pair_entry;
+
 struct step {
     engine_t *eng;
     workload_t *wl;
@@ -120,6 +132,9 @@ struct step {
     pass_summary *summary;  /* [stage][chunk][kind] */
     int32_t *order;         /* [stage][i]: pass_index of the stage's i-th pass */
     bool *collapsed;        /* per pass (pass_index): stands as one task */
+    bool *paired;           /* per pass: ran in an overlapped template */
+    pair_entry *pairs;
+    size_t n_pairs, cap_pairs;
 };
 
 /* The step's graph under construction, with its sticky status. */
@@ -141,6 +156,7 @@ typedef struct builder {
     sched_item *items;       /* the stage's schedule */
     int64_t n_items;
     sched_pass *seq;         /* its passes in order (an item's passes one after the other) */
+    int32_t *seq_pair;       /* [i]: the pair entry seq[i] and seq[i+1] run in, or -1 */
     int64_t n_seq;
     eng_task *param_ag;      /* [chunk]: gather of its bucket n-1 (first layers), or NO_TASK */
     bool *first_f_done;      /* [chunk]: its first forward is placed */
@@ -331,13 +347,16 @@ static double chunk_gather_s(const wl_chunk *ch)
     return t;
 }
 
-/* Instantiates one pass's op template. */
-static void add_pass(builder *b, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk, pass_ref *ref)
+/* Instantiates one pass's op template; with side (an overlapped pair's),
+ * op i is of microbatch mb[side[i]] on chunk chunk[side[i]]. */
+static void add_ops(builder *b, int64_t stage, const wl_pass *p, const uint8_t *side, const int32_t mb[2],
+                    const int32_t chunk[2], pass_ref *ref)
 {
     eng_task base = NO_TASK;
     for (int32_t i = 0; i < p->n_ops && b->rc == SIM_OK; i++) {
         const wl_op *op = &p->ops[i];
-        eng_task t = add(b, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb, chunk);
+        int k = side ? side[i] : 0;
+        eng_task t = add(b, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb[k], chunk[k]);
         if (i == 0)
             base = t;
         for (int j = 0; j < 2; j++)
@@ -350,6 +369,38 @@ static void add_pass(builder *b, int64_t stage, const wl_pass *p, int32_t mb, in
     ref->base = base;
     ref->first = ref->span = base == NO_TASK ? NO_TASK : base + gpu;
     ref->last = base == NO_TASK ? NO_TASK : base + p->n_ops - 1;
+    ref->map = NULL;
+}
+
+/* Instantiates one pass's op template. */
+static void add_pass(builder *b, int64_t stage, const wl_pass *p, int32_t mb, int32_t chunk, pass_ref *ref)
+{
+    add_ops(b, stage, p, NULL, (int32_t[2]){mb, mb}, (int32_t[2]){chunk, chunk}, ref);
+}
+
+/* The task of op i of a pass placed as ops (in its own template or in an
+ * overlapped one). */
+static eng_task op_task(const pass_ref *ref, int32_t i)
+{
+    return ref->base + (ref->map ? ref->map[i] : i);
+}
+
+/* The refs of the two passes of an overlapped template placed as ops:
+ * each pass's first GPU op, and its last, where they went. */
+static void pair_refs(const pair_entry *pe, const wl_pass *fp, const wl_pass *bp, eng_task base, pass_ref *fr,
+                      pass_ref *br)
+{
+    const wl_pass *ps[2] = {fp, bp};
+    pass_ref *rs[2] = {fr, br};
+    for (int k = 0; k < 2; k++) {
+        int32_t gpu = 0;
+        while (gpu < ps[k]->n_ops - 1 && ps[k]->ops[gpu].stream == STREAM_HOST)
+            gpu++;
+        rs[k]->base = base;
+        rs[k]->map = pe->t.map[k];
+        rs[k]->first = rs[k]->span = base == NO_TASK || ps[k]->n_ops == 0 ? NO_TASK : base + pe->t.map[k][gpu];
+        rs[k]->last = base == NO_TASK || ps[k]->n_ops == 0 ? NO_TASK : base + pe->t.map[k][ps[k]->n_ops - 1];
+    }
 }
 
 /* Scratch for simulating pass templates alone, sized once for the
@@ -561,7 +612,7 @@ static void link_forward(builder *b, int64_t r, const sched_pass *it, const wl_c
     for (int32_t k = ch->n_buckets - 1; k >= 0 && b->param_ag[it->chunk] != NO_TASK; k--) {
         eng_task ag = b->param_ag[it->chunk] + (ch->n_buckets - 1 - k);
         /* A whole-pass task (one bucket) waits at its start. */
-        dep(b, ag, whole || ref->first == NO_TASK ? ref->first : ref->base + ch->buckets[k].fwd_op);
+        dep(b, ag, whole || ref->first == NO_TASK ? ref->first : op_task(ref, ch->buckets[k].fwd_op));
     }
 }
 
@@ -574,7 +625,14 @@ static void link_backward(builder *b, int64_t r, const sched_pass *it, const wl_
     step_t *st = b->st;
     const bool frees = it->kind == sched_plan_free_kind(&st->plan);
     const int64_t transient = it->kind == SCHED_B ? ch->bwd_transient_bytes : 0;
-    count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_ACT), transient, -(frees ? ch->act_bytes : 0) - transient);
+    if (ref->map) {
+        /* In an overlapped template placed as ops the forward beside it
+         * starts before its first op ends: it frees at its last op. */
+        count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_ACT), transient, 0);
+        count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_ACT), 0, -(frees ? ch->act_bytes : 0) - transient);
+    } else {
+        count(b, ref->span, (int)(r * CTR_PER_STAGE + CTR_ACT), transient, -(frees ? ch->act_bytes : 0) - transient);
+    }
     if (frees)
         count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 0, -1);
     const pass_ref *f = &st->passes[pass_index(st, r, sched_kind_of(it->kind)->after, it->microbatch, it->chunk)];
@@ -595,7 +653,7 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_pass *i
         const wl_bucket *bk = &ch->buckets[k];
         last_rs = add(b, r, STREAM_DP, duration_ps(b, bk->reduce_s, "a DP gradient reduction", r),
                       distopt ? "dp_rs" : "dp_ar", -1, it->chunk);
-        dep(b, whole || ref->first == NO_TASK ? ref->last : ref->base + bk->ready_op, last_rs);
+        dep(b, whole || ref->first == NO_TASK ? ref->last : op_task(ref, bk->ready_op), last_rs);
     }
     return last_rs;
 }
@@ -677,7 +735,9 @@ static bool host_ahead(const builder *b, int64_t r, bool ag_first)
     bool synced = false, any = false;
     for (int64_t i = 0; i < b->n_seq; i++) {
         const sched_pass *it = &b->seq[i];
-        const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
+        /* An overlapped pair stands as its template. */
+        const pass_summary *sum =
+            b->seq_pair[i] >= 0 ? &st->pairs[b->seq_pair[i]].sum : summary_of(st, r, it->chunk, it->kind);
         sim_time_ps gpu = sum->host ? sum->gpu_ps : sum->span_ps;
         if (!sum->collapsible || gpu == 0)
             return false;
@@ -710,6 +770,7 @@ static bool host_ahead(const builder *b, int64_t r, bool ag_first)
         }
         if (!accumulate(&gpu_abs, gpu) || !accumulate(&gpu_rel, gpu))
             return false;
+        i += b->seq_pair[i] >= 0;
     }
     return any && accumulate(&host_abs, rest) && accumulate(&host_rel, rest) && host_abs <= gpu_abs &&
            (!synced || host_rel <= gpu_rel);
@@ -746,59 +807,95 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
     bool lead_placed = false;
     const sched_kind grad = sched_plan_grad_kind(&st->plan);
     for (int64_t i = 0; i < b->n_seq && b->rc == SIM_OK; i++) {
-        const sched_pass *it = &b->seq[i];
-        const sched_kind_desc *kd = sched_kind_of(it->kind);
-        const wl_chunk *ch = &ws->chunks[it->chunk];
-        size_t pi = pass_index(st, r, it->kind, it->microbatch, it->chunk);
-        pass_ref *ref = &st->passes[pi];
-        st->order[r * st->rank_passes + i] = (int32_t)pi;
-        const wl_pass *p = wl_chunk_pass(ch, it->kind);
-        const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
-        /* The last pass of a chunk that finishes weight gradients releases
-         * gradient buckets from inside it when reduction overlaps: keep
-         * its ops. */
-        bool bucket_pass = it->kind == grad && in->ddp.overlap_grad_reduce && i == b->last_grad[it->chunk] &&
-                           ch->n_buckets > 1;
-        /* So does the first forward of a chunk that waits for the
-         * parameter gathers of several buckets. */
-        bool gather_pass = it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1;
-        if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass && (!sum->host || no_host)) {
+        /* One item: a pass, or two in an overlapped template. */
+        const int32_t pe_i = b->seq_pair[i];
+        pair_entry *pe = pe_i >= 0 ? &st->pairs[pe_i] : NULL;
+        const int n_unit = pe ? 2 : 1;
+        bool keep = in->sim.keep_ops;
+        for (int u = 0; u < n_unit; u++) {
+            const sched_pass *it = &b->seq[i + u];
+            const wl_chunk *ch = &ws->chunks[it->chunk];
+            /* The last pass of a chunk that finishes weight gradients
+             * releases gradient buckets from inside it when reduction
+             * overlaps: keep its ops.  So does the first forward of a
+             * chunk that waits for the parameter gathers of several
+             * buckets. */
+            keep = keep ||
+                   (it->kind == grad && in->ddp.overlap_grad_reduce && i + u == b->last_grad[it->chunk] &&
+                    ch->n_buckets > 1) ||
+                   (it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1);
+        }
+        const sched_pass *it0 = &b->seq[i];
+        const pass_summary *sum = pe ? &pe->sum : summary_of(st, r, it0->chunk, it0->kind);
+        pass_ref *refs[2];
+        size_t pis[2];
+        for (int u = 0; u < n_unit; u++) {
+            const sched_pass *it = &b->seq[i + u];
+            pis[u] = pass_index(st, r, it->kind, it->microbatch, it->chunk);
+            refs[u] = &st->passes[pis[u]];
+            st->order[r * st->rank_passes + i + u] = (int32_t)pis[u];
+            st->paired[pis[u]] = pe != NULL;
+        }
+        if (!keep && sum->collapsible && (!sum->host || no_host)) {
             eng_task lead = NO_TASK;
             if (sum->host && !lead_placed) {
-                lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
+                lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it0->microbatch, it0->chunk);
                 lead_placed = true;
             }
-            eng_task t = add_whole(b, r, sum->host ? sum->gpu_ps : sum->span_ps, it->kind, it->microbatch, it->chunk);
+            eng_task t = add_whole(b, r, sum->host ? sum->gpu_ps : sum->span_ps, it0->kind, it0->microbatch,
+                                   it0->chunk);
             dep(b, lead, t);
-            ref->base = ref->first = ref->span = ref->last = t;
-            st->collapsed[pi] = true;
-        } else if (!in->sim.keep_ops && sum->collapsible && !bucket_pass && !gather_pass) {
-            add_host_pass(b, r, sum, it, ref);
-            st->collapsed[pi] = true;
+            *refs[0] = (pass_ref){t, t, t, t, NO_TASK, NULL};
+        } else if (!keep && sum->collapsible) {
+            add_host_pass(b, r, sum, it0, refs[0]);
+            refs[0]->map = NULL;
+        } else if (pe) {
+            pass_ref whole;
+            const sched_pass *it1 = &b->seq[i + 1];
+            add_ops(b, r, &pe->t.pass, pe->t.side, (int32_t[2]){it0->microbatch, it1->microbatch},
+                    (int32_t[2]){it0->chunk, it1->chunk}, &whole);
+            pair_refs(pe, wl_chunk_pass(&ws->chunks[it0->chunk], SCHED_F),
+                      wl_chunk_pass(&ws->chunks[b->seq[i + 1].chunk], (sched_kind)b->seq[i + 1].kind), whole.base,
+                      refs[0], refs[1]);
         } else {
-            add_pass(b, r, p, it->microbatch, it->chunk, ref);
+            add_pass(b, r, wl_chunk_pass(&ws->chunks[it0->chunk], (sched_kind)it0->kind), it0->microbatch,
+                     it0->chunk, refs[0]);
         }
+        const bool whole = !keep && sum->collapsible;
+        if (pe && whole) {
+            *refs[1] = *refs[0];
+            pe->standing++;
+        }
+        for (int u = 0; u < n_unit; u++)
+            st->collapsed[pis[u]] = whole;
         if (i == 0)
-            dep(b, graph, ref->first);
-        if (blocking_p2p)
-            dep(b, pending_send, ref->first);
+            dep(b, graph, refs[0]->first);
+        for (int u = 0; u < n_unit && blocking_p2p; u++)
+            dep(b, pending_send, refs[u]->first);
         pending_send = NO_TASK;
-        if (it->kind == SCHED_F)
-            link_forward(b, r, it, ch, ref, ag_first);
-        else
-            link_backward(b, r, it, ch, ref);
-        /* Pipeline send of the output (forward) or input gradient
-         * (backward) to the neighbouring virtual stage. */
-        int64_t to = sched_vstage(&st->plan, r, it->chunk) + kd->send_dir;
-        ref->send = NO_TASK;
-        if (kd->send_dir != 0 && to >= 0 && to < pp * v && pp > 1) {
-            ref->send = add(b, r, STREAM_PP, duration_ps(b, ws->p2p_s, "the pipeline send", r), kd->send,
-                            it->microbatch, it->chunk);
-            dep(b, ref->last, ref->send);
-            pending_send = ref->send;
+        for (int u = 0; u < n_unit; u++) {
+            const sched_pass *it = &b->seq[i + u];
+            const sched_kind_desc *kd = sched_kind_of(it->kind);
+            const wl_chunk *ch = &ws->chunks[it->chunk];
+            pass_ref *ref = refs[u];
+            if (it->kind == SCHED_F)
+                link_forward(b, r, it, ch, ref, ag_first);
+            else
+                link_backward(b, r, it, ch, ref);
+            /* Pipeline send of the output (forward) or input gradient
+             * (backward) to the neighbouring virtual stage. */
+            int64_t to = sched_vstage(&st->plan, r, it->chunk) + kd->send_dir;
+            ref->send = NO_TASK;
+            if (kd->send_dir != 0 && to >= 0 && to < pp * v && pp > 1) {
+                ref->send = add(b, r, STREAM_PP, duration_ps(b, ws->p2p_s, "the pipeline send", r), kd->send,
+                                it->microbatch, it->chunk);
+                dep(b, ref->last, ref->send);
+                pending_send = ref->send; /* the PP stream is in order: the later send ends last */
+            }
+            if (it->kind == grad && in->ddp.overlap_grad_reduce && i + u == b->last_grad[it->chunk])
+                last_rs = add_bucket_reductions(b, r, it, ch, ref);
         }
-        if (it->kind == grad && in->ddp.overlap_grad_reduce && i == b->last_grad[it->chunk])
-            last_rs = add_bucket_reductions(b, r, it, ch, ref);
+        i += n_unit - 1;
     }
     return last_rs;
 }
@@ -877,16 +974,70 @@ static void link_stages(builder *b)
                 }
 }
 
+/* The entry of the overlapped template of item `it` (a forward and a
+ * backward) on stage r, made and simulated the first time it is met.
+ * Returns its index, or -1 with b->rc set. */
+static int32_t pair_entry_of(builder *b, int64_t r, const sched_item *it)
+{
+    step_t *st = b->st;
+    const int32_t fc = it->pass[0].chunk, bc = it->pass[1].chunk;
+    for (size_t k = st->n_pairs; k-- > 0 && st->pairs[k].stage == r;)
+        if (st->pairs[k].fchunk == fc && st->pairs[k].bchunk == bc)
+            return (int32_t)k;
+    if (st->n_pairs == st->cap_pairs) {
+        size_t cap = st->cap_pairs ? 2 * st->cap_pairs : 16;
+        pair_entry *p = realloc(st->pairs, cap * sizeof *p);
+        if (!p) {
+            fail(b, SIM_ENOMEM);
+            return -1;
+        }
+        st->pairs = p;
+        st->cap_pairs = cap;
+    }
+    pair_entry *pe = &st->pairs[st->n_pairs];
+    memset(pe, 0, sizeof *pe);
+    pe->stage = r;
+    pe->fchunk = fc;
+    pe->bchunk = bc;
+    const wl_stage *ws = &st->wl->stages[r];
+    int rc = wl_pair_build(&ws->chunks[fc].fwd, wl_chunk_pass(&ws->chunks[bc], (sched_kind)it->pass[1].kind), &pe->t,
+                           b->err);
+    if (rc != SIM_OK) {
+        fail(b, rc);
+        return -1;
+    }
+    st->n_pairs++; /* owned from here: step_destroy frees it */
+    /* Identical templates (middle stages) share one simulation. */
+    for (size_t k = 0; k + 1 < st->n_pairs; k++)
+        if (wl_pass_equal(&st->pairs[k].t.pass, &pe->t.pass)) {
+            pe->sum = st->pairs[k].sum;
+            return (int32_t)(st->n_pairs - 1);
+        }
+    tmpl_scratch w;
+    if (scratch_init(&w, (size_t)pe->t.pass.n_ops) != SIM_OK) {
+        fail(b, SIM_ENOMEM);
+        return -1;
+    }
+    rc = summarize(&pe->t.pass, &pe->sum, &w, b->err);
+    scratch_free(&w);
+    if (rc != SIM_OK) {
+        fail(b, rc);
+        return -1;
+    }
+    return (int32_t)(st->n_pairs - 1);
+}
+
 static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     const int64_t v = s->v;
     builder b = {.st = st, .in = in, .s = s, .err = err, .rc = SIM_OK};
     b.items = malloc((size_t)st->rank_passes * sizeof *b.items);
     b.seq = malloc((size_t)st->rank_passes * sizeof *b.seq);
+    b.seq_pair = malloc((size_t)st->rank_passes * sizeof *b.seq_pair);
     b.param_ag = malloc((size_t)v * sizeof *b.param_ag);
     b.first_f_done = malloc((size_t)v * sizeof *b.first_f_done);
     b.last_grad = malloc((size_t)v * sizeof *b.last_grad);
-    if (!b.items || !b.seq || !b.param_ag || !b.first_f_done || !b.last_grad)
+    if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad)
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     for (int64_t r = 0; r < s->pp && b.rc == SIM_OK; r++) {
@@ -895,12 +1046,21 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
             fail(&b, rc);
             break;
         }
-        /* Until passes have overlapped templates, an item's passes run one
-         * after the other. */
+        /* The combined 1F1B's pairs run as overlapped templates; other
+         * items' passes (DualPipeV's F&B) one after the other. */
         b.n_seq = 0;
-        for (int64_t i = 0; i < b.n_items; i++)
-            for (int j = 0; j < b.items[i].n_passes && b.n_seq < st->rank_passes; j++)
-                b.seq[b.n_seq++] = b.items[i].pass[j];
+        for (int64_t i = 0; i < b.n_items && b.rc == SIM_OK; i++) {
+            const sched_item *it = &b.items[i];
+            bool pair = st->plan.combined && it->n_passes == 2 && it->pass[0].kind == SCHED_F &&
+                        it->pass[1].kind != SCHED_F && b.n_seq + 2 <= st->rank_passes;
+            int32_t pe = pair ? pair_entry_of(&b, r, it) : -1;
+            for (int j = 0; j < it->n_passes && b.n_seq < st->rank_passes; j++) {
+                b.seq_pair[b.n_seq] = j == 0 ? pe : -1;
+                b.seq[b.n_seq++] = it->pass[j];
+            }
+        }
+        if (b.rc != SIM_OK)
+            break;
         if (b.n_seq != st->rank_passes) {
             fail(&b, sim_err_set(err, SIM_ESIM, "the schedule of stage %lld has %lld passes, expected %lld",
                                  (long long)r, (long long)b.n_seq, (long long)st->rank_passes));
@@ -915,6 +1075,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     link_stages(&b);
     free(b.items);
     free(b.seq);
+    free(b.seq_pair);
     free(b.param_ag);
     free(b.first_f_done);
     free(b.last_grad);
@@ -952,8 +1113,10 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     eng_task *ids = malloc((n_tasks + 1) * sizeof *ids);
     interval *comp = malloc((n_tasks + 1) * sizeof *comp);
     interval *comm = malloc((n_tasks + 1) * sizeof *comm);
-    interval *all = malloc((n_tasks + 1) * sizeof *all);
-    interval *tmp = malloc((n_tasks + 1) * sizeof *tmp);
+    /* The two passes of an overlapped pair can be one task: a stage's
+     * pass spans may outnumber the tasks. */
+    interval *all = malloc((n_tasks + (size_t)st->rank_passes + 1) * sizeof *all);
+    interval *tmp = malloc((n_tasks + (size_t)st->rank_passes + 1) * sizeof *tmp);
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     if (!ids || !comp || !comm || !all || !tmp || !res->stages) {
         free(ids);
@@ -1034,7 +1197,8 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         for (int kind = 0; kind < SCHED_KINDS; kind++)
             for (int64_t mb = 0; mb < M; mb++)
                 for (int64_t c = 0; c < v; c++) {
-                    if (!st->collapsed[pass_index(st, r, kind, mb, c)])
+                    size_t pi = pass_index(st, r, kind, mb, c);
+                    if (!st->collapsed[pi] || st->paired[pi])
                         continue;
                     const pass_summary *ps = summary_of(st, r, c, kind);
                     exposed_ps += ps->exposed_all_ps;
@@ -1043,6 +1207,17 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
                         sr->exposed_s[k] += time_as_s(ps->exposed_ps[k]);
                     }
                 }
+        /* Overlapped pairs that stood as one task: their template's. */
+        for (size_t q = 0; q < st->n_pairs; q++) {
+            const pair_entry *pe = &st->pairs[q];
+            if (pe->stage != r || pe->standing == 0)
+                continue;
+            exposed_ps += pe->sum.exposed_all_ps * (sim_time_ps)pe->standing;
+            for (int k = 0; k < STREAM_KINDS; k++) {
+                sr->comm_s[k] += time_as_s(pe->sum.comm_ps[k]) * (double)pe->standing;
+                sr->exposed_s[k] += time_as_s(pe->sum.exposed_ps[k]) * (double)pe->standing;
+            }
+        }
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (sr->comm_s[k] > res->comm_s[k])
                 res->comm_s[k] = sr->comm_s[k];
@@ -1124,9 +1299,10 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     const size_t n_passes = (size_t)(s->pp * SCHED_KINDS * s->num_microbatches * s->v);
     st->summary = calloc((size_t)(s->pp * s->v * SCHED_KINDS), sizeof *st->summary);
     st->collapsed = calloc(n_passes, sizeof *st->collapsed);
+    st->paired = calloc(n_passes, sizeof *st->paired);
     st->passes = malloc(n_passes * sizeof *st->passes);
     st->order = malloc((size_t)(s->pp * st->rank_passes) * sizeof *st->order);
-    if (!st->summary || !st->collapsed || !st->passes || !st->order) {
+    if (!st->summary || !st->collapsed || !st->paired || !st->passes || !st->order) {
         step_destroy(st);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
@@ -1189,7 +1365,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n_passes; i++)
-        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1};
+        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, NULL};
     if ((rc = build(st, in, s, err)) != SIM_OK || (rc = eng_run(st->eng, err)) != SIM_OK ||
         (rc = measure(st, in, s, err)) != SIM_OK) {
         step_destroy(st);
@@ -1242,6 +1418,10 @@ void step_destroy(step_t *st)
     free(st->passes);
     free(st->summary);
     free(st->collapsed);
+    free(st->paired);
+    for (size_t k = 0; k < st->n_pairs; k++)
+        wl_pair_free(&st->pairs[k].t);
+    free(st->pairs);
     free(st->order);
     free(st->res.stages);
     free(st);

@@ -69,6 +69,40 @@ static int check_schedule(const strategy_t *s, const struct cfg *cfg, sim_err *e
     return SIM_OK;
 }
 
+/* Rule 11: Megatron's conditions for the EP all-to-all overlap (combined
+ * 1F1B, transformer_config.py:3002-3101).  bf16/fp16 there is the
+ * parameter and autocast dtype, which fp8 recipes keep (bf16 with fp8
+ * GEMMs); parsim has no fp32 training, so no precision is refused. */
+static int check_ep_overlap(const model_spec *m, const strategy_t *s, const struct cfg *cfg, sim_err *err)
+{
+    const parallel_spec *p = &s->par;
+    if (p->delay_wgrad_compute && !p->overlap_moe_ep_comm)
+        return BAD("model.delay_wgrad_compute", "requires model.overlap_moe_expert_parallel_comm");
+    if (!p->overlap_moe_ep_comm)
+        return SIM_OK;
+    const char *k = "model.overlap_moe_expert_parallel_comm";
+    if (s->ep <= 1)
+        return BAD(k, "needs expert_model_parallel_size > 1 (got %" PRId64 ")", s->ep);
+    if (p->moe_token_dispatcher != MOE_DISPATCHER_ALLTOALL && p->moe_token_dispatcher != MOE_DISPATCHER_FLEX)
+        return BAD(k, "needs model.moe_token_dispatcher_type alltoall or flex");
+    if (p->pipeline_schedule != SCHED_MEGATRON && p->pipeline_schedule != SCHED_1F1B &&
+        p->pipeline_schedule != SCHED_INTERLEAVED)
+        return BAD(k, "is Megatron's combined 1F1B: sim.pipeline_schedule %s has its own order",
+                   sched_name_str(p->pipeline_schedule));
+    if (s->pp > 1 && s->v <= 1)
+        return BAD(k, "with pipeline_model_parallel_size %" PRId64 " needs virtual_pipeline_model_parallel_size > 1",
+                   s->pp);
+    if (p->recompute_granularity == RECOMPUTE_FULL)
+        return BAD(k, "cannot go with full recompute (model.recompute_granularity)");
+    if (cfg && cfg_origin(cfg, "model.recompute_num_layers", NULL, NULL))
+        return BAD(k, "cannot go with model.recompute_num_layers");
+    if (p->recompute_granularity == RECOMPUTE_SELECTIVE && (p->recompute_modules & RECOMPUTE_MOD_MOE))
+        return BAD(k, "cannot go with moe in model.recompute_modules");
+    if (m->mtp_num_layers > 1)
+        return BAD(k, "allows at most one MTP layer (model.mtp_num_layers is %" PRId64 ")", m->mtp_num_layers);
+    return SIM_OK;
+}
+
 /* Rule 1: every size is a positive count (0 means "default" only where
  * the key says so). */
 static int check_sizes(const model_spec *m, const cluster_spec *c, const parallel_spec *p,
@@ -375,6 +409,7 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
 void strategy_plan(const strategy_t *s, sched_plan *out)
 {
     sched_plan_init(out, s->par.pipeline_schedule, s->pp, s->v, s->num_microbatches, s->group_size_n);
+    out->combined = s->par.overlap_moe_ep_comm;
 }
 
 int64_t strategy_vstage(const strategy_t *s, int64_t stage, int64_t chunk)
@@ -626,6 +661,9 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                        "divided by N = %" PRId64 " is %" PRId64 "; it must be 0 or >= pp = %"
                        PRId64, M, N, r, s->pp);
     }
+
+    if ((rc = check_ep_overlap(m, s, cfg, err)))
+        return rc;
 
     /* 10. context-parallel communication */
     if (s->cp > 1 && par->cp_comm_type == CP_COMM_A2A && (a / s->tp) % s->cp != 0)

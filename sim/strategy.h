@@ -86,6 +86,12 @@ typedef struct parallel_spec {
     bool moe_pad_to_capacity;        /* model.moe_pad_expert_input_to_capacity: static
                                         shapes, so no host sync and graphable experts */
     precision_kind precision;        /* from mixed_precision */
+    /* Combined 1F1B (model.overlap_moe_expert_parallel_comm): a backward
+     * paired with the next forward, layer by layer, the EP all-to-all of
+     * one beside the compute of the other; delay_wgrad_compute: the wgrad
+     * GEMMs as nodes of their own after the dgrads. */
+    bool overlap_moe_ep_comm;
+    bool delay_wgrad_compute;
 } parallel_spec;
 
 typedef struct train_spec {

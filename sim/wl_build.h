@@ -43,6 +43,8 @@ typedef struct ctx {
     double lora_dim;       /* LoRA adapter rank */
     unsigned lora_targets; /* LORA_* bits */
     struct layer_cache *cache; /* op lists of one layer, built once per type */
+    bool nodes;            /* tag layers' ops with their nodes (overlapped templates) */
+    bool delay_wgrad;      /* delay_wgrad_compute: wgrad GEMMs as nodes of their own */
     /* Context parallelism: a ring of cp_ring steps over Ulysses all-to-alls
      * of cp_a2a ranks; where their groups and the allgather dispatcher's
      * ETP x EP group sit (set once: the placements are the same for every
@@ -77,6 +79,17 @@ void row_bwd(const ctx *x, wl_opbuf *b, const char *dgrad, const char *wgrad, do
              double k_in, unsigned lora);
 void column_bwd(const ctx *x, wl_opbuf *b, const char *dgrad, const char *wgrad, double m, double n_out,
                 double k_in, unsigned lora);
+
+/* ---- nodes of overlapped passes (wl_overlap.c) ------------------------ */
+
+/* Is this backward op a weight-gradient GEMM (workload.c)? */
+bool wl_is_wgrad(const wl_op *op);
+/* Tags ops [from, n) of one layer's pass with their nodes (workload.h);
+ * with delay, a backward's wgrad GEMMs get nodes of their own and lose
+ * the ops that waited for them. */
+void wl_tag_layer(wl_opbuf *b, int32_t from, bool bwd, bool delay);
+/* Marks the tagged ops [from, n) as an odd layer of the chunk. */
+void wl_mark_layer(wl_opbuf *b, int32_t from, bool odd);
 
 /* ---- host issue (wl_host.c) ------------------------------------------- */
 

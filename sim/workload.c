@@ -151,6 +151,7 @@ int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pin
     for (int32_t i = 0; i < n; i++) {
         wl_op op = b->ops[i];
         bool chain = i > 0 && op.dep_back[0] == 1 && op.dep_back[1] == 0 && b->ops[i - 1].stream == op.stream &&
+                     b->ops[i - 1].node == op.node && /* overlapped templates interleave nodes */
                      refs[i - 1] == 1 && idx[i - 1] == out - 1 &&
                      op.duration_ps <= UINT64_MAX / 2 - b->ops[out - 1].duration_ps; /* no wrap */
         if (chain) {
@@ -200,6 +201,8 @@ static const wl_opbuf *cached_layer(const ctx *x0, int kind, sched_kind which)
         else
             layer_fwd(&y, p, mixer, mlp);
         host_issue(x0, p);
+        if (x0->nodes)
+            wl_tag_layer(p, 0, bwd, x0->delay_wgrad);
         if (bwd && split)
             split_backward(p, w);
         /* Fused once here; the layer's last op stays last, so bucket
@@ -284,7 +287,7 @@ static int buckets_check(const wl_bucket *bk, int32_t n, int64_t stage, int64_t 
 }
 
 /* Is this backward op a weight-gradient GEMM (the W of a split backward)? */
-static bool is_wgrad(const wl_op *op)
+bool wl_is_wgrad(const wl_op *op)
 {
     static const char suffix[] = "_wgrad";
     size_t n = strlen(op->name), k = sizeof suffix - 1;
@@ -305,7 +308,7 @@ static void split_backward(wl_opbuf *b, wl_opbuf *w)
         return;
     }
     for (int32_t i = 0; i < b->n && !w->oom; i++) {
-        if (!is_wgrad(&b->ops[i]))
+        if (!wl_is_wgrad(&b->ops[i]))
             continue;
         wl_op op = b->ops[i];
         int32_t at = then(w, op.name, STREAM_COMPUTE, 0.0);
@@ -429,6 +432,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         wl_fsdp_unit_begin(&f, &fs);
         layer_start[l - first] = f.n;
         append(&f, cached_layer(x, layer_kind(x, l), SCHED_F));
+        wl_mark_layer(&f, layer_start[l - first], (l - first) % 2 == 1);
         wl_fsdp_unit_end(&f, &fs);
         /* A layer waits for its parameters at its first kernel, not at
          * the host ops that issue it. */
@@ -461,7 +465,9 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     wl_fsdp_pass_begin(x, &b, &fs, true);
     for (int64_t l = first + count - 1; l >= first; l--) {
         wl_fsdp_unit_begin(&b, &fs);
+        int32_t at = b.n;
         append(&b, cached_layer(x, layer_kind(x, l), SCHED_B));
+        wl_mark_layer(&b, at, (first + count - 1 - l) % 2 == 1);
         if (split)
             append(&w, cached_layer(x, layer_kind(x, l), SCHED_W));
         wl_fsdp_unit_end(&b, &fs);
@@ -637,6 +643,8 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
     ctx x;
     ctx_init(&x, in, s);
     x.cache = &cache;
+    x.nodes = s->par.overlap_moe_ep_comm;
+    x.delay_wgrad = s->par.delay_wgrad_compute;
     /* One activation (forward) or its gradient (backward) per microbatch
      * crosses each stage boundary: (s/cp [/t with SP]) x b x h in bf16. */
     double p2p_bytes = x.T_sp * x.h * 2.0;
@@ -696,7 +704,7 @@ bool wl_pass_equal(const wl_pass *a, const wl_pass *b)
         return false;
     for (int32_t i = 0; i < a->n_ops; i++) {
         const wl_op *p = &a->ops[i], *q = &b->ops[i];
-        if (p->name != q->name || p->duration_ps != q->duration_ps || p->stream != q->stream ||
+        if (p->name != q->name || p->duration_ps != q->duration_ps || p->stream != q->stream || p->node != q->node ||
             p->dep_back[0] != q->dep_back[0] || p->dep_back[1] != q->dep_back[1] || p->launches != q->launches)
             return false;
     }

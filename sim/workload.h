@@ -30,6 +30,8 @@ typedef struct wl_op {
     const char *name;        /* static string: "qkv", "attn", "tp_ag", ... */
     sim_time_ps duration_ps;
     uint8_t stream;          /* stream_kind */
+    uint8_t node;            /* WL_NODE_* | WL_NODE_ODD for a layer's op where
+                                passes overlap (combined 1F1B), else 0 */
     int32_t dep_back[2];     /* depends on op i-dep_back[j]; 0 = none */
     uint32_t launches;       /* host launches that issue it: 1 per kernel or
                                 collective, 0 for a join, one per local
@@ -79,6 +81,41 @@ typedef struct workload {
     int64_t pp, v;
     wl_stage *stages;            /* pp stages */
 } workload_t;
+
+/* The nodes of a layer where two passes overlap (Megatron's
+ * model_chunk_schedule_plan.py): pre_dispatch (mixer, norm, router,
+ * permute), dispatch (EP all-to-all), mlp (experts), combine (all-to-all
+ * back, unpermute); the weight gradients of mlp and pre_dispatch as nodes
+ * of their own with delay_wgrad_compute.  A dense layer is one
+ * pre_dispatch node.  WL_NODE_ODD marks the ops of every other layer of a
+ * chunk, so that consecutive layers stay apart; 0: outside the layers. */
+enum {
+    WL_NODE_NONE = 0, WL_NODE_PRE, WL_NODE_DISPATCH, WL_NODE_MLP, WL_NODE_MLP_DW, WL_NODE_COMBINE,
+    WL_NODE_PRE_DW, WL_NODE_KINDS
+};
+#define WL_NODE_MASK 7u
+#define WL_NODE_ODD 8u
+
+/* The overlapped template of two passes of one item: a forward's and a
+ * backward's ops interleaved node by node, layer k of the forward beside
+ * the k-th layer the backward runs (layer L-1-k), in the order
+ *   b.combine | f.pre_dispatch | b.mlp | f.dispatch | b.mlp_dw, b.dispatch
+ *   | f.mlp | f.combine | b.pre_dispatch | b.pre_dispatch_dw
+ * with each pass's dependencies kept; layers left over run alone, the ops
+ * outside the layers before (output layer's backward, embedding) and after
+ * (output layer, embedding's backward) them.  map[0][i] / map[1][i]: the
+ * index in `pass` of op i of the forward / the backward. */
+typedef struct wl_pair {
+    wl_pass pass;
+    int32_t *map[2];
+    uint8_t *side;           /* [j]: op j of pass is the forward's (0) or the backward's (1) */
+} wl_pair;
+
+/* Builds the pair template of forward f and backward b (wl_overlap.c).
+ * SIM_OK, SIM_ENOMEM, or SIM_ESIM when a dependency would come after its
+ * op (a template whose nodes are out of order). */
+int wl_pair_build(const wl_pass *f, const wl_pass *b, wl_pair *out, sim_err *err);
+void wl_pair_free(wl_pair *p);
 
 /* The template of a chunk's pass of kind k (sched_kind). */
 static inline const wl_pass *wl_chunk_pass(const wl_chunk *ch, sched_kind k)
