@@ -117,6 +117,14 @@ typedef struct pair_entry {
     wl_pair t;
     pass_summary sum;
     int64_t standing;       /* items it stood in as one task (measure counts its summary) */
+    /* Its GPU end when the input of pass k (its first GPU op, gate[k])
+     * arrives at D late: D + coef[k] (the engine is max-plus linear, so
+     * the end is max(start + span, f + coef[0], b + coef[1])).  gated:
+     * the coefficients are known (the stand-in of a pair with inputs from
+     * other stages). */
+    int32_t gate[2];
+    sim_time_ps coef[2];
+    bool gated;
 } pair_entry;
 
 struct step {
@@ -281,6 +289,12 @@ typedef struct interval {
     sim_time_ps a, b;
 } interval;
 
+static int interval_cmp(const void *x, const void *y)
+{
+    const interval *a = x, *b = y;
+    return a->a < b->a ? -1 : a->a > b->a;
+}
+
 /* Merges intervals sorted by start into a disjoint union in place. */
 static size_t merge(interval *iv, size_t n)
 {
@@ -386,7 +400,8 @@ static eng_task op_task(const pass_ref *ref, int32_t i)
 }
 
 /* The refs of the two passes of an overlapped template placed as ops:
- * each pass's first GPU op, and its last, where they went. */
+ * each pass's first GPU op where it went; both end with the template (as
+ * in Megatron, the pair's sends follow the whole pair). */
 static void pair_refs(const pair_entry *pe, const wl_pass *fp, const wl_pass *bp, eng_task base, pass_ref *fr,
                       pass_ref *br)
 {
@@ -399,7 +414,7 @@ static void pair_refs(const pair_entry *pe, const wl_pass *fp, const wl_pass *bp
         rs[k]->base = base;
         rs[k]->map = pe->t.map[k];
         rs[k]->first = rs[k]->span = base == NO_TASK || ps[k]->n_ops == 0 ? NO_TASK : base + pe->t.map[k][gpu];
-        rs[k]->last = base == NO_TASK || ps[k]->n_ops == 0 ? NO_TASK : base + pe->t.map[k][ps[k]->n_ops - 1];
+        rs[k]->last = base == NO_TASK || ps[k]->n_ops == 0 ? NO_TASK : base + pe->t.pass.n_ops - 1;
     }
 }
 
@@ -437,8 +452,11 @@ static int scratch_init(tmpl_scratch *w, size_t n)
  * template every op's dependencies come before it and each stream runs its
  * ops in list order, so an op starts when the last of its stream
  * predecessor and its dependencies ends (the engine's rule, nothing else
- * delays a task): one sweep in list order is the engine's timeline. */
-static int sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_scratch *w, sim_err *err)
+ * delays a task): one sweep in list order is the engine's timeline.  Op
+ * gate_op (-1: none) starts no earlier than gate_at: an input from another
+ * stage that arrives then. */
+static int sweep_gated(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, int32_t gate_op,
+                       sim_time_ps gate_at, tmpl_scratch *w, sim_err *err)
 {
     sim_time_ps free_at[STREAM_KINDS];
     for (int k = 0; k < STREAM_KINDS; k++)
@@ -446,6 +464,8 @@ static int sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl
     for (int32_t i = 0; i < p->n_ops; i++) {
         const wl_op *op = &p->ops[i];
         sim_time_ps t = free_at[op->stream];
+        if (i == gate_op && gate_at > t)
+            t = gate_at;
         for (int j = 0; j < 2; j++)
             if (op->dep_back[j] && w->end[i - op->dep_back[j]] > t)
                 t = w->end[i - op->dep_back[j]];
@@ -456,6 +476,11 @@ static int sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl
         free_at[op->stream] = w->end[i];
     }
     return SIM_OK;
+}
+
+static int sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_scratch *w, sim_err *err)
+{
+    return sweep_gated(p, gpu_at, host_at, -1, 0, w, err);
 }
 
 /* The ops of one stream in the last sweep, as intervals in run order. */
@@ -697,6 +722,33 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
     ref->span = ref->last = gpu;
 }
 
+/* The stand-in of a pair with inputs from other stages: three tasks on
+ * the compute stream that add up to its span, the second gated by the
+ * input of the pass with the larger coefficient, the third by the other's,
+ * so that the pair ends at max(start + span, in_f + coef[0], in_b +
+ * coef[1]) as its ops would (pair_entry). */
+static void add_gated_pair(builder *b, int64_t r, const pair_entry *pe, sim_time_ps span, const sched_pass *it,
+                           eng_task lead, pass_ref *refs[2])
+{
+    const int hi = pe->coef[0] >= pe->coef[1] ? 0 : 1, lo = 1 - hi;
+    sim_time_ps c_hi = pe->coef[hi] < span ? pe->coef[hi] : span, c_lo = pe->coef[lo] < c_hi ? pe->coef[lo] : c_hi;
+    eng_task t1 = add_whole(b, r, span - c_hi, it->kind, it->microbatch, it->chunk);
+    eng_task t2 = add_whole(b, r, c_hi - c_lo, it->kind, it->microbatch, it->chunk);
+    eng_task t3 = add_whole(b, r, c_lo, it->kind, it->microbatch, it->chunk);
+    dep(b, lead, t1);
+    refs[hi]->first = t2;
+    refs[lo]->first = t3;
+    /* The pair's work starts with its first task, or with the gated one
+     * when the first is empty (its first op waits for that input): a wait
+     * for it is no busy time, as with its ops. */
+    for (int k = 0; k < 2; k++) {
+        refs[k]->base = t1;
+        refs[k]->span = span > c_hi ? t1 : t2;
+        refs[k]->last = t3;
+        refs[k]->map = NULL;
+    }
+}
+
 /* x += d; false if it would pass 2^64 ps. */
 static bool accumulate(sim_time_ps *x, sim_time_ps d)
 {
@@ -836,16 +888,26 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             st->order[r * st->rank_passes + i + u] = (int32_t)pis[u];
             st->paired[pis[u]] = pe != NULL;
         }
+        /* A pair whose passes receive from other stages stands as its
+         * gated stand-in (host ahead only); with a host stand-in it keeps
+         * its ops. */
+        const bool gated = pe && pp > 1;
+        if (gated && (!pe->gated || (sum->host && !no_host)))
+            keep = true;
         if (!keep && sum->collapsible && (!sum->host || no_host)) {
             eng_task lead = NO_TASK;
             if (sum->host && !lead_placed) {
                 lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it0->microbatch, it0->chunk);
                 lead_placed = true;
             }
-            eng_task t = add_whole(b, r, sum->host ? sum->gpu_ps : sum->span_ps, it0->kind, it0->microbatch,
-                                   it0->chunk);
-            dep(b, lead, t);
-            *refs[0] = (pass_ref){t, t, t, t, NO_TASK, NULL};
+            const sim_time_ps span = sum->host ? sum->gpu_ps : sum->span_ps;
+            if (gated) {
+                add_gated_pair(b, r, pe, span, it0, lead, refs);
+            } else {
+                eng_task t = add_whole(b, r, span, it0->kind, it0->microbatch, it0->chunk);
+                dep(b, lead, t);
+                *refs[0] = (pass_ref){t, t, t, t, NO_TASK, NULL};
+            }
         } else if (!keep && sum->collapsible) {
             add_host_pass(b, r, sum, it0, refs[0]);
             refs[0]->map = NULL;
@@ -862,10 +924,10 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
                      it0->chunk, refs[0]);
         }
         const bool whole = !keep && sum->collapsible;
-        if (pe && whole) {
+        if (pe && whole && !gated)
             *refs[1] = *refs[0];
+        if (pe && whole)
             pe->standing++;
-        }
         for (int u = 0; u < n_unit; u++)
             st->collapsed[pis[u]] = whole;
         if (i == 0)
@@ -977,6 +1039,8 @@ static void link_stages(builder *b)
 /* The entry of the overlapped template of item `it` (a forward and a
  * backward) on stage r, made and simulated the first time it is met.
  * Returns its index, or -1 with b->rc set. */
+static int pair_gates(pair_entry *pe, const wl_pass *fp, const wl_pass *bp, sim_err *err);
+
 static int32_t pair_entry_of(builder *b, int64_t r, const sched_item *it)
 {
     step_t *st = b->st;
@@ -1008,23 +1072,73 @@ static int32_t pair_entry_of(builder *b, int64_t r, const sched_item *it)
     }
     st->n_pairs++; /* owned from here: step_destroy frees it */
     /* Identical templates (middle stages) share one simulation. */
-    for (size_t k = 0; k + 1 < st->n_pairs; k++)
+    bool same = false;
+    for (size_t k = 0; k + 1 < st->n_pairs && !same; k++)
         if (wl_pass_equal(&st->pairs[k].t.pass, &pe->t.pass)) {
             pe->sum = st->pairs[k].sum;
-            return (int32_t)(st->n_pairs - 1);
+            same = true;
         }
-    tmpl_scratch w;
-    if (scratch_init(&w, (size_t)pe->t.pass.n_ops) != SIM_OK) {
-        fail(b, SIM_ENOMEM);
-        return -1;
+    if (!same) {
+        tmpl_scratch w;
+        if (scratch_init(&w, (size_t)pe->t.pass.n_ops) != SIM_OK) {
+            fail(b, SIM_ENOMEM);
+            return -1;
+        }
+        rc = summarize(&pe->t.pass, &pe->sum, &w, b->err);
+        scratch_free(&w);
     }
-    rc = summarize(&pe->t.pass, &pe->sum, &w, b->err);
-    scratch_free(&w);
+    if (rc == SIM_OK && st->pp > 1)
+        rc = pair_gates(pe, &ws->chunks[fc].fwd, wl_chunk_pass(&ws->chunks[bc], (sched_kind)it->pass[1].kind), b->err);
     if (rc != SIM_OK) {
         fail(b, rc);
         return -1;
     }
     return (int32_t)(st->n_pairs - 1);
+}
+
+/* The GPU end of pass p swept with its GPU free from gpu_at, its host from
+ * 0 and op gate starting no earlier than gate_at. */
+static int gated_end(const wl_pass *p, sim_time_ps gpu_at, int32_t gate, sim_time_ps gate_at, sim_time_ps *end,
+                     tmpl_scratch *w, sim_err *err)
+{
+    int rc = sweep_gated(p, gpu_at, 0, gate, gate_at, w, err);
+    *end = gpu_at;
+    for (int32_t i = 0; i < p->n_ops && rc == SIM_OK; i++)
+        if (p->ops[i].stream != STREAM_HOST && w->end[i] > *end)
+            *end = w->end[i];
+    return rc;
+}
+
+/* The gate coefficients of a pair entry (see pair_entry), with the host
+ * early when the template has host ops (the stand-in is its GPU span). */
+static int pair_gates(pair_entry *pe, const wl_pass *fp, const wl_pass *bp, sim_err *err)
+{
+    const wl_pass *ps[2] = {fp, bp}, *t = &pe->t.pass;
+    sim_time_ps total = 1;
+    for (int32_t i = 0; i < t->n_ops; i++)
+        total += t->ops[i].duration_ps;
+    pe->gated = false;
+    if (total > UINT64_MAX / 8 || fp->n_ops == 0 || bp->n_ops == 0)
+        return SIM_OK; /* its ends could pass 2^64 ps, or a pass is empty: it keeps its ops */
+    for (int k = 0; k < 2; k++) {
+        int32_t gpu = 0;
+        while (gpu < ps[k]->n_ops - 1 && ps[k]->ops[gpu].stream == STREAM_HOST)
+            gpu++;
+        pe->gate[k] = pe->t.map[k][gpu];
+    }
+    tmpl_scratch w;
+    if (scratch_init(&w, (size_t)t->n_ops) != SIM_OK)
+        return SIM_ENOMEM;
+    const sim_time_ps g0 = pe->sum.host ? total : 0, late = g0 + total;
+    int rc = SIM_OK;
+    for (int k = 0; k < 2 && rc == SIM_OK; k++) {
+        sim_time_ps end;
+        rc = gated_end(t, g0, pe->gate[k], late, &end, &w, err);
+        pe->coef[k] = end > late ? end - late : 0;
+    }
+    scratch_free(&w);
+    pe->gated = rc == SIM_OK;
+    return rc;
 }
 
 static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
@@ -1148,6 +1262,9 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
             if (p->span >= 0)
                 all[n++] = (interval){eng_task_start(e, p->span), eng_task_end(e, p->last)};
         }
+        /* The passes of an overlapped pair start in either order. */
+        if (st->n_pairs > 0)
+            qsort(all, n, sizeof *all, interval_cmp);
         n = merge(all, n);
         sim_time_ps busy = 0;
         for (size_t i = 0; i < n; i++)
