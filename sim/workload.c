@@ -583,7 +583,8 @@ static int copy_chunk(const wl_chunk *from, wl_chunk *to)
     }
     memcpy(to->fwd.ops, from->fwd.ops, (size_t)from->fwd.n_ops * sizeof *to->fwd.ops);
     memcpy(to->bwd.ops, from->bwd.ops, (size_t)from->bwd.n_ops * sizeof *to->bwd.ops);
-    memcpy(to->wgt.ops, from->wgt.ops, (size_t)from->wgt.n_ops * sizeof *to->wgt.ops);
+    if (from->wgt.n_ops > 0) /* no W pass (NULL ops) unless the backward is split */
+        memcpy(to->wgt.ops, from->wgt.ops, (size_t)from->wgt.n_ops * sizeof *to->wgt.ops);
     memcpy(to->buckets, from->buckets, (size_t)from->n_buckets * sizeof *to->buckets);
     return SIM_OK;
 }
