@@ -74,7 +74,8 @@ typedef struct sched_plan {
     /* Megatron's combined 1F1B (overlap_moe_expert_parallel_comm): with
      * p == 1 F0, then B_i paired with F_{i+1}, then the last B; with the
      * interleaved order one more warm-up forward per rank and each steady
-     * (forward, backward) as a pair. */
+     * (forward, backward) as a pair.  Also set with DualPipeV, whose own
+     * F&B pairs then overlap (its order is unchanged). */
     bool combined;
 } sched_plan;
 

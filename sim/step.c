@@ -1160,8 +1160,9 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
             fail(&b, rc);
             break;
         }
-        /* The combined 1F1B's pairs run as overlapped templates; other
-         * items' passes (DualPipeV's F&B) one after the other. */
+        /* With the EP overlap, pairs (the combined 1F1B's, DualPipeV's
+         * F&B) run as overlapped templates; without it an item's passes
+         * run one after the other. */
         b.n_seq = 0;
         for (int64_t i = 0; i < b.n_items && b.rc == SIM_OK; i++) {
             const sched_item *it = &b.items[i];

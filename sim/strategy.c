@@ -85,10 +85,11 @@ static int check_ep_overlap(const model_spec *m, const strategy_t *s, const stru
         return BAD(k, "needs expert_model_parallel_size > 1 (got %" PRId64 ")", s->ep);
     if (p->moe_token_dispatcher != MOE_DISPATCHER_ALLTOALL && p->moe_token_dispatcher != MOE_DISPATCHER_FLEX)
         return BAD(k, "needs model.moe_token_dispatcher_type alltoall or flex");
-    if (p->pipeline_schedule != SCHED_MEGATRON && p->pipeline_schedule != SCHED_1F1B &&
-        p->pipeline_schedule != SCHED_INTERLEAVED)
-        return BAD(k, "is Megatron's combined 1F1B: sim.pipeline_schedule %s has its own order",
-                   sched_name_str(p->pipeline_schedule));
+    /* DualPipeV pairs F and B by itself: the overlap runs its pairs as
+     * overlapped templates; the zero-bubble orders have no pairs. */
+    if (p->pipeline_schedule == SCHED_ZB_H1 || p->pipeline_schedule == SCHED_ZB_V)
+        return BAD(k, "is Megatron's combined 1F1B (or DualPipeV's F&B pairs): sim.pipeline_schedule %s has no "
+                   "paired passes", sched_name_str(p->pipeline_schedule));
     if (s->pp > 1 && s->v <= 1)
         return BAD(k, "with pipeline_model_parallel_size %" PRId64 " needs virtual_pipeline_model_parallel_size > 1",
                    s->pp);

@@ -277,6 +277,32 @@ Test(ep_overlap, two_level_step_equals_every_kernel)
                                                   "train.global_batch_size=32", NULL});
 }
 
+/* DualPipeV's F&B pairs run as the same overlapped templates with the
+ * overlap (its order as without): exact two levels, less exposed EP. */
+Test(ep_overlap, dualpipev_pairs_overlap)
+{
+    expect_two_levels_equal((const char *const[]){QWEN_KV, "model.expert_model_parallel_size=4",
+                                                  "model.pipeline_model_parallel_size=4",
+                                                  "sim.pipeline_schedule=dualpipev", "train.global_batch_size=64",
+                                                  NULL});
+    const char *args = "run model.name=qwen3-30b-a3b cluster.topology=dgx-h100 cluster.num_gpus=16 "
+                       "model.expert_model_parallel_size=4 model.moe_token_dispatcher_type=alltoall "
+                       "train.micro_batch_size=1 model.num_layers=16 model.pipeline_model_parallel_size=4 "
+                       "sim.pipeline_schedule=dualpipev train.global_batch_size=64 --format json";
+    result a, b;
+    runf(&a, "%s", args);
+    runf(&b, "%s model.overlap_moe_expert_parallel_comm=true", args);
+    cr_assert_eq(a.status, 0, "%s", a.out);
+    cr_assert_eq(b.status, 0, "%s", b.out);
+    cr_expect_lt(json_num(b.out, "ep_exposed_s"), json_num(a.out, "ep_exposed_s"));
+    cr_expect_lt(json_num(b.out, "step_time_s"), json_num(a.out, "step_time_s"));
+    int64_t fa[8], fb[8];
+    int n = inflight(a.out, fa, 8);
+    cr_assert_eq(inflight(b.out, fb, 8), n);
+    for (int r = 0; r < n; r++)
+        cr_expect_eq(fa[r], fb[r], "stage %d: DualPipeV's order keeps its in-flight count", r);
+}
+
 /* ---- the schedule --------------------------------------------------------- */
 
 Test(ep_overlap, combined_1f1b_order)
@@ -322,7 +348,9 @@ Test(ep_overlap, constraints_are_refused)
         {OVL "model.recompute_granularity=selective model.recompute_modules=[moe]",
          "model.overlap_moe_expert_parallel_comm", "moe in model.recompute_modules"},
         {OVL "model.mtp_num_layers=2", "model.overlap_moe_expert_parallel_comm", "at most one MTP layer"},
-        {OVL "sim.pipeline_schedule=zb-h1", "model.overlap_moe_expert_parallel_comm", "zb-h1"},
+        {OVL "sim.pipeline_schedule=zb-h1", "model.overlap_moe_expert_parallel_comm", "zb-h1 has no paired passes"},
+        {OVL "model.expert_model_parallel_size=8 model.pipeline_model_parallel_size=2 sim.pipeline_schedule=zb-v",
+         "model.overlap_moe_expert_parallel_comm", "zb-v has no paired passes"},
         {OVL "model.cuda_graph_impl=transformer_engine model.cuda_graph_modules=[attn,mlp]",
          "model.cuda_graph_modules", "overlap_moe_expert_parallel_comm"},
         {OVL "model.cuda_graph_impl=transformer_engine model.cuda_graph_modules=[moe_router,moe] "
