@@ -340,7 +340,9 @@ static int time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
                 pass_cost(wl_chunk_pass(ch, (sched_kind)k), above ? wl_chunk_pass(above, (sched_kind)k) : NULL,
                           c == 0, &cost[c][k], buf);
                 work = ps_add(work, cost[c][k].work);
-                span = ps_add(span, cost[c][k].span);
+                /* Overlapped pairs fill each other's gaps: only the
+                 * compute work stays a bound. */
+                span = ps_add(span, s->par.overlap_moe_ep_comm ? cost[c][k].work : cost[c][k].span);
             }
         }
         work = ps_mul(work, (sim_time_ps)M);
@@ -509,6 +511,16 @@ static void set_fsdp(ddp_spec *d, int sharding)
     d->overlap_param_gather = d->overlap_param_gather || sharding == DP_SHARD_OPTIM_GRADS_PARAMS;
 }
 
+/* The base's EP overlap (and delay_wgrad_compute) where the candidate
+ * allows it (strategy.c: EP > 1, PP > 1 only interleaved, no full
+ * recompute; the other rules are the base's), off elsewhere. */
+static void ep_overlap_where_legal(const run_inputs *b, search_cand *c)
+{
+    bool legal = c->par.ep > 1 && (c->par.pp <= 1 || c->par.vp > 1) && c->par.recompute_granularity != RECOMPUTE_FULL;
+    c->par.overlap_moe_ep_comm = b->par.overlap_moe_ep_comm && legal;
+    c->par.delay_wgrad_compute = b->par.delay_wgrad_compute && c->par.overlap_moe_ep_comm;
+}
+
 /* The last dimensions, which need no divisibility of their own: SP, MBS,
  * recompute, distributed optimizer. */
 static void emit(enum_ctx *x, search_cand *c)
@@ -543,6 +555,7 @@ static void emit(enum_ctx *x, search_cand *c)
                         b->ddp.overlap_param_gather && c->ddp.use_distributed_optimizer && c->ddp.overlap_grad_reduce;
                     if (di >= ndo) /* Megatron-FSDP as config sets it: the strategy forces the overlaps */
                         set_fsdp(&c->ddp, di == ndo ? DP_SHARD_OPTIM_GRADS : DP_SHARD_OPTIM_GRADS_PARAMS);
+                    ep_overlap_where_legal(b, c);
                     push_cand(x->cv, c);
                     x->cnt->enumerated++;
                 }

@@ -329,6 +329,40 @@ Test(ep_overlap, combined_1f1b_order)
         cr_expect_eq(sched_combined_warmup(&pl, r), sched_warmup(4, 2, 8, 4, r) + 1, "rank %lld", (long long)r);
 }
 
+/* ---- search ---------------------------------------------------------------- */
+
+/* The ranked rows of a search report (from the header to the rules'). */
+static void ranked_rows(const char *out, char *buf, size_t len)
+{
+    const char *a = strstr(out, "\nrank "), *b = a ? strstr(a, "\nrules ") : NULL;
+    cr_assert(a && b, "no ranking in: %s", out);
+    size_t n = (size_t)(b - a) < len - 1 ? (size_t)(b - a) : len - 1;
+    memcpy(buf, a, n);
+    buf[n] = '\0';
+}
+
+/* The base's overlap goes to every layout that allows it (EP 1 and plain
+ * PP > 1 run without it instead of being refused), and the time bound
+ * stays a bound: the pruned search ranks what simulating every layout
+ * does. */
+Test(ep_overlap, search_keeps_the_overlap_where_legal)
+{
+    const char *args = "search model.name=qwen3-30b-a3b cluster.topology=dgx-h100 cluster.num_gpus=16 "
+                       "model.moe_token_dispatcher_type=alltoall train.global_batch_size=64 model.num_layers=8 "
+                       "model.tensor_model_parallel_size=1 model.context_parallel_size=1 "
+                       "model.overlap_moe_expert_parallel_comm=true --top 20 --jobs 1";
+    static result a, b;
+    runf(&a, "%s", args);
+    runf(&b, "%s --exhaustive", args);
+    cr_assert_eq(a.status, 0, "%s", a.out);
+    cr_assert_eq(b.status, 0, "%s", b.out);
+    static char ra[32768], rb[32768];
+    ranked_rows(a.out, ra, sizeof ra);
+    ranked_rows(b.out, rb, sizeof rb);
+    cr_expect_str_eq(ra, rb);
+    cr_expect(strstr(ra, "\n1           16   1   1 even       1   1    1 "), "EP 1 ranks first: %s", ra);
+}
+
 /* ---- Megatron's constraints ----------------------------------------------- */
 
 #define OVL QWEN "train.global_batch_size=64 model.overlap_moe_expert_parallel_comm=true "
