@@ -6,6 +6,9 @@
  *   v > 1            interleaved 1F1B: microbatches in groups of N per
  *                    model chunk; warmup = (p-rank-1)*2 + (v-1)*N, capped
  *                    at M*v; backward walks chunks in reverse.
+ *   combined         (overlap_moe_expert_parallel_comm) the same with one
+ *                    more warm-up forward, each steady F paired with its
+ *                    B in one item; p == 1: F0, (F1 B0), ..., B_{M-1}.
  * A sched_item names one pass (its kind, microbatch and model chunk), or
  * two passes that run overlapped on the rank (combined 1F1B, DualPipe's
  * F&B pairs).  The pass kinds are one table (sched_kind_desc): what a

@@ -33,6 +33,13 @@
  * host's end against the compute stream's, pass by pass) needs none of
  * this: its passes stand as their GPU spans, the first behind its lead.
  *
+ * Overlapped pairs.  With the EP overlap an item of two passes (the
+ * combined 1F1B's, DualPipeV's F&B) runs as one overlapped template
+ * (workload.h, wl_pair), made and simulated once per (stage, chunks) and
+ * shared by identical ones; it stands as one task with PP 1, and with
+ * PP > 1 as three tasks gated by its passes' inputs (add_gated_pair), its
+ * ends then equal to its ops'.
+ *
  * The step's engine has the streams of the stream table per stage
  * (compute, tp, cp, ep, dp, pp, host, the delay stream) and two counters
  * per stage (activation bytes, passes in flight).
