@@ -85,7 +85,9 @@ typedef struct sched_plan {
 /* The plan of schedule `name` (its placement and split from the name). */
 void sched_plan_init(sched_plan *pl, sched_name name, int64_t p, int64_t v, int64_t M, int64_t N);
 
-/* Pass kinds the plan runs (F and B, and W when split). */
+/* Pass kinds the plan runs (F and B, and W when split): the first
+ * sched_plan_kinds of the table, as the kinds that exist only when split
+ * come last. */
 bool sched_plan_has(const sched_plan *pl, sched_kind k);
 int sched_plan_kinds(const sched_plan *pl);
 /* The kind whose end frees a microbatch's activations: the last one it

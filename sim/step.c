@@ -142,6 +142,7 @@ struct step {
     step_result res;
     int64_t pp, v, M;
     sched_plan plan;
+    int n_kinds;            /* pass kinds it runs: the first n_kinds of the table */
     int64_t rank_passes;    /* passes one stage runs */
     pass_ref *passes;       /* [stage][kind][microbatch][chunk] */
     pass_summary *summary;  /* [stage][chunk][kind] */
@@ -180,12 +181,12 @@ typedef struct builder {
 
 static pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
 {
-    return &st->summary[(stage * st->v + chunk) * SCHED_KINDS + kind];
+    return &st->summary[(stage * st->v + chunk) * st->n_kinds + kind];
 }
 
 static size_t pass_index(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk)
 {
-    return (size_t)(((stage * SCHED_KINDS + kind) * st->M + mb) * st->v + chunk);
+    return (size_t)(((stage * st->n_kinds + kind) * st->M + mb) * st->v + chunk);
 }
 
 static int stream_of(int64_t stage, stream_kind k)
@@ -233,7 +234,8 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
         fail(b, SIM_ENOMEM); /* out of memory or past the engine's task limit */
         return NO_TASK;
     }
-    st->info[st->n_info++] = (step_task_info){stage, k, name, mb, chunk, false};
+    st->info[st->n_info++] =
+        (step_task_info){.stage = stage, .stream = k, .name = name, .microbatch = mb, .chunk = chunk};
     return t;
 }
 
@@ -1030,17 +1032,16 @@ static void link_stages(builder *b)
     step_t *st = b->st;
     const int64_t pp = st->pp, v = st->v, M = st->M;
     for (int64_t r = 0; r < pp && b->rc == SIM_OK; r++)
-        for (int64_t mb = 0; mb < M; mb++)
-            for (int64_t c = 0; c < v; c++)
-                for (int k = 0; k < SCHED_KINDS; k++) {
-                    const sched_kind_desc *kd = sched_kind_of((sched_kind)k);
-                    int64_t from = sched_vstage(&st->plan, r, c) - kd->send_dir, fr, fc;
-                    if (kd->send_dir == 0 || !sched_plan_has(&st->plan, (sched_kind)k) || from < 0 || from >= pp * v)
-                        continue;
-                    sched_locate(&st->plan, from, &fr, &fc);
-                    dep(b, st->passes[pass_index(st, fr, k, mb, fc)].send,
-                        st->passes[pass_index(st, r, k, mb, c)].first);
-                }
+        for (int64_t c = 0; c < v; c++)
+            for (int k = 0; k < st->n_kinds; k++) {
+                const sched_kind_desc *kd = sched_kind_of((sched_kind)k);
+                int64_t from = sched_vstage(&st->plan, r, c) - kd->send_dir, fr, fc;
+                if (kd->send_dir == 0 || from < 0 || from >= pp * v)
+                    continue;
+                sched_locate(&st->plan, from, &fr, &fc);
+                for (int64_t mb = 0; mb < M; mb++)
+                    dep(b, st->passes[pass_index(st, fr, k, mb, fc)].send, st->passes[pass_index(st, r, k, mb, c)].first);
+            }
 }
 
 /* The entry of the overlapped template of item `it` (a forward and a
@@ -1252,7 +1253,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     res->step_time_s = time_as_s(eng_makespan(e));
 
     sim_time_ps pipe_end = 0;
-    for (size_t i = 0; i < (size_t)(pp * SCHED_KINDS * M * v); i++)
+    for (size_t i = 0; i < (size_t)(pp * st->n_kinds * M * v); i++)
         if (st->passes[i].last >= 0 && eng_task_end(e, st->passes[i].last) > pipe_end)
             pipe_end = eng_task_end(e, st->passes[i].last);
     res->pipeline_s = time_as_s(pipe_end);
@@ -1319,7 +1320,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         }
         /* Passes that stand as one task bring their communication from
          * their summary. */
-        for (int kind = 0; kind < SCHED_KINDS; kind++)
+        for (int kind = 0; kind < st->n_kinds; kind++)
             for (int64_t mb = 0; mb < M; mb++)
                 for (int64_t c = 0; c < v; c++) {
                     size_t pi = pass_index(st, r, kind, mb, c);
@@ -1412,6 +1413,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                               LIMIT_PASSES);
     }
     st->rank_passes = kinds * s->num_microbatches * s->v;
+    st->n_kinds = kinds;
     int rc = workload_build(&st->wl, in, s, err);
     if (rc == SIM_OK)
         rc = check_activations(st, err);
@@ -1419,10 +1421,10 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
         step_destroy(st);
         return rc;
     }
-    /* Pass refs for every kind (those the plan does not run stay empty);
-     * the order holds the passes run. */
-    const size_t n_passes = (size_t)(s->pp * SCHED_KINDS * s->num_microbatches * s->v);
-    st->summary = calloc((size_t)(s->pp * s->v * SCHED_KINDS), sizeof *st->summary);
+    /* Pass refs and summaries for the kinds the plan runs (the first
+     * n_kinds of the table). */
+    const size_t n_passes = (size_t)(s->pp * st->n_kinds * s->num_microbatches * s->v);
+    st->summary = calloc((size_t)(s->pp * s->v * st->n_kinds), sizeof *st->summary);
     st->collapsed = calloc(n_passes, sizeof *st->collapsed);
     st->paired = calloc(n_passes, sizeof *st->paired);
     st->passes = malloc(n_passes * sizeof *st->passes);
@@ -1450,9 +1452,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     }
     for (int64_t r = 0; r < s->pp; r++)
         for (int64_t c = 0; c < s->v; c++)
-            for (int kind = 0; kind < SCHED_KINDS; kind++) {
-                if (!sched_plan_has(&st->plan, (sched_kind)kind))
-                    continue;
+            for (int kind = 0; kind < st->n_kinds; kind++) {
                 const wl_chunk *ch = &st->wl->stages[r].chunks[c];
                 const wl_pass *p = wl_chunk_pass(ch, (sched_kind)kind);
                 pass_summary *ps = summary_of(st, r, c, kind);
@@ -1525,6 +1525,8 @@ void step_shape(const step_t *st, int64_t *pp, int64_t *v, int64_t *M)
 bool step_pass_span(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk,
                     sim_time_ps *start, sim_time_ps *end)
 {
+    if (kind < 0 || kind >= st->n_kinds)
+        return false; /* a kind the schedule does not run */
     const pass_ref *p = &st->passes[pass_index(st, stage, kind, mb, chunk)];
     if (p->span < 0)
         return false;

@@ -64,10 +64,11 @@ void step_destroy(step_t *st);
 typedef struct step_task_info {
     int64_t stage;
     stream_kind stream;
+    bool whole_pass;       /* stands for a whole pass (or its GPU span); in
+                              what was padding, so the table stays as large */
     const char *name;      /* pass kind name (sched_kind_of), op or collective name */
     int32_t microbatch;    /* -1 if none */
     int32_t chunk;         /* -1 if none */
-    bool whole_pass;       /* stands for a whole pass (or its GPU span) */
 } step_task_info;
 
 const engine_t *step_engine(const step_t *st);
