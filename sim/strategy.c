@@ -498,12 +498,6 @@ static int check_sharding(strategy_t *s, const model_spec *m, const cluster_spec
     if (s->zero == DP_SHARD_OPTIM_GRADS_PARAMS && !ddp->overlap_param_gather)
         return BAD("ddp.overlap_param_gather", "data_parallel_sharding_strategy optim_grads_params gathers "
                    "parameters per unit: overlap_param_gather is forced on");
-    /* ZeRO-2/3 reduce-scatter a unit's gradients after its backward; with
-     * the backward split into B and W the weight gradients come later */
-    if (s->zero >= DP_SHARD_OPTIM_GRADS && sched_name_splits(s->par.pipeline_schedule))
-        return BAD("ddp.data_parallel_sharding_strategy", "Megatron-FSDP optim_grads / optim_grads_params with "
-                   "sim.pipeline_schedule %s (weight gradients in separate W passes) is not modeled",
-                   sched_name_str(s->par.pipeline_schedule));
     if (o < 1)
         return BAD(K_INST, "must be >= 1 (got %" PRId64 ")", o);
     if (o > 1 && s->zero == DP_SHARD_NONE)

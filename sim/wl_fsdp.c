@@ -163,15 +163,19 @@ void wl_fsdp_unit_begin(wl_opbuf *b, wl_fsdp *fs)
     join(b, j == 0 ? fs->start : fs->end[j - 1], fs->ag[j]);
 }
 
-void wl_fsdp_unit_end(wl_opbuf *b, wl_fsdp *fs)
+void wl_fsdp_unit_end(wl_opbuf *b, wl_opbuf *w, wl_fsdp *fs)
 {
     const int32_t j = fs->j;
     if (!fs->n || j >= fs->n)
         return;
     fs->end[j] = b->n - 1;
     if (fs->bwd) {
-        fs->last_rs = wl_push(b, "fsdp_rs", STREAM_DP, fs->rs_s[unit_at(fs, j)], fs->end[j], WL_NONE);
-        join(b, fs->end[j], WL_NONE); /* what follows follows the unit, not its reduce-scatter */
+        /* The gradients are final after the unit's weight gradients: in W
+         * when the backward is split. */
+        wl_opbuf *g = w ? w : b;
+        int32_t after = g->n - 1;
+        fs->last_rs = wl_push(g, "fsdp_rs", STREAM_DP, fs->rs_s[unit_at(fs, j)], after, WL_NONE);
+        join(g, after, WL_NONE); /* what follows follows the unit, not its reduce-scatter */
     }
     fs->j++;
 }

@@ -40,7 +40,10 @@ void wl_fsdp_free(wl_fsdp *fs);
  * each unit's ops, in pass order. */
 void wl_fsdp_pass_begin(const ctx *x, wl_opbuf *b, wl_fsdp *fs, bool bwd);
 void wl_fsdp_unit_begin(wl_opbuf *b, wl_fsdp *fs);
-void wl_fsdp_unit_end(wl_opbuf *b, wl_fsdp *fs);
+/* The end of a unit in pass b; in the backward its reduce-scatter follows
+ * it there, or in w (not NULL: the split backward's W pass, where the
+ * unit's weight gradients are) after what w holds so far. */
+void wl_fsdp_unit_end(wl_opbuf *b, wl_opbuf *w, wl_fsdp *fs);
 void wl_fsdp_pass_end(wl_opbuf *b, wl_fsdp *fs);
 
 #endif

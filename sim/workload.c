@@ -390,7 +390,7 @@ static void issue_unit(const ctx *x, wl_opbuf *dst, wl_opbuf *wdst, wl_fsdp *fs,
         wl_fsdp_unit_begin(dst, fs);
     issue_into(x, dst, wdst, build);
     if (fs->emb)
-        wl_fsdp_unit_end(dst, fs);
+        wl_fsdp_unit_end(dst, wdst, fs);
 }
 
 static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out, sim_err *err)
@@ -433,7 +433,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         layer_start[l - first] = f.n;
         append(&f, cached_layer(x, layer_kind(x, l), SCHED_F));
         wl_mark_layer(&f, layer_start[l - first], (l - first) % 2 == 1);
-        wl_fsdp_unit_end(&f, &fs);
+        wl_fsdp_unit_end(&f, NULL, &fs);
         /* A layer waits for its parameters at its first kernel, not at
          * the host ops that issue it. */
         while (!f.oom && layer_start[l - first] < f.n - 1 && f.ops[layer_start[l - first]].stream == STREAM_HOST)
@@ -470,7 +470,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         wl_mark_layer(&b, at, (first + count - 1 - l) % 2 == 1);
         if (split)
             append(&w, cached_layer(x, layer_kind(x, l), SCHED_W));
-        wl_fsdp_unit_end(&b, &fs);
+        wl_fsdp_unit_end(&b, split ? &w : NULL, &fs);
         double d, e;
         memory_layer_trained_params(x->in, s, l, &d, &e);
         acc_dense += d;
@@ -486,7 +486,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     }
     if (first_virtual && !ideal)
         issue_unit(x, &b, split ? &w : NULL, &fs, embedding_bwd);
-    wl_fsdp_pass_end(&b, &fs);
+    wl_fsdp_pass_end(split ? &w : &b, &fs);
     /* The last bucket takes the rest: its layers, embeddings, norms. */
     buckets[n_buckets].ready_op = split ? w_ready_op(&w) : b.n - 1;
     buckets[n_buckets].fwd_op = 0;
