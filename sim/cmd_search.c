@@ -125,9 +125,17 @@ static int schedules_arg(const char *v, unsigned *out)
         for (int k = 0; k < SCHED_NAMES; k++)
             if (strlen(sched_name_str((sched_name)k)) == n && !strncmp(p, sched_name_str((sched_name)k), n))
                 found = k;
-        if (found < 0)
-            return cli_usage_error("--schedules: '%.*s' is not a pipeline schedule (megatron, 1f1b, interleaved, "
-                                   "zb-h1, zb-v, dualpipev or all), in '%s'", (int)(n < 64 ? n : 64), p, v);
+        if (found < 0) {
+            /* Named as given, up to 40 bytes, anything but printable ASCII
+             * as '?': the message stays one short line. */
+            char name[41];
+            size_t k = 0;
+            for (; k < n && k < sizeof name - 1; k++)
+                name[k] = p[k] >= 0x20 && p[k] < 0x7f ? p[k] : '?';
+            name[k] = '\0';
+            return cli_usage_error("--schedules: '%s%s' is not a pipeline schedule (megatron, 1f1b, interleaved, "
+                                   "zb-h1, zb-v, dualpipev or all)", name, n > k ? "..." : "");
+        }
         *out |= 1u << found;
         if (!p[n])
             return 0;

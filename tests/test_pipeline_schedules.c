@@ -650,6 +650,17 @@ Test(pipeline_schedules, search_schedules_refusals)
     expect_refusal(&r, "unknown schedule", "--schedules", "zb-h2");
     runf(&r, SEARCH_SMALL "--schedules all sim.pipeline_schedule=zb-v");
     expect_refusal(&r, "pinned and searched", "--schedules", "sim.pipeline_schedule");
+    /* A name with a newline and a long one: still one short line. */
+    runf(&r, SEARCH_SMALL "--schedules 'zb-v,bad\nname'");
+    expect_refusal(&r, "newline in a name", "--schedules", "'bad?name'");
+    char arg[600];
+    memset(arg, 'x', sizeof arg - 1);
+    arg[sizeof arg - 1] = '\0';
+    runf(&r, SEARCH_SMALL "--schedules %s", arg);
+    expect_refusal(&r, "long name", "--schedules", "...'");
+    cr_assert_lt(strlen(r.out), 300, "%s", r.out);
+    runf(&r, SEARCH_SMALL "--schedules ''");
+    expect_refusal(&r, "empty", "--schedules", "''");
 }
 
 Test(pipeline_schedules, sweep_over_the_schedule)
