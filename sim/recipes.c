@@ -32,6 +32,9 @@ typedef struct recipe_rule {
 static const recipe_rule spelling[] = {
     { "comm_overlap.tp_comm_overlap", "*", NULL, RECIPE_APPLY, "model.tp_comm_overlap", NULL, "" },
     { "comm_overlap.overlap_p2p_comm", "*", NULL, RECIPE_APPLY, "model.overlap_p2p_comm", NULL, "" },
+    { "comm_overlap.overlap_moe_expert_parallel_comm", "*", NULL, RECIPE_APPLY,
+      "model.overlap_moe_expert_parallel_comm", NULL, "" },
+    { "comm_overlap.delay_wgrad_compute", "*", NULL, RECIPE_APPLY, "model.delay_wgrad_compute", NULL, "" },
     { "tokenizer.vocab_size", "*", NULL, RECIPE_APPLY, "model.vocab_size", NULL, "" },
     /* Bridge's mixed-precision config sets the DDP reduce precision */
     { "mixed_precision.grad_reduce_in_fp32", "*", NULL, RECIPE_APPLY, "ddp.grad_reduce_in_fp32",
@@ -93,10 +96,6 @@ static const recipe_rule verdicts[] = {
     { "model.moe_aux_loss_coeff", "*", NULL, RECIPE_SAME, NULL, NULL, "a loss weight" },
     { "model.moe_shared_expert_overlap", "false", NULL, RECIPE_SAME, NULL, NULL,
       "shared experts are not overlapped" },
-    { "comm_overlap.overlap_moe_expert_parallel_comm", "false", NULL, RECIPE_SAME, NULL, NULL,
-      "expert-parallel communication is not overlapped" },
-    { "comm_overlap.delay_wgrad_compute", "false", NULL, RECIPE_SAME, NULL, NULL,
-      "weight gradients follow their data gradients" },
     { "comm_overlap.defer_embedding_wgrad_compute", "false", NULL, RECIPE_SAME, NULL, NULL,
       "weight gradients follow their data gradients" },
 };
