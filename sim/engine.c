@@ -53,6 +53,26 @@
  *
  * Events: eng_events counts task starts plus task ends, so a run that
  * completes has exactly 2 * eng_num_tasks events.
+ *
+ * The sweep (what eng_run runs; the loop above stays as
+ * eng_run_event_loop, and runs whatever the sweep declines).  Streams never
+ * contend, so nothing in the loop depends on the order of events but the
+ * counter peaks: a task starts at the latest end among its predecessors (0
+ * without any).  One pass in topological order (Kahn: a FIFO of tasks
+ * whose predecessor count reached 0, the stream successor counted as one)
+ * makes each start final when its last predecessor is taken, and records
+ * the round the loop would start it in: round 0 at time 0 for a task
+ * without predecessors, else the latest end round among the predecessors
+ * that end at its start, where a task of positive duration ends in round 1
+ * of its end instant and a zero-duration one in the round after its start.
+ * The peaks then replay every counter change at (instant, phase), phase 2k
+ * for the starts of round k and 2k - 1 for its ends, a peak after each
+ * (instant, phase): exactly the loop's phase boundaries.  Tasks in id order
+ * are in stream order and (instant, phase) never decreases along a stream,
+ * so a counter whose changes come from one stream is already in order; the
+ * rest are sorted.  A cycle or a time overflow sends the run to the loop,
+ * after undoing the sweep, so that failures (which tasks started, the
+ * message) are the loop's too.
  */
 #include "engine.h"
 
@@ -249,6 +269,7 @@ typedef struct run {
     uint32_t *succ_off;     /* CSR: successors of t are succ[succ_off[t] .. succ_off[t+1]) */
     int32_t *succ;
     uint32_t *delta_off;    /* deltas of t are e->deltas[delta_off[t] .. delta_off[t+1]) */
+    /* the event loop */
     eng__event *heap;       /* completions, a binary min-heap on (time, seq) */
     size_t heap_n;
     int32_t *ready;         /* tasks that start at the current instant, in order */
@@ -339,18 +360,11 @@ static void run_free(run *r)
  * so per-task order is the order of the add calls).  Frees the edge list. */
 static int run_prepare(engine_t *e, run *r)
 {
-    size_t n = e->n_tasks, ns = e->n_streams > 0 ? (size_t)e->n_streams : 1;
-    size_t nc = e->n_counters > 0 ? (size_t)e->n_counters : 1;
+    size_t n = e->n_tasks;
     r->succ_off = calloc(n + 1, sizeof *r->succ_off);
     r->succ = malloc((e->n_edges ? e->n_edges : 1) * sizeof *r->succ);
     r->delta_off = calloc(n + 1, sizeof *r->delta_off);
-    r->cap = ns;
-    r->heap = malloc(ns * sizeof *r->heap);
-    r->ready = malloc(ns * sizeof *r->ready);
-    r->dirty = malloc(nc * sizeof *r->dirty);
-    r->is_dirty = calloc(nc, 1);
-    if (!r->succ_off || !r->succ || !r->delta_off || !r->heap || !r->ready || !r->dirty ||
-        !r->is_dirty)
+    if (!r->succ_off || !r->succ || !r->delta_off)
         return SIM_ENOMEM;
 
     /* Counting sort of the edges by `before`: count, prefix-sum, place. */
@@ -389,19 +403,22 @@ static int run_prepare(engine_t *e, run *r)
     return SIM_OK;
 }
 
-int eng_run(engine_t *e, sim_err *err)
+/* ---- the event loop (reference; runs what the sweep declines) ---------- */
+
+static int loop_alloc(engine_t *e, run *r)
 {
-    if (e->ran)
-        return sim_err_set(err, SIM_EINVAL, "engine: eng_run called twice on one engine");
-    e->ran = true;
+    size_t ns = e->n_streams > 0 ? (size_t)e->n_streams : 1;
+    size_t nc = e->n_counters > 0 ? (size_t)e->n_counters : 1;
+    r->cap = ns;
+    r->heap = malloc(ns * sizeof *r->heap);
+    r->ready = malloc(ns * sizeof *r->ready);
+    r->dirty = malloc(nc * sizeof *r->dirty);
+    r->is_dirty = calloc(nc, 1);
+    return r->heap && r->ready && r->dirty && r->is_dirty ? SIM_OK : SIM_ENOMEM;
+}
 
-    run r = {0};
-    if (run_prepare(e, &r) != SIM_OK) {
-        run_free(&r);
-        return sim_err_set(err, SIM_ENOMEM, "engine: out of memory preparing %zu tasks",
-                           e->n_tasks);
-    }
-
+static int run_loop(engine_t *e, run *r, sim_err *err)
+{
     eng__task *tasks = e->tasks;
     size_t n = e->n_tasks, started = 0;
     uint64_t events = 0;
@@ -412,52 +429,51 @@ int eng_run(engine_t *e, sim_err *err)
     /* Tasks ready at time 0: stream heads without dependencies. */
     for (size_t t = 0; t < n; t++)
         if (tasks[t].pending == 0)
-            r.ready[r.ready_n++] = (int32_t)t;
+            r->ready[r->ready_n++] = (int32_t)t;
 
     for (;;) {
         /* Starts phase. */
-        for (size_t k = 0; k < r.ready_n; k++) {
-            int32_t t = r.ready[k];
+        for (size_t k = 0; k < r->ready_n; k++) {
+            int32_t t = r->ready[k];
             eng__task *T = &tasks[t];
             if (T->duration_ps > NEVER - 1 - now) {
                 overflow = true;
                 break;
             }
             T->start_ps = now;
-            if (r.delta_off[t] != r.delta_off[t + 1])
-                apply_deltas(e, &r, t, true);
-            heap_push(&r, (eng__event){now + T->duration_ps, seq++, t});
+            if (r->delta_off[t] != r->delta_off[t + 1])
+                apply_deltas(e, r, t, true);
+            heap_push(r, (eng__event){now + T->duration_ps, seq++, t});
         }
         if (overflow)
             break;
-        started += r.ready_n;
-        events += r.ready_n;
-        r.ready_n = 0;
-        flush_peaks(e, &r);
+        started += r->ready_n;
+        events += r->ready_n;
+        r->ready_n = 0;
+        flush_peaks(e, r);
 
-        if (r.heap_n == 0)
+        if (r->heap_n == 0)
             break;
 
         /* Ends phase: every completion at the earliest pending instant. */
-        now = r.heap[0].time_ps;
+        now = r->heap[0].time_ps;
         do {
-            int32_t t = heap_pop(&r).task;
+            int32_t t = heap_pop(r).task;
             events++;
-            if (r.delta_off[t] != r.delta_off[t + 1])
-                apply_deltas(e, &r, t, false);
-            for (uint32_t k = r.succ_off[t], end = r.succ_off[t + 1]; k < end; k++) {
-                int32_t s = r.succ[k];
+            if (r->delta_off[t] != r->delta_off[t + 1])
+                apply_deltas(e, r, t, false);
+            for (uint32_t k = r->succ_off[t], end = r->succ_off[t + 1]; k < end; k++) {
+                int32_t s = r->succ[k];
                 if (--tasks[s].pending == 0)
-                    r.ready[r.ready_n++] = s;
+                    r->ready[r->ready_n++] = s;
             }
             int32_t s = tasks[t].stream_next;
             if (s >= 0 && --tasks[s].pending == 0)
-                r.ready[r.ready_n++] = s;
-            assert(r.ready_n <= r.cap);
-        } while (r.heap_n > 0 && r.heap[0].time_ps == now);
-        flush_peaks(e, &r);
+                r->ready[r->ready_n++] = s;
+            assert(r->ready_n <= r->cap);
+        } while (r->heap_n > 0 && r->heap[0].time_ps == now);
+        flush_peaks(e, r);
     }
-    run_free(&r);
 
     e->events = events;
     e->makespan_ps = now;
@@ -477,6 +493,213 @@ int eng_run(engine_t *e, sim_err *err)
                            (int)tasks[first].tag, (int)tasks[first].pending);
     }
     return SIM_OK;
+}
+
+/* ---- the sweep --------------------------------------------------------- */
+
+/* A counter change, placed in the event loop's order: at instant time_ps,
+ * phase 2k for the starts of round k, 2k - 1 for the ends of round k. */
+typedef struct eng__change {
+    sim_time_ps time_ps;
+    uint32_t phase;
+    int32_t counter;
+    int64_t delta;
+} eng__change;
+
+static inline bool change_before(const eng__change *a, const eng__change *b)
+{
+    return a->time_ps < b->time_ps || (a->time_ps == b->time_ps && a->phase < b->phase);
+}
+
+static int cmp_change(const void *x, const void *y)
+{
+    const eng__change *a = x, *b = y;
+    return change_before(a, b) ? -1 : change_before(b, a) ? 1 : 0;
+}
+
+/* A task starts at the latest end among its predecessors (0 without any),
+ * in the round after the last of them ended there. */
+static inline void relax(eng__task *u, uint32_t *round_u, sim_time_ps end, uint32_t end_round)
+{
+    if (end > u->start_ps) {
+        u->start_ps = end;
+        *round_u = end_round;
+    } else if (end == u->start_ps && end_round > *round_u) {
+        *round_u = end_round;
+    }
+}
+
+/* Counter peaks and finals: every task's changes in the loop's order, a
+ * peak after each phase.  Tasks in id order are in stream order, and along
+ * a stream (time, phase) never decreases, so a counter whose changes come
+ * from one stream needs no sort. */
+static int sweep_counters(engine_t *e, const run *r, const uint32_t *round)
+{
+    size_t n = e->n_tasks, nc = (size_t)e->n_counters;
+    if (e->n_deltas == 0)
+        return SIM_OK;
+    size_t *off = calloc(nc + 1, sizeof *off);
+    eng__change *ch = malloc(2 * e->n_deltas * sizeof *ch);
+    if (!off || !ch) {
+        free(off);
+        free(ch);
+        return SIM_ENOMEM;
+    }
+    for (size_t k = 0; k < e->n_deltas; k++) {
+        const eng__delta *d = &e->deltas[k];
+        off[d->counter + 1] += (d->at_start != 0) + (d->at_end != 0);
+    }
+    for (size_t c = 0; c < nc; c++)
+        off[c + 1] += off[c];
+    for (size_t t = 0; t < n; t++) {
+        uint32_t k = r->delta_off[t], kend = r->delta_off[t + 1];
+        if (k == kend)
+            continue;
+        const eng__task *T = &e->tasks[t];
+        sim_time_ps end = T->start_ps + T->duration_ps;
+        uint32_t start_phase = 2 * round[t], end_phase = T->duration_ps ? 1 : 2 * round[t] + 1;
+        for (; k < kend; k++) {
+            const eng__delta *d = &e->deltas[k];
+            if (d->at_start)
+                ch[off[d->counter]++] = (eng__change){T->start_ps, start_phase, d->counter, d->at_start};
+            if (d->at_end)
+                ch[off[d->counter]++] = (eng__change){end, end_phase, d->counter, d->at_end};
+        }
+    }
+    memmove(off + 1, off, nc * sizeof *off);
+    off[0] = 0;
+    for (size_t c = 0; c < nc; c++) {
+        eng__change *v = ch + off[c];
+        size_t m = off[c + 1] - off[c];
+        for (size_t i = 1; i < m; i++)
+            if (change_before(&v[i], &v[i - 1])) {
+                qsort(v, m, sizeof *v, cmp_change);
+                break;
+            }
+        int64_t value = 0, peak = 0;
+        for (size_t i = 0; i < m; i++) {
+            value += v[i].delta;
+            if ((i + 1 == m || change_before(&v[i], &v[i + 1])) && value > peak)
+                peak = value;
+        }
+        e->counter_value[c] = value;
+        e->counter_peak[c] = peak;
+    }
+    free(off);
+    free(ch);
+    return SIM_OK;
+}
+
+/* One pass in topological order (Kahn over stream order and dependency
+ * edges): each task's start is final when its last predecessor is taken.
+ * SIM_ESIM when a task can never start or a time overflows: the caller
+ * then runs the event loop, which says which. */
+static int run_sweep(engine_t *e, run *r)
+{
+    eng__task *tasks = e->tasks;
+    size_t n = e->n_tasks, head = 0, tail = 0;
+    int32_t *order = malloc((n ? n : 1) * sizeof *order);
+    uint32_t *round = malloc((n ? n : 1) * sizeof *round);
+    if (!order || !round) {
+        free(order);
+        free(round);
+        return SIM_ENOMEM;
+    }
+    for (size_t t = 0; t < n; t++) {
+        tasks[t].start_ps = 0;
+        round[t] = 0;
+        if (tasks[t].pending == 0)
+            order[tail++] = (int32_t)t;
+    }
+    sim_time_ps makespan = 0;
+    int rc = SIM_OK;
+    while (head < tail) {
+        int32_t t = order[head++];
+        const eng__task *T = &tasks[t];
+        if (T->duration_ps > NEVER - 1 - T->start_ps) {
+            rc = SIM_ESIM;
+            break;
+        }
+        sim_time_ps end = T->start_ps + T->duration_ps;
+        uint32_t end_round = T->duration_ps ? 1 : round[t] + 1;
+        if (end > makespan)
+            makespan = end;
+        for (uint32_t k = r->succ_off[t], kend = r->succ_off[t + 1]; k < kend; k++) {
+            int32_t s = r->succ[k];
+            relax(&tasks[s], &round[s], end, end_round);
+            if (--tasks[s].pending == 0)
+                order[tail++] = s;
+        }
+        int32_t s = T->stream_next;
+        if (s >= 0) {
+            relax(&tasks[s], &round[s], end, end_round);
+            if (--tasks[s].pending == 0)
+                order[tail++] = s;
+        }
+    }
+    if (rc == SIM_OK && tail < n)
+        rc = SIM_ESIM;
+    if (rc == SIM_OK)
+        rc = sweep_counters(e, r, round);
+    free(order);
+    free(round);
+    if (rc == SIM_OK) {
+        e->makespan_ps = makespan;
+        e->events = 2 * (uint64_t)n;
+    }
+    return rc;
+}
+
+/* Undoes what a declined sweep changed: no task started, every
+ * predecessor count whole again. */
+static void sweep_undo(engine_t *e, const run *r)
+{
+    for (size_t t = 0; t < e->n_tasks; t++) {
+        eng__task *T = &e->tasks[t];
+        T->start_ps = NEVER;
+        T->pending = e->stream_head[T->stream] == (int32_t)t ? 0 : 1;
+    }
+    for (uint32_t k = 0; k < r->succ_off[e->n_tasks]; k++)
+        e->tasks[r->succ[k]].pending++;
+}
+
+static int run_with(engine_t *e, bool sweep, sim_err *err)
+{
+    if (e->ran)
+        return sim_err_set(err, SIM_EINVAL, "engine: eng_run called twice on one engine");
+    e->ran = true;
+
+    run r = {0};
+    int rc = run_prepare(e, &r);
+    if (rc == SIM_OK && sweep) {
+        rc = run_sweep(e, &r);
+        if (rc == SIM_ESIM) {
+            sweep_undo(e, &r);
+            sweep = false;
+            rc = SIM_OK;
+        }
+    }
+    if (rc == SIM_OK && !sweep)
+        rc = loop_alloc(e, &r);
+    if (rc != SIM_OK) {
+        run_free(&r);
+        return sim_err_set(err, SIM_ENOMEM, "engine: out of memory preparing %zu tasks",
+                           e->n_tasks);
+    }
+    if (!sweep)
+        rc = run_loop(e, &r, err);
+    run_free(&r);
+    return rc;
+}
+
+int eng_run(engine_t *e, sim_err *err)
+{
+    return run_with(e, true, err);
+}
+
+int eng_run_event_loop(engine_t *e, sim_err *err)
+{
+    return run_with(e, false, err);
 }
 
 /* ---- results ---------------------------------------------------------- */

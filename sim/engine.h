@@ -8,9 +8,10 @@
  * delta when a task starts and another when it ends; the engine keeps their
  * peaks, applying all ends at an instant before any start at that instant.
  *
- * Time is integer picoseconds.  Completions wait in a binary heap ordered by
- * (time, sequence number), so equal times resolve in a fixed order and runs
- * are deterministic.  Tasks, dependency edges and counter deltas live in
+ * Time is integer picoseconds.  A task starts at the latest end among its
+ * stream predecessor and its dependencies, so eng_run computes every start
+ * in one sweep in dependency order, and counter peaks from the changes in
+ * time order; runs are deterministic.  Tasks, dependency edges and counter deltas live in
  * arrays sized once from the hints given to eng_create (growing by doubling
  * only if a hint was short); there is no allocation per event.
  *
@@ -48,6 +49,11 @@ int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start
 /* Runs to completion.  Fails with SIM_ESIM if tasks remain that can never
  * start (a dependency cycle or an inconsistent stream order). */
 int eng_run(engine_t *e, sim_err *err);
+
+/* The same run by the event loop the sweep of eng_run replaces (engine.c's
+ * note): every result bit for bit as eng_run's, slower.  The reference the
+ * tests hold eng_run to. */
+int eng_run_event_loop(engine_t *e, sim_err *err);
 
 size_t eng_num_tasks(const engine_t *e);
 int eng_task_stream(const engine_t *e, eng_task t);

@@ -546,3 +546,96 @@ Test(engine, random_dag_matches_reference_with_peaks, .timeout = 120)
     for (unsigned long seed = 11; seed <= 13; seed++)
         check_random_dag(seed, 1500, 6, 1, 1);
 }
+
+/* ---- the sweep against the event loop ---------------------------------- */
+
+/* Builds g twice (plus `extra` edges from later to earlier tasks, which
+ * may close cycles), runs one
+ * engine with eng_run (the sweep) and one with eng_run_event_loop, and
+ * checks that everything they report is identical, failures included. */
+static void check_sweep_matches_loop(const rdag *g, unsigned long seed, int extra)
+{
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, seed);
+    int *from = calloc((size_t)(extra ? extra : 1), sizeof *from);
+    int *to = calloc((size_t)(extra ? extra : 1), sizeof *to);
+    for (int k = 0; k < extra; k++) {
+        to[k] = (int)gsl_rng_uniform_int(rng, (unsigned long)g->n);
+        from[k] = to[k] + (int)gsl_rng_uniform_int(rng, (unsigned long)(g->n - to[k]));
+    }
+    engine_t *e[2];
+    sim_err err[2];
+    int rc[2];
+    for (int w = 0; w < 2; w++) {
+        e[w] = rdag_engine(g);
+        for (int k = 0; k < extra; k++)
+            SIM_ASSERT_OK(eng_add_dep(e[w], from[k], to[k]));
+        sim_err_clear(&err[w]);
+        rc[w] = w == 0 ? eng_run(e[w], &err[w]) : eng_run_event_loop(e[w], &err[w]);
+    }
+    cr_assert_eq(rc[0], rc[1], "seed %lu: rc %d vs %d", seed, rc[0], rc[1]);
+    cr_assert_str_eq(err[0].msg, err[1].msg, "seed %lu", seed);
+    cr_assert_eq(eng_events(e[0]), eng_events(e[1]), "seed %lu", seed);
+    cr_assert_eq(eng_makespan(e[0]), eng_makespan(e[1]), "seed %lu", seed);
+    for (int i = 0; i < g->n; i++) {
+        cr_assert_eq(eng_task_start(e[0], i), eng_task_start(e[1], i), "seed %lu task %d", seed, i);
+        cr_assert_eq(eng_task_end(e[0], i), eng_task_end(e[1], i), "seed %lu task %d", seed, i);
+    }
+    for (int c = 0; c < g->n_counters; c++) {
+        cr_assert_eq(eng_counter_peak(e[0], c), eng_counter_peak(e[1], c), "seed %lu counter %d", seed, c);
+        cr_assert_eq(eng_counter_final(e[0], c), eng_counter_final(e[1], c), "seed %lu counter %d", seed, c);
+    }
+    eng_destroy(e[0]);
+    eng_destroy(e[1]);
+    free(from);
+    free(to);
+    gsl_rng_free(rng);
+}
+
+Test(engine, sweep_matches_event_loop_on_random_graphs, .timeout = 120)
+{
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, 20261201);
+    for (unsigned long seed = 1; seed <= 400; seed++) {
+        int n = 1 + (int)gsl_rng_uniform_int(rng, 300);
+        int streams = 1 + (int)gsl_rng_uniform_int(rng, 6);
+        int counters = 1 + (int)gsl_rng_uniform_int(rng, 3);
+        /* Half the graphs have zero-duration tasks (durations 0..5: many
+         * ties, chains of zero-length rounds at one instant). */
+        rdag g = rdag_make(rng, n, streams, counters, seed % 2 ? 0 : 1);
+        check_sweep_matches_loop(&g, seed, 0);
+        rdag_free(&g);
+    }
+    gsl_rng_free(rng);
+}
+
+Test(engine, sweep_matches_event_loop_with_cycles, .timeout = 120)
+{
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, 777);
+    for (unsigned long seed = 1; seed <= 200; seed++) {
+        int n = 2 + (int)gsl_rng_uniform_int(rng, 200);
+        rdag g = rdag_make(rng, n, 1 + (int)gsl_rng_uniform_int(rng, 4), 2, 0);
+        check_sweep_matches_loop(&g, seed, 1 + (int)(seed % 3));
+        rdag_free(&g);
+    }
+    gsl_rng_free(rng);
+}
+
+Test(engine, sweep_matches_event_loop_when_time_overflows)
+{
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(rng, 4242);
+    for (unsigned long seed = 1; seed <= 100; seed++) {
+        int n = 2 + (int)gsl_rng_uniform_int(rng, 150);
+        rdag g = rdag_make(rng, n, 1 + (int)gsl_rng_uniform_int(rng, 4), 2, 0);
+        /* Two tasks whose durations add past 2^64 ps if one follows the
+         * other: some graphs overflow, some do not. */
+        int a = (int)gsl_rng_uniform_int(rng, (unsigned long)n), b = (int)gsl_rng_uniform_int(rng, (unsigned long)n);
+        g.dur[a] = UINT64_MAX / 2 + 7;
+        g.dur[b] = UINT64_MAX / 2 + 11;
+        check_sweep_matches_loop(&g, seed, 0);
+        rdag_free(&g);
+    }
+    gsl_rng_free(rng);
+}
