@@ -9,7 +9,10 @@
  *   edges   (before, after) pairs in the order eng_add_dep saw them.
  *   deltas  (task, counter, at_start, at_end) records in the order added.
  * Streams are intrusive singly linked lists threaded through the task
- * records (stream_next), with a head and a tail per stream.
+ * records (stream_next), with a head and a tail per stream.  eng_run ends
+ * by grouping the task ids by stream (a counting sort: ids are in run
+ * order within a stream), so that the measurements that read every stream
+ * back copy a slice instead of chasing stream_next through the records.
  *
  * Dependencies: CSR built at eng_run start.  While the graph is being
  * built, eng_add_dep only appends to the edge list (O(1), no per-task
@@ -126,6 +129,11 @@ struct engine {
 
     int32_t *stream_head;   /* first task of each stream, -1 if empty */
     int32_t *stream_tail;   /* last task of each stream, -1 if empty */
+    /* After eng_run: the tasks of stream s are by_stream[stream_off[s] ..
+     * stream_off[s+1]), so that reading a stream back is a copy rather
+     * than a walk along stream_next (NULL: walk). */
+    int32_t *by_stream;
+    uint32_t *stream_off;
     int64_t *counter_value; /* current (after eng_run: final) value */
     int64_t *counter_peak;
 
@@ -196,6 +204,8 @@ void eng_destroy(engine_t *e)
     free(e->deltas);
     free(e->stream_head);
     free(e->stream_tail);
+    free(e->by_stream);
+    free(e->stream_off);
     free(e->counter_value);
     free(e->counter_peak);
     free(e);
@@ -663,6 +673,33 @@ static void sweep_undo(engine_t *e, const run *r)
         e->tasks[r->succ[k]].pending++;
 }
 
+/* Tasks grouped by stream, each stream in id order, which is its run
+ * order: a counting sort by stream.  Until it exists (and after a failed
+ * run that it could not follow) eng_stream_tasks walks the streams
+ * instead, with the same result. */
+static int index_streams(engine_t *e)
+{
+    size_t n = e->n_tasks, ns = (size_t)e->n_streams;
+    e->by_stream = malloc((n ? n : 1) * sizeof *e->by_stream);
+    e->stream_off = calloc(ns + 1, sizeof *e->stream_off);
+    if (!e->by_stream || !e->stream_off) {
+        free(e->by_stream);
+        free(e->stream_off);
+        e->by_stream = NULL;
+        e->stream_off = NULL;
+        return SIM_ENOMEM;
+    }
+    for (size_t t = 0; t < n; t++)
+        e->stream_off[e->tasks[t].stream + 1]++;
+    for (size_t k = 0; k < ns; k++)
+        e->stream_off[k + 1] += e->stream_off[k];
+    for (size_t t = 0; t < n; t++)
+        e->by_stream[e->stream_off[e->tasks[t].stream]++] = (int32_t)t;
+    memmove(e->stream_off + 1, e->stream_off, ns * sizeof *e->stream_off);
+    e->stream_off[0] = 0;
+    return SIM_OK;
+}
+
 static int run_with(engine_t *e, bool sweep, sim_err *err)
 {
     if (e->ran)
@@ -689,6 +726,9 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
     if (!sweep)
         rc = run_loop(e, &r, err);
     run_free(&r);
+    if (index_streams(e) != SIM_OK && rc == SIM_OK)
+        return sim_err_set(err, SIM_ENOMEM, "engine: out of memory indexing %zu tasks by stream",
+                           e->n_tasks);
     return rc;
 }
 
@@ -750,6 +790,12 @@ uint64_t eng_events(const engine_t *e) { return e->events; }
 size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap)
 {
     assert(stream >= 0 && stream < e->n_streams);
+    if (e->by_stream) {
+        size_t k = e->stream_off[stream + 1] - e->stream_off[stream];
+        if (k && cap)
+            memcpy(ids, e->by_stream + e->stream_off[stream], (k < cap ? k : cap) * sizeof *ids);
+        return k;
+    }
     size_t k = 0;
     for (int32_t t = e->stream_head[stream]; t >= 0; t = e->tasks[t].stream_next, k++)
         if (k < cap)

@@ -550,9 +550,10 @@ Test(engine, random_dag_matches_reference_with_peaks, .timeout = 120)
 /* ---- the sweep against the event loop ---------------------------------- */
 
 /* Builds g twice (plus `extra` edges from later to earlier tasks, which
- * may close cycles), runs one
- * engine with eng_run (the sweep) and one with eng_run_event_loop, and
- * checks that everything they report is identical, failures included. */
+ * may close cycles), runs one engine with eng_run (the sweep) and one with
+ * eng_run_event_loop, and checks that everything they report is
+ * identical, failures included, and that the streams read back after the
+ * run as before it. */
 static void check_sweep_matches_loop(const rdag *g, unsigned long seed, int extra)
 {
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
@@ -566,10 +567,18 @@ static void check_sweep_matches_loop(const rdag *g, unsigned long seed, int extr
     engine_t *e[2];
     sim_err err[2];
     int rc[2];
+    /* Each stream's tasks before the run (a walk along the stream) and
+     * after it (the index eng_run builds). */
+    eng_task *before = calloc((size_t)g->n + 1, sizeof *before), *after = calloc((size_t)g->n + 1, sizeof *after);
+    size_t *n_before = calloc((size_t)g->n_streams, sizeof *n_before);
     for (int w = 0; w < 2; w++) {
         e[w] = rdag_engine(g);
         for (int k = 0; k < extra; k++)
             SIM_ASSERT_OK(eng_add_dep(e[w], from[k], to[k]));
+        for (int st = 0, at = 0; w == 0 && st < g->n_streams; st++) {
+            n_before[st] = eng_stream_tasks(e[w], st, before + at, (size_t)(g->n - at));
+            at += (int)n_before[st];
+        }
         sim_err_clear(&err[w]);
         rc[w] = w == 0 ? eng_run(e[w], &err[w]) : eng_run_event_loop(e[w], &err[w]);
     }
@@ -581,6 +590,17 @@ static void check_sweep_matches_loop(const rdag *g, unsigned long seed, int extr
         cr_assert_eq(eng_task_start(e[0], i), eng_task_start(e[1], i), "seed %lu task %d", seed, i);
         cr_assert_eq(eng_task_end(e[0], i), eng_task_end(e[1], i), "seed %lu task %d", seed, i);
     }
+    for (int st = 0, at = 0; st < g->n_streams; st++) {
+        /* A short buffer gets the head of the stream and the full count. */
+        size_t cap = n_before[st] > 1 ? n_before[st] - (size_t)(seed % 2) : n_before[st];
+        cr_assert_eq(eng_stream_tasks(e[0], st, after + at, cap), n_before[st], "seed %lu stream %d", seed, st);
+        for (size_t i = 0; i < cap; i++)
+            cr_assert_eq(after[at + (int)i], before[at + (int)i], "seed %lu stream %d", seed, st);
+        at += (int)n_before[st];
+    }
+    free(before);
+    free(after);
+    free(n_before);
     for (int c = 0; c < g->n_counters; c++) {
         cr_assert_eq(eng_counter_peak(e[0], c), eng_counter_peak(e[1], c), "seed %lu counter %d", seed, c);
         cr_assert_eq(eng_counter_final(e[0], c), eng_counter_final(e[1], c), "seed %lu counter %d", seed, c);
