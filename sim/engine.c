@@ -131,7 +131,8 @@ struct engine {
     int32_t *stream_tail;   /* last task of each stream, -1 if empty */
     /* After eng_run: the tasks of stream s are by_stream[stream_off[s] ..
      * stream_off[s+1]), so that reading a stream back is a copy rather
-     * than a walk along stream_next (NULL: walk). */
+     * than a walk along stream_next (NULL: walk).  Until then
+     * stream_off[s+1] counts the tasks of stream s. */
     int32_t *by_stream;
     uint32_t *stream_off;
     int64_t *counter_value; /* current (after eng_run: final) value */
@@ -179,7 +180,8 @@ engine_t *eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep
     e->stream_tail = malloc(ns * sizeof *e->stream_tail);
     e->counter_value = calloc(nc, sizeof *e->counter_value);
     e->counter_peak = calloc(nc, sizeof *e->counter_peak);
-    if (!e->stream_head || !e->stream_tail || !e->counter_value || !e->counter_peak)
+    e->stream_off = calloc(ns + 1, sizeof *e->stream_off);
+    if (!e->stream_head || !e->stream_tail || !e->counter_value || !e->counter_peak || !e->stream_off)
         goto fail;
     for (size_t s = 0; s < ns; s++)
         e->stream_head[s] = e->stream_tail[s] = -1;
@@ -235,6 +237,7 @@ eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t 
     else
         e->stream_head[stream] = id;
     e->stream_tail[stream] = id;
+    e->stream_off[stream + 1]++;
     return id;
 }
 
@@ -674,23 +677,15 @@ static void sweep_undo(engine_t *e, const run *r)
 }
 
 /* Tasks grouped by stream, each stream in id order, which is its run
- * order: a counting sort by stream.  Until it exists (and after a failed
+ * order: a counting sort by stream (eng_add_task counted).  Until it exists (and after a failed
  * run that it could not follow) eng_stream_tasks walks the streams
  * instead, with the same result. */
 static int index_streams(engine_t *e)
 {
     size_t n = e->n_tasks, ns = (size_t)e->n_streams;
     e->by_stream = malloc((n ? n : 1) * sizeof *e->by_stream);
-    e->stream_off = calloc(ns + 1, sizeof *e->stream_off);
-    if (!e->by_stream || !e->stream_off) {
-        free(e->by_stream);
-        free(e->stream_off);
-        e->by_stream = NULL;
-        e->stream_off = NULL;
+    if (!e->by_stream)
         return SIM_ENOMEM;
-    }
-    for (size_t t = 0; t < n; t++)
-        e->stream_off[e->tasks[t].stream + 1]++;
     for (size_t k = 0; k < ns; k++)
         e->stream_off[k + 1] += e->stream_off[k];
     for (size_t t = 0; t < n; t++)
