@@ -31,10 +31,11 @@
  *
  * --allocs also counts the allocations of parsim's own code (malloc, calloc,
  * realloc, strdup, strndup: the calls made by the static library, as
- * tests/test_faults.c hooks them) per phase and per call site (the return
- * address, resolved with addr2line), and the live heap bytes: peak during
- * the search and what is left after search_result_free (0 when nothing
- * leaks or grows).
+ * tests/test_faults.c hooks them) per phase and per call site (return
+ * address and phase, resolved with addr2line, inlined frames too: file and
+ * line need a build with debug information, such as RelWithDebInfo), and
+ * the live heap bytes: peak during the search and what is left after
+ * search_result_free (0 when nothing leaks or grows).
  *
  *   bench_search [--quick] [--repeat N] [--allocs] [--case NAME]...
  *     --quick      pinned subsets of each case (hundreds of configurations,
@@ -188,11 +189,12 @@ void __wrap_free(void *p);
 char *__wrap_strdup(const char *s);
 char *__wrap_strndup(const char *s, size_t n);
 
-/* Call sites: an open-addressing table keyed by return address. */
+/* Call sites: an open-addressing table keyed by return address and phase
+ * (the workload's sites run in both of its builds). */
 enum { SITE_CAP = 1 << 12 };
 typedef struct site {
     uintptr_t pc;
-    phase ph;          /* phase of its first call */
+    phase ph;
     uint64_t calls, bytes;
 } site;
 static site sites[SITE_CAP];
@@ -208,9 +210,9 @@ static void note_alloc(void *p, size_t want, uintptr_t pc)
     live_bytes += (int64_t)malloc_usable_size(p);
     if (live_bytes > live_peak)
         live_peak = live_bytes;
-    size_t h = (size_t)((pc * 0x9E3779B97F4A7C15ULL) >> 52) & (SITE_CAP - 1);
+    size_t h = (size_t)(((pc + (uintptr_t)cur) * 0x9E3779B97F4A7C15ULL) >> 52) & (SITE_CAP - 1);
     for (size_t k = 0; k < SITE_CAP; k++, h = (h + 1) & (SITE_CAP - 1)) {
-        if (sites[h].pc == pc || sites[h].pc == 0) {
+        if ((sites[h].pc == pc && sites[h].ph == cur) || sites[h].pc == 0) {
             if (sites[h].pc == 0) {
                 if (n_sites + 1 >= SITE_CAP)
                     return; /* full: the site tally stops growing, totals go on */
@@ -303,21 +305,29 @@ static void print_sites(double n_cfg)
     char exe[4096];
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[len > 0 ? len : 0] = '\0';
-    printf("  allocation call sites (per configuration; first phase seen):\n");
-    size_t show = n < 30 ? n : 30;
+    printf("  allocation call sites (per configuration, by phase):\n");
+    size_t show = n < 40 ? n : 40;
     for (size_t k = 0; k < show; k++) {
         char where[512] = "?";
         char cmd[4200 + 64];
         /* pc is the return address: the call is the instruction before it. */
-        snprintf(cmd, sizeof cmd, "addr2line -f -s -C -e '%s' 0x%" PRIxPTR " 2>/dev/null", exe,
+        snprintf(cmd, sizeof cmd, "addr2line -f -i -s -C -e '%s' 0x%" PRIxPTR " 2>/dev/null", exe,
                  v[k].pc - base - 1);
         FILE *f = len > 0 ? popen(cmd, "r") : NULL;
         if (f) {
-            char fn[256] = "", line[256] = "";
-            if (fgets(fn, sizeof fn, f) && fgets(line, sizeof line, f)) {
+            /* With inlining: the innermost frame (the call), then the
+             * function it was inlined into. */
+            char fn[256], line[256];
+            int frames = 0;
+            size_t used = 0;
+            while (fgets(fn, sizeof fn, f) && fgets(line, sizeof line, f)) {
                 fn[strcspn(fn, "\n")] = '\0';
                 line[strcspn(line, "\n")] = '\0';
-                snprintf(where, sizeof where, "%s (%s)", fn, line);
+                if (frames < 3 && used < sizeof where) {
+                    int w = snprintf(where + used, sizeof where - used, "%s%s (%s)", frames ? " in " : "", fn, line);
+                    used += w > 0 ? (size_t)w : 0;
+                }
+                frames++;
             }
             pclose(f);
         }
