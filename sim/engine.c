@@ -103,7 +103,7 @@ typedef struct eng__edge {
 } eng__edge;
 
 typedef struct eng__delta {
-    int32_t task;           /* owner; unused once sorted per task */
+    int32_t task;           /* owner (the deltas are sorted by it in eng_run) */
     int32_t counter;
     int64_t at_start, at_end;
 } eng__delta;
@@ -546,9 +546,9 @@ static inline void relax(eng__task *u, uint32_t *round_u, sim_time_ps end, uint3
  * peak after each phase.  Tasks in id order are in stream order, and along
  * a stream (time, phase) never decreases, so a counter whose changes come
  * from one stream needs no sort. */
-static int sweep_counters(engine_t *e, const run *r, const uint32_t *round)
+static int sweep_counters(engine_t *e, const uint32_t *round)
 {
-    size_t n = e->n_tasks, nc = (size_t)e->n_counters;
+    size_t nc = (size_t)e->n_counters;
     if (e->n_deltas == 0)
         return SIM_OK;
     size_t *off = calloc(nc + 1, sizeof *off);
@@ -564,20 +564,17 @@ static int sweep_counters(engine_t *e, const run *r, const uint32_t *round)
     }
     for (size_t c = 0; c < nc; c++)
         off[c + 1] += off[c];
-    for (size_t t = 0; t < n; t++) {
-        uint32_t k = r->delta_off[t], kend = r->delta_off[t + 1];
-        if (k == kend)
-            continue;
-        const eng__task *T = &e->tasks[t];
-        sim_time_ps end = T->start_ps + T->duration_ps;
-        uint32_t start_phase = 2 * round[t], end_phase = T->duration_ps ? 1 : 2 * round[t] + 1;
-        for (; k < kend; k++) {
-            const eng__delta *d = &e->deltas[k];
-            if (d->at_start)
-                ch[off[d->counter]++] = (eng__change){T->start_ps, start_phase, d->counter, d->at_start};
-            if (d->at_end)
-                ch[off[d->counter]++] = (eng__change){end, end_phase, d->counter, d->at_end};
-        }
+    /* The deltas are sorted by task (run_prepare), so this visits the
+     * tasks in id order without a pass over those that have none. */
+    for (size_t k = 0; k < e->n_deltas; k++) {
+        const eng__delta *d = &e->deltas[k];
+        const eng__task *T = &e->tasks[d->task];
+        uint32_t rt = round[d->task];
+        if (d->at_start)
+            ch[off[d->counter]++] = (eng__change){T->start_ps, 2 * rt, d->counter, d->at_start};
+        if (d->at_end)
+            ch[off[d->counter]++] =
+                (eng__change){T->start_ps + T->duration_ps, T->duration_ps ? 1 : 2 * rt + 1, d->counter, d->at_end};
     }
     memmove(off + 1, off, nc * sizeof *off);
     off[0] = 0;
@@ -653,7 +650,7 @@ static int run_sweep(engine_t *e, run *r)
     if (rc == SIM_OK && tail < n)
         rc = SIM_ESIM;
     if (rc == SIM_OK)
-        rc = sweep_counters(e, r, round);
+        rc = sweep_counters(e, round);
     free(order);
     free(round);
     if (rc == SIM_OK) {
