@@ -191,6 +191,12 @@ engine_t *eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep
     if (grow((void **)&e->edges, &e->cap_edges, dep_hint < MAX_EDGES ? dep_hint : MAX_EDGES,
              sizeof *e->edges, MAX_EDGES) != SIM_OK)
         goto fail;
+    /* No hint for the counter deltas: room for one per two tasks (a step
+     * has about 0.4) spares the doublings from 16, which copied the array
+     * ten times over.  Pages never written cost no memory. */
+    size_t delta_hint = task_hint / 2 < MAX_DELTAS ? task_hint / 2 : MAX_DELTAS;
+    if (grow((void **)&e->deltas, &e->cap_deltas, delta_hint, sizeof *e->deltas, MAX_DELTAS) != SIM_OK)
+        goto fail;
     return e;
 fail:
     eng_destroy(e);
@@ -552,15 +558,19 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
     if (e->n_deltas == 0)
         return SIM_OK;
     size_t *off = calloc(nc + 1, sizeof *off);
-    eng__change *ch = malloc(2 * e->n_deltas * sizeof *ch);
-    if (!off || !ch) {
-        free(off);
-        free(ch);
+    if (!off)
         return SIM_ENOMEM;
-    }
+    size_t n_ch = 0;
     for (size_t k = 0; k < e->n_deltas; k++) {
         const eng__delta *d = &e->deltas[k];
-        off[d->counter + 1] += (d->at_start != 0) + (d->at_end != 0);
+        size_t m = (size_t)(d->at_start != 0) + (d->at_end != 0);
+        off[d->counter + 1] += m;
+        n_ch += m;
+    }
+    eng__change *ch = malloc((n_ch ? n_ch : 1) * sizeof *ch);
+    if (!ch) {
+        free(off);
+        return SIM_ENOMEM;
     }
     for (size_t c = 0; c < nc; c++)
         off[c + 1] += off[c];
