@@ -1480,6 +1480,17 @@ static void layout_str(const search_cand *c, bool moe, char *buf, size_t len)
                  c->par.cp > 1 ? cpc : "", dopt_name(c));
 }
 
+/* What reruns a candidate: parsim run CONFIG <these words>. */
+static void rerun_words(FILE *out, const run_inputs *b, const search_cand *c)
+{
+    run_inputs in = *b;
+    in.cluster.num_gpus = c->world;
+    in.par = c->par;
+    in.train = c->train;
+    in.ddp = c->ddp;
+    handover_overrides(out, &in, HANDOVER_PARSIM);
+}
+
 void search_print(FILE *out, const run_inputs *b, const search_opts *o, const search_result *r)
 {
     const model_spec *m = &b->model;
@@ -1543,7 +1554,9 @@ void search_print(FILE *out, const run_inputs *b, const search_opts *o, const se
     }
     if (r->have_baseline)
         table_row(out, "rules", b, o, r, &r->baseline_run, moe);
-    fputc('\n', out);
+    fputs("\n#1 reruns as: parsim run CONFIG ", out);
+    rerun_words(out, b, &r->cands[0]);
+    fputs("\n\n", out);
 
     if (r->n_feasible >= 2) {
         fputs("why #1 beats #2:\n", out);
@@ -1640,15 +1653,9 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
     fprintf(out, ",%.9g,%s", c->exposed_total_s, sched_name_str(c->par.pipeline_schedule));
     if (o->fsdp) /* the column only a search over Megatron-FSDP has */
         fprintf(out, ",%s", dopt_name(c));
-    /* what reruns the row: parsim run CONFIG <these> */
-    run_inputs in = *b;
-    in.cluster.num_gpus = c->world;
-    in.par = c->par;
-    in.train = c->train;
-    in.ddp = c->ddp;
     /* a quoted cell: the words hold commas ([2,2]), never a double quote */
     fputs(",\"", out);
-    handover_overrides(out, &in, HANDOVER_PARSIM);
+    rerun_words(out, b, c);
     fputs("\"\n", out);
 }
 

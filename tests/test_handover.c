@@ -257,3 +257,28 @@ Test(handover, sweep_rows_rerun_to_the_same_step_and_memory, .timeout = 300)
     free(csv);
     remove_dir();
 }
+
+/* The text report names the words that rerun #1; they give #1's step. */
+Test(handover, text_report_names_the_winners_overrides, .timeout = 120)
+{
+    make_dir();
+    char out[256];
+    path_in(out, sizeof out, "search.csv");
+    result r;
+    runf(&r, "search " SMALL " --top 1 --jobs 1 --out %s", out);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    const char *at = strstr(r.out, "#1 reruns as: parsim run CONFIG ");
+    cr_assert(at, "%s", r.out);
+    char ovr[4096];
+    at += strlen("#1 reruns as: parsim run CONFIG ");
+    snprintf(ovr, sizeof ovr, "%.*s", (int)strcspn(at, "\n"), at);
+    char *csv = read_file(out, NULL);
+    char step[64], peak[64], row_ovr[4096];
+    cell(line_at(csv, 1), column(csv, "step_time_s"), step, sizeof step);
+    cell(line_at(csv, 1), column(csv, "peak_bytes"), peak, sizeof peak);
+    cell(line_at(csv, 1), column(csv, "overrides"), row_ovr, sizeof row_ovr);
+    cr_expect_str_eq(ovr, row_ovr, "the report's words are the CSV's");
+    rerun_matches(SMALL, ovr, step, peak, "#1 of the text report");
+    free(csv);
+    remove_dir();
+}
