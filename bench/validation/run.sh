@@ -89,8 +89,8 @@ How rows become runs (the full rules are in \`sim/validate.h\`):
   recompute, mbs 1, bf16, overlapped DP and TP communication, ETP 1 for Bridge MoE recipes;
   Megatron-LM 2021-22 rows (sc21, korthikanti, mtnlg) full recompute, fp16, no SP, no
   distributed optimizer; the 2024 Megatron-LM table (mlm-h100) bf16, SP, distributed
-  optimizer, overlaps (its notes). Megatron-FSDP rows run as the distributed optimizer and
-  token-drop rows without a recipe as balanced dropless routing (assumed). World size is num_gpus. MoE rows of
+  optimizer, overlaps (its notes). Rows whose notes say Megatron-FSDP and whose recipe does
+  not set it run as Bridge's FSDP recipes (optim_grads_params), and token-drop rows without a recipe as balanced dropless routing (assumed). World size is num_gpus. MoE rows of
   Bridge, NeMo and DGX Cloud recipes dispatch with all-to-all (flex for DeepSeek-architecture
   models), others with Megatron Core's allgather. A VP listed with PP 1 is dropped (Megatron
   interleaves only with PP > 1; assumed).
