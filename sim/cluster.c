@@ -54,3 +54,56 @@ const char *scaleup_kind_name(scaleup_kind k)
     }
     return "?";
 }
+
+const char *net_algo_name(net_algo a)
+{
+    switch (a) {
+    case NET_ALGO_AUTO: return "auto";
+    case NET_ALGO_RING: return "ring";
+    case NET_ALGO_TREE: return "tree";
+    case NET_ALGO_NVLS: return "nvls";
+    case NET_ALGO_NVLS_TREE: return "nvls_tree";
+    case NET_ALGO_HIER: return "hierarchical";
+    case NET_ALGO_P2P: return "p2p";
+    case NET_ALGOS: break;
+    }
+    return "?";
+}
+
+bool net_algo_from_name(const char *name, net_algo *out)
+{
+    for (int a = NET_ALGO_AUTO; a < NET_ALGO_P2P; a++) {
+        if (strcmp(name, net_algo_name((net_algo)a)) == 0) {
+            *out = (net_algo)a;
+            return true;
+        }
+    }
+    if (strcmp(name, "nvlstree") == 0) { /* NCCL_ALGO's spelling */
+        *out = NET_ALGO_NVLS_TREE;
+        return true;
+    }
+    return false;
+}
+
+const char *net_proto_name(net_proto p)
+{
+    switch (p) {
+    case NET_PROTO_AUTO: return "auto";
+    case NET_PROTO_LL: return "ll";
+    case NET_PROTO_LL128: return "ll128";
+    case NET_PROTO_SIMPLE: return "simple";
+    case NET_PROTOS: break;
+    }
+    return "?";
+}
+
+bool net_proto_from_name(const char *name, net_proto *out)
+{
+    for (int p = NET_PROTO_AUTO; p < NET_PROTOS; p++) {
+        if (strcmp(name, net_proto_name((net_proto)p)) == 0) {
+            *out = (net_proto)p;
+            return true;
+        }
+    }
+    return false;
+}

@@ -44,7 +44,6 @@
 #include "bridge_yaml.h"
 #include "kerneltable.h"
 #include "microbench.h"
-#include "net.h"
 #include "numparse.h"
 #include "units.h"
 

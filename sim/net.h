@@ -41,7 +41,6 @@
 
 #include "cluster.h"
 #include "err.h"
-#include "strategy.h"
 
 typedef enum {
     COLL_ALL_REDUCE = 0, COLL_ALL_GATHER, COLL_REDUCE_SCATTER, COLL_ALL_TO_ALL,
@@ -87,10 +86,6 @@ double net_busbw_factor(coll_kind k, int64_t n);
 
 const char *coll_kind_name(coll_kind k);
 bool coll_kind_from_name(const char *name, coll_kind *out);
-const char *net_algo_name(net_algo a);
-bool net_algo_from_name(const char *name, net_algo *out);
-const char *net_proto_name(net_proto p);
-bool net_proto_from_name(const char *name, net_proto *out);
 
 /* SIM_OK if `seconds`, the time of collective k of `bytes` on group g,
  * is a duration simulated time holds (time_from_s_checked), else

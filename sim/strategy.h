@@ -139,47 +139,8 @@ typedef struct ddp_spec {
     bool fp8_param_gather;      /* mixed_precision.fp8_param_gather */
 } ddp_spec;
 
-/* How one communication group sits on the fabric (filled by
- * net_group_span_at).  Groups of a kind are translates of each other under
- * Megatron's order (same size and stride, another base) and run their
- * collectives at the same time; where the base falls against node, domain
- * and unit boundaries can differ, so a kind can have several placements
- * (group_placements).  What the groups share: every GPU of a node drives
- * the node's NICs at once (each gets its share, cluster_nic_bw_per_gpu),
- * and a leaf's uplinks to the spine carry the share of its traffic that
- * leaves the scalable unit. */
-typedef struct group_span {
-    int64_t size;            /* ranks in the group */
-    int64_t stride;          /* rank distance between consecutive members */
-    int64_t base;            /* lowest member's rank */
-    int64_t nodes;           /* distinct nodes the group touches */
-    int64_t ranks_per_node;  /* max members on one node */
-    int64_t domains;         /* distinct NVLink domains touched */
-    bool in_nvlink_domain;   /* all members in one NVLink domain */
-    int64_t sus;             /* distinct scalable units (leaf groups) touched */
-    int64_t concurrent;      /* groups of this kind running at once: world / size */
-    double spine_hop_fraction;  /* ring/tree: share of the hops between domains
-                                   that cross scalable units, through the spine */
-    double spine_peer_fraction; /* all-to-all: share of a member's peers in
-                                   other domains that sit in other units */
-} group_span;
-
-/* The distinct placements of the groups of one kind (net_group_placements)
- * and how many groups have each.  span[worst] has the most domains, then
- * the largest spine share, units and nodes: it paces the kind's collective
- * steps.  When a kind has more than STRATEGY_MAX_PLACEMENTS distinct
- * placements, the last entry is the envelope of the rest (each field its
- * largest value over them: no faster than any of them) and `envelope` is
- * set. */
-#define STRATEGY_MAX_PLACEMENTS 8
-typedef struct group_placements {
-    int n;                   /* entries in span[] (>= 1) */
-    int worst;               /* index of the slowest placement */
-    bool envelope;           /* span[n-1] stands for several placements */
-    int64_t total;           /* groups of the kind: world / size */
-    int64_t groups[STRATEGY_MAX_PLACEMENTS]; /* groups with each placement */
-    group_span span[STRATEGY_MAX_PLACEMENTS]; /* the lowest base of each */
-} group_placements;
+/* A group kind keeps at most this many distinct placements. */
+#define STRATEGY_MAX_PLACEMENTS CLUSTER_MAX_PLACEMENTS
 
 #define STRATEGY_SHARD_GROUPS 4
 
