@@ -21,6 +21,7 @@
 #include <yaml.h>
 
 #include "bounds.h"
+#include "infile.h"
 
 #define PATH_LEN 256
 
@@ -858,7 +859,7 @@ static int check_events(const char *path, const unsigned char *buf, size_t len, 
 static int read_all(const char *path, unsigned char **buf, size_t *len, sim_err *err)
 {
     FILE *f = NULL;
-    int rc = cfg_open_regular(path, &f, err);
+    int rc = infile_open(path, &f, err);
     if (rc)
         return rc;
     size_t cap = 1 << 16, n = 0;

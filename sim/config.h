@@ -77,22 +77,10 @@ void cfg_destroy(cfg_t *c);
 /* The folder presets are read from (models/, topologies/, kernels/). */
 const char *cfg_data_dir(const cfg_t *c);
 
-/* Reads a libconfig file into *lc (initialized here; the caller destroys
- * it on SIM_OK): @include relative to the file, and on failure a message
- * with the file and line of a syntax error or why it cannot be opened.
- * The file and every file it includes must be regular files (a FIFO,
- * directory or device is SIM_EINVAL, without blocking on it). */
-struct config_t;
-int cfg_read_libconfig(struct config_t *lc, const char *path, sim_err *err);
-
 /* Loads a libconfig file at a priority.  Syntax errors name file and line.
  * A path ending in .yaml or .yml is a Megatron Bridge saved config instead
  * (bridge_yaml.h); what it did with each field is cfg_bridge_notes(). */
 int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err);
-
-/* Opens path for reading if it is a regular file (a FIFO, directory or
- * device is SIM_EINVAL naming it, without blocking on it). */
-int cfg_open_regular(const char *path, FILE **out, sim_err *err);
 
 /* One setting from a file of another format: key, value in override
  * syntax, its origin and priority (malformed: SIM_EINVAL at file:line). */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "bounds.h"
-#include "config.h"
+#include "infile.h"
 #include "lookup.h"
 #include "units.h"
 
@@ -354,7 +354,7 @@ int kerneltable_load(const char *path, kernel_table *out, sim_err *err)
 {
     memset(out, 0, sizeof *out);
     config_t lc;
-    int rc = cfg_read_libconfig(&lc, path, err);
+    int rc = infile_read_libconfig(&lc, path, err);
     if (rc != SIM_OK)
         return rc;
     rd r = { path, err };

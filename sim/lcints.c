@@ -20,7 +20,7 @@
 typedef struct scan {
     FILE *f;
     const char *path;
-    const char *include_dir; /* where @include names are found, as cfg_read_libconfig sets it */
+    const char *include_dir; /* where @include names are found, as infile_read_libconfig sets it */
     int line;
 } scan;
 
@@ -203,7 +203,7 @@ static int check_file(const char *path, const char *include_dir, int depth, sim_
 
 int lcints_check_file(const char *path, sim_err *err)
 {
-    /* cfg_read_libconfig points @include at the top file's folder */
+    /* infile_read_libconfig points @include at the top file's folder */
     char dir[1024];
     const char *slash = strrchr(path, '/');
     const char *inc = NULL;

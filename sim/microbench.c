@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "infile.h"
 #include "lookup.h"
 #include "units.h"
 
@@ -90,7 +90,7 @@ int microbench_load(const char *path, microbench_table *out, sim_err *err)
 {
     memset(out, 0, sizeof *out);
     config_t lc;
-    int rc = cfg_read_libconfig(&lc, path, err);
+    int rc = infile_read_libconfig(&lc, path, err);
     if (rc != SIM_OK)
         return rc;
     const config_setting_t *g = config_lookup(&lc, "microbench");

@@ -25,6 +25,7 @@
 #include "config.h"
 #include "bounds.h"
 #include "handover.h"
+#include "infile.h"
 #include "outfile.h"
 #include "report.h"
 #include "step.h"
@@ -781,9 +782,10 @@ static int hash_spec(sweep_t *sw, sim_err *err)
 {
     uint64_t h = FNV_OFFSET;
     if (sw->base) {
-        FILE *f = fopen(sw->base, "rb");
-        if (!f)
-            return sim_err_set_at(err, SIM_EIO, sw->base, 0, NULL, "cannot read: %s", strerror(errno));
+        FILE *f = NULL;
+        int rc = infile_open(sw->base, &f, err);
+        if (rc)
+            return rc;
         char buf[8192];
         size_t n;
         while ((n = fread(buf, 1, sizeof buf, f)) > 0)
@@ -817,7 +819,7 @@ int sweep_load(sweep_t **out, const char *path, const char *data_dir, sim_err *e
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     config_t lc;
-    int rc = cfg_read_libconfig(&lc, path, err);
+    int rc = infile_read_libconfig(&lc, path, err);
     if (rc == SIM_OK) {
         rc = load_spec(sw, &lc, err);
         config_destroy(&lc);
