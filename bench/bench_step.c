@@ -31,7 +31,7 @@ static int run_case(const char *label, const char *const *overrides, int n, bool
     run_inputs in;
     strategy_t s;
     if (!cfg || cfg_resolve(cfg, &in, &err) != SIM_OK ||
-        strategy_resolve(&s, &in.model, &in.cluster, &in.par, &in.train, &in.ddp, cfg, &err) != SIM_OK)
+        strategy_resolve(&s, &in.model, &in.cluster, &in.par, &in.train, &in.ddp, &err) != SIM_OK)
         goto fail;
     in.sim.keep_ops = keep_ops;
     /* Best of several repetitions: the figure is the simulator's cost, not

@@ -62,14 +62,6 @@ int cli_config_arg(cfg_t *cfg, const char *arg, bool *have_file, sim_err *err)
     return cfg_load_file(cfg, arg, CFG_PRIO_FILE, err);
 }
 
-int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err)
-{
-    int rc = cfg_resolve(cfg, in, err);
-    if (rc != SIM_OK)
-        return rc;
-    return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, cfg, err);
-}
-
 int cli_write_file(const char *path, cli_writer writer, void *ctx, sim_err *err)
 {
     outfile o;

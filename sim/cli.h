@@ -35,9 +35,6 @@ int cli_jobs_arg(const char *opt, const char *s, int *out);
  * SIM_EINVAL for a second file name or a bad override/file. */
 int cli_config_arg(cfg_t *cfg, const char *arg, bool *have_file, sim_err *err);
 
-/* cfg_resolve + strategy_resolve. */
-int cli_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s, sim_err *err);
-
 /* What an output is written by: SIM_OK when it wrote the whole output,
  * otherwise a SIM_E* code with err filled (the output is then dropped). */
 typedef int (*cli_writer)(FILE *out, void *ctx, sim_err *err);

@@ -116,7 +116,7 @@ int cmd_run(int argc, char **argv)
 
     run_inputs in;
     strategy_t s;
-    if (cli_resolve(cfg, &in, &s, &err) != SIM_OK) {
+    if (cfg_resolve_all(cfg, &in, &s, &err) != SIM_OK) {
         rc = cli_fail(&err);
         goto out;
     }

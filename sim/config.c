@@ -2232,6 +2232,9 @@ static int resolve(cfg_t *c, run_inputs *in, bool fabric_only, sim_err *err)
                                fill, cl->nvlink_domain_gpus, cl->gpus_per_node);
         cl->nvlink_domain_gpus = fill;
     }
+    /* Megatron refuses some settings by recompute_num_layers being given at
+     * all (not None), whatever its value */
+    in->par.recompute_num_layers_given = find(c, "model.recompute_num_layers") != NULL;
     /* a Megatron Bridge config names its provider class in the report */
     if (!in->model.name[0] && c->bridge)
         snprintf(in->model.name, sizeof in->model.name, "%s", bridge_notes_provider(c->bridge));
@@ -2239,6 +2242,27 @@ static int resolve(cfg_t *c, run_inputs *in, bool fabric_only, sim_err *err)
 }
 
 int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err) { return resolve(c, in, false, err); }
+
+int cfg_err_locate(const cfg_t *c, sim_err *err)
+{
+    const char *file = NULL;
+    int line = 0;
+    if (!err)
+        return SIM_OK;
+    if (err->key[0] && !err->file[0] && cfg_origin(c, err->key, &file, &line)) {
+        sim_err was = *err; /* set_at writes the fields it reads */
+        sim_err_set_at(err, was.code, file, line, was.key, "%s", was.msg);
+    }
+    return err->code;
+}
+
+int cfg_resolve_all(cfg_t *c, run_inputs *in, strategy_t *s, sim_err *err)
+{
+    int rc = cfg_resolve(c, in, err);
+    if (rc == SIM_OK && strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, err))
+        rc = cfg_err_locate(c, err);
+    return rc;
+}
 
 int cfg_resolve_cluster(cfg_t *c, run_inputs *in, sim_err *err)
 {

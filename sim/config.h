@@ -98,6 +98,15 @@ int cfg_set_override(cfg_t *c, const char *assignment, sim_err *err);
 /* Loads presets, validates every key against the table and fills in. */
 int cfg_resolve(cfg_t *c, run_inputs *in, sim_err *err);
 
+/* cfg_resolve, then strategy_resolve on what it filled: every input of a
+ * run checked, an error of strategy's rules with the file and line of its
+ * key. */
+int cfg_resolve_all(cfg_t *c, run_inputs *in, strategy_t *s, sim_err *err);
+
+/* Adds the file and line where err->key was set to an error that names a
+ * key but no file (one of strategy's); returns err->code. */
+int cfg_err_locate(const cfg_t *c, sim_err *err);
+
 /* The same for commands that need only the fabric (parsim net): fills
  * in->cluster and in->sim from cluster.* and sim.* keys.  Other keys are
  * neither required nor applied (in->model etc. stay zero), but an unknown

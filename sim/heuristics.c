@@ -86,7 +86,7 @@ static bool check(hctx *x)
     x->in.ddp = p->ddp;
     sim_err_clear(&x->err);
     p->legal = strategy_resolve(&x->s, &x->in.model, &x->in.cluster, &x->in.par, &x->in.train,
-                                &x->in.ddp, NULL, &x->err) == SIM_OK;
+                                &x->in.ddp, &x->err) == SIM_OK;
     return p->legal;
 }
 

@@ -95,7 +95,7 @@ int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs 
     in->par = c->par;
     in->train = c->train;
     in->ddp = c->ddp;
-    return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, NULL, err);
+    return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, err);
 }
 
 bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par)
@@ -688,7 +688,7 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
                         /* Mamba layers: heads and groups over TP and CP */
                         if (__builtin_mul_overflow(tp, pp, &tpp) ||
                             __builtin_mul_overflow(tpp, cps.v[ci], &mp) || mp > W ||
-                            strategy_check_mamba(m, tp, cps.v[ci], NULL, NULL) != SIM_OK)
+                            strategy_check_mamba(m, tp, cps.v[ci], NULL) != SIM_OK)
                             continue;
                         search_cand c;
                         memset(&c, 0, sizeof c);
@@ -979,9 +979,9 @@ static bool out_of_memory(const search_cand *c, const size_t *idx, size_t n)
 static int mamba_cp_any_tp(const model_spec *m, int64_t cp, sim_err *err)
 {
     for (int64_t t = 1; t <= m->mamba_num_groups; t++)
-        if (strategy_check_tp(m, t, NULL, NULL) == SIM_OK && strategy_check_mamba(m, t, cp, NULL, NULL) == SIM_OK)
+        if (strategy_check_tp(m, t, NULL) == SIM_OK && strategy_check_mamba(m, t, cp, NULL) == SIM_OK)
             return SIM_OK;
-    return strategy_check_mamba(m, 1, cp, NULL, err);
+    return strategy_check_mamba(m, 1, cp, err);
 }
 
 /* A pinned TP, CP or EP that breaks a rule of its own against the model
@@ -989,16 +989,16 @@ static int mamba_cp_any_tp(const model_spec *m, int64_t cp, sim_err *err)
 static int check_pinned(const run_inputs *b, const search_opts *o, sim_err *err)
 {
     int rc = SIM_OK;
-    if (pinned(o, SEARCH_DIM_TP) && (rc = strategy_check_tp(&b->model, b->par.tp, NULL, err)))
+    if (pinned(o, SEARCH_DIM_TP) && (rc = strategy_check_tp(&b->model, b->par.tp, err)))
         return rc;
-    if (pinned(o, SEARCH_DIM_CP) && (rc = strategy_check_cp(&b->model, b->par.cp, NULL, err)))
+    if (pinned(o, SEARCH_DIM_CP) && (rc = strategy_check_cp(&b->model, b->par.cp, err)))
         return rc;
     if (pinned(o, SEARCH_DIM_TP) &&
-        (rc = strategy_check_mamba(&b->model, b->par.tp, pinned(o, SEARCH_DIM_CP) ? b->par.cp : 1, NULL, err)))
+        (rc = strategy_check_mamba(&b->model, b->par.tp, pinned(o, SEARCH_DIM_CP) ? b->par.cp : 1, err)))
         return rc;
     if (pinned(o, SEARCH_DIM_CP) && !pinned(o, SEARCH_DIM_TP) && (rc = mamba_cp_any_tp(&b->model, b->par.cp, err)))
         return rc;
-    if (pinned(o, SEARCH_DIM_EP) && (rc = strategy_check_ep(&b->model, b->par.ep, NULL, err)))
+    if (pinned(o, SEARCH_DIM_EP) && (rc = strategy_check_ep(&b->model, b->par.ep, err)))
         return rc;
     return SIM_OK;
 }

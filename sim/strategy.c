@@ -2,8 +2,8 @@
  * it and where its groups sit on the fabric.
  *
  * The rules are checked in a fixed order and the first one violated is
- * reported, naming the config key a user would change (with its file:line
- * when a cfg is given), the rule and the numbers.  Sources: reference §5.1
+ * reported, naming the config key a user would change (the reader of the key adds
+ * its file:line), the rule and the numbers.  Sources: reference §5.1
  * (world-size relations), §5.4 (asserts) and §3.3 (interleaved schedule).
  *
  * One deliberate difference from the usual statement: the smallest world is
@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "intmath.h"
 #include "net.h"
 
@@ -34,7 +33,9 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out)
     return true;
 }
 
-#define BAD(key, ...) cfg_err_key(cfg, err, SIM_EINVAL, key, __VA_ARGS__)
+/* The key only: whoever read the key (config, the command line) knows its
+ * file and line and adds them (cfg_err_locate). */
+#define BAD(key, ...) sim_err_set_at(err, SIM_EINVAL, NULL, 0, key, __VA_ARGS__)
 
 #define K_TP "model.tensor_model_parallel_size"
 #define K_PP "model.pipeline_model_parallel_size"
@@ -52,7 +53,7 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out)
 /* Rule 10: the pipeline schedule against the chunks per rank: 1f1b and
  * zb-h1 run one chunk, interleaved more than one, the V schedules (zb-v,
  * dualpipev) two on each of at least two ranks. */
-static int check_schedule(const strategy_t *s, const struct cfg *cfg, sim_err *err)
+static int check_schedule(const strategy_t *s, sim_err *err)
 {
     const sched_name n = s->par.pipeline_schedule;
     const char *name = sched_name_str(n);
@@ -73,7 +74,7 @@ static int check_schedule(const strategy_t *s, const struct cfg *cfg, sim_err *e
  * 1F1B, transformer_config.py:3002-3101).  bf16/fp16 there is the
  * parameter and autocast dtype, which fp8 recipes keep (bf16 with fp8
  * GEMMs); parsim has no fp32 training, so no precision is refused. */
-static int check_ep_overlap(const model_spec *m, const strategy_t *s, const struct cfg *cfg, sim_err *err)
+static int check_ep_overlap(const model_spec *m, const strategy_t *s, sim_err *err)
 {
     const parallel_spec *p = &s->par;
     if (p->delay_wgrad_compute && !p->overlap_moe_ep_comm)
@@ -95,7 +96,7 @@ static int check_ep_overlap(const model_spec *m, const strategy_t *s, const stru
                    s->pp);
     if (p->recompute_granularity == RECOMPUTE_FULL)
         return BAD(k, "cannot go with full recompute (model.recompute_granularity)");
-    if (cfg && cfg_origin(cfg, "model.recompute_num_layers", NULL, NULL))
+    if (p->recompute_num_layers_given)
         return BAD(k, "cannot go with model.recompute_num_layers");
     if (p->recompute_granularity == RECOMPUTE_SELECTIVE && (p->recompute_modules & RECOMPUTE_MOD_MOE))
         return BAD(k, "cannot go with moe in model.recompute_modules");
@@ -107,7 +108,7 @@ static int check_ep_overlap(const model_spec *m, const strategy_t *s, const stru
 /* Rule 1: every size is a positive count (0 means "default" only where
  * the key says so). */
 static int check_sizes(const model_spec *m, const cluster_spec *c, const parallel_spec *p,
-                       const train_spec *t, const struct cfg *cfg, sim_err *err)
+                       const train_spec *t, sim_err *err)
 {
     const struct {
         const char *key;
@@ -138,7 +139,7 @@ static int check_sizes(const model_spec *m, const cluster_spec *c, const paralle
 
 /* Rule 7: the world holds whole dense (tp*cp*pp) and expert (etp*ep*pp)
  * model replicas. */
-static int check_world(strategy_t *s, const struct cfg *cfg, sim_err *err)
+static int check_world(strategy_t *s, sim_err *err)
 {
     int64_t dense_mp = 0, expert_mp = 0, tpcp = 0, epetp = 0, lcm = 0, min_gpus = 0;
     bool ok = mul_ok(s->tp, s->cp, &tpcp) && mul_ok(tpcp, s->pp, &dense_mp) &&
@@ -186,7 +187,7 @@ int64_t strategy_mamba_group_repeat(const model_spec *m, int64_t tp, int64_t cp)
     return groups >= 1 && groups < cp && cp % groups == 0 ? cp / groups : 1;
 }
 
-int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, const struct cfg *cfg, sim_err *err)
+int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, sim_err *err)
 {
     if (!has_mamba(m) || tp < 1 || cp < 1)
         return SIM_OK; /* tp, cp < 1: their own rules */
@@ -262,7 +263,7 @@ static int expand_layout(const char *in, size_t *pos, char *out, size_t cap, siz
 }
 
 /* Layers per virtual stage from a layout string. */
-static int split_by_layout(strategy_t *s, const model_spec *m, const cfg_t *cfg, sim_err *err, int64_t *count)
+static int split_by_layout(strategy_t *s, const model_spec *m, sim_err *err, int64_t *count)
 {
     static const char *const key = "model.pipeline_model_parallel_layout";
     char buf[8192];
@@ -311,7 +312,7 @@ static void uneven_split_hint(int64_t L, int64_t p, int64_t v, bool counted, cha
                  "num_layers_in_last_pipeline_stage, or model.pipeline_model_parallel_layout");
 }
 
-static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, sim_err *err)
+static int split_layers(strategy_t *s, const model_spec *m, sim_err *err)
 {
     const parallel_spec *par = &s->par;
     const int64_t L = m->num_layers, p = s->pp, v = s->v;
@@ -345,7 +346,7 @@ static int split_layers(strategy_t *s, const model_spec *m, const cfg_t *cfg, si
         if (first > 0 || last > 0 || acc_emb || acc_loss)
             return BAD("model.pipeline_model_parallel_layout",
                        "cannot be combined with first/last stage layers or account_for_*_in_pipeline_split");
-        int rc = split_by_layout(s, m, cfg, err, count);
+        int rc = split_by_layout(s, m, err, count);
         if (rc)
             return rc;
     } else if (first > 0 || last > 0) {
@@ -429,7 +430,7 @@ void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, in
 
 /* Rule 3: CP splits each sequence into 2*cp chunks (load balancing for
  * the causal mask). */
-int strategy_check_cp(const model_spec *m, int64_t cp, const struct cfg *cfg, sim_err *err)
+int strategy_check_cp(const model_spec *m, int64_t cp, sim_err *err)
 {
     int64_t two_cp = 0;
     if (cp < 1)
@@ -442,7 +443,7 @@ int strategy_check_cp(const model_spec *m, int64_t cp, const struct cfg *cfg, si
 }
 
 /* Rule 4: experts split over EP. */
-int strategy_check_ep(const model_spec *m, int64_t ep, const struct cfg *cfg, sim_err *err)
+int strategy_check_ep(const model_spec *m, int64_t ep, sim_err *err)
 {
     if (ep < 1)
         return BAD(K_EP, "must be >= 1 (got %" PRId64 ")", ep);
@@ -458,7 +459,7 @@ int strategy_check_ep(const model_spec *m, int64_t ep, const struct cfg *cfg, si
 }
 
 /* Rule 5: heads and query groups split over TP. */
-int strategy_check_tp(const model_spec *m, int64_t tp, const struct cfg *cfg, sim_err *err)
+int strategy_check_tp(const model_spec *m, int64_t tp, sim_err *err)
 {
     const int64_t a = m->num_attention_heads;
     const int64_t g = m->num_query_groups ? m->num_query_groups : a;
@@ -482,7 +483,7 @@ int strategy_check_tp(const model_spec *m, int64_t tp, const struct cfg *cfg, si
  * Bridge writes optim_grads_params for every run. */
 #define K_INST "ddp.num_distributed_optimizer_instances"
 static int check_sharding(strategy_t *s, const model_spec *m, const cluster_spec *c, const ddp_spec *ddp,
-                          const struct cfg *cfg, sim_err *err)
+                          sim_err *err)
 {
     const bool fsdp = ddp->use_megatron_fsdp;
     const int64_t o = ddp->num_distributed_optimizer_instances, dpcp = s->dp * s->cp;
@@ -540,10 +541,10 @@ static int check_sharding(strategy_t *s, const model_spec *m, const cluster_spec
 
 int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c,
                      const parallel_spec *par, const train_spec *train, const ddp_spec *ddp,
-                     const struct cfg *cfg, sim_err *err)
+                     sim_err *err)
 {
     memset(out, 0, sizeof *out);
-    int rc = check_sizes(m, c, par, train, cfg, err);
+    int rc = check_sizes(m, c, par, train, err);
     if (rc)
         return rc;
 
@@ -565,7 +566,7 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
     /* The V schedules hold two chunks per rank. */
     else if (!par->vp && sched_name_is_v(par->pipeline_schedule))
         s->v = 2;
-    if ((rc = check_schedule(s, cfg, err)))
+    if ((rc = check_schedule(s, err)))
         return rc;
     s->group_size_n = par->microbatch_group_size_per_vp_stage ? par->microbatch_group_size_per_vp_stage
                                                                : par->pp;
@@ -583,11 +584,11 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
 
     /* 3-5. CP against the sequence, EP against the experts, TP against
      * the heads */
-    if ((rc = strategy_check_cp(m, s->cp, cfg, err)) || (rc = strategy_check_ep(m, s->ep, cfg, err)) ||
-        (rc = strategy_check_tp(m, s->tp, cfg, err)))
+    if ((rc = strategy_check_cp(m, s->cp, err)) || (rc = strategy_check_ep(m, s->ep, err)) ||
+        (rc = strategy_check_tp(m, s->tp, err)))
         return rc;
 
-    if ((rc = strategy_check_mamba(m, s->tp, s->cp, cfg, err)))
+    if ((rc = strategy_check_mamba(m, s->tp, s->cp, err)))
         return rc;
 
     int64_t padded = 0;
@@ -608,12 +609,12 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                        "an interleaved schedule without model.overlap_p2p_comm needs "
                        "pipeline_model_parallel_size > 2 (got %" PRId64 ")", s->pp);
     }
-    rc = split_layers(s, m, cfg, err);
+    rc = split_layers(s, m, err);
     if (rc)
         return rc;
 
     /* 7. world size */
-    rc = check_world(s, cfg, err);
+    rc = check_world(s, err);
     if (rc)
         return rc;
     s->dp = s->world / (s->tp * s->cp * s->pp);
@@ -657,7 +658,7 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                        PRId64, M, N, r, s->pp);
     }
 
-    if ((rc = check_ep_overlap(m, s, cfg, err)))
+    if ((rc = check_ep_overlap(m, s, err)))
         return rc;
 
     /* 10. context-parallel communication */
@@ -693,7 +694,7 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
         return BAD("model.tp_comm_overlap",
                    "tensor parallel communication/GEMM overlap requires "
                    "model.sequence_parallel");
-    if ((rc = check_sharding(s, m, c, ddp, cfg, err)) != SIM_OK)
+    if ((rc = check_sharding(s, m, c, ddp, err)) != SIM_OK)
         return rc;
 
     /* Groups, Megatron's default order: dense tp-cp-dp-pp, expert

@@ -4,7 +4,8 @@
  * parallel_spec / train_spec / ddp_spec are plain data filled by config.
  * strategy_resolve() checks every rule of Megatron (reference §5.4 and the
  * parallel state asserts) and fills a strategy_t with the derived sizes;
- * an error names the key concerned (with file:line when a cfg is given).
+ * an error names the key concerned (err->key; the caller that read the key
+ * adds its file and line, cfg_err_locate).
  * Rank order is Megatron's default: dense tp-cp-dp-pp, expert etp-ep-edp-pp,
  * leftmost fastest.
  */
@@ -65,6 +66,7 @@ typedef struct parallel_spec {
     recompute_kind recompute_granularity;
     unsigned recompute_modules;      /* RECOMPUTE_MOD_* bits; default core_attn */
     int64_t recompute_num_layers;    /* full recompute: layers per group (uniform) */
+    bool recompute_num_layers_given; /* set in the inputs (Megatron: not None) */
     int64_t microbatch_group_size_per_vp_stage; /* 0 = pp */
     /* Uneven pipeline stages (Megatron Bridge names): layers on the first /
      * last pipeline rank (0 = even split), or count the embedding / the loss
@@ -187,25 +189,23 @@ typedef enum {
     SHARD_DENSE_INNER = 0, SHARD_DENSE_OUTER, SHARD_EXPERT_INNER, SHARD_EXPERT_OUTER
 } strategy_shard_group;
 
-struct cfg;
-
-/* Checks every rule and derives the sizes.  cfg (may be NULL) is used only to
- * name the file and line of an offending key.  Returns SIM_OK or SIM_EINVAL. */
+/* Checks every rule and derives the sizes.  Returns SIM_OK or SIM_EINVAL
+ * naming the offending key (no file or line). */
 int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c,
                      const parallel_spec *par, const train_spec *train,
-                     const ddp_spec *ddp, const struct cfg *cfg, sim_err *err);
+                     const ddp_spec *ddp, sim_err *err);
 
 /* Single rules of strategy_resolve for one dimension against the model,
  * for callers that fix a dimension before choosing the rest (search):
  * CP against the sequence (seq_length % 2cp), EP against the experts, TP
  * against the heads and query groups.  SIM_OK or SIM_EINVAL naming the
  * dimension's key. */
-int strategy_check_cp(const model_spec *m, int64_t cp, const struct cfg *cfg, sim_err *err);
-int strategy_check_ep(const model_spec *m, int64_t ep, const struct cfg *cfg, sim_err *err);
-int strategy_check_tp(const model_spec *m, int64_t tp, const struct cfg *cfg, sim_err *err);
+int strategy_check_cp(const model_spec *m, int64_t cp, sim_err *err);
+int strategy_check_ep(const model_spec *m, int64_t ep, sim_err *err);
+int strategy_check_tp(const model_spec *m, int64_t tp, sim_err *err);
 /* Mamba layers (none: SIM_OK): heads and groups divisible by TP, the
  * heads of a TP rank by CP, its groups and CP dividing one another. */
-int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, const struct cfg *cfg, sim_err *err);
+int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, sim_err *err);
 /* Megatron's group_repeat_count (mamba_context_parallel.py:116-129): the
  * groups of a TP rank, when fewer than CP, are repeated CP / (G/TP) times
  * so that every CP rank holds one; else 1. */

@@ -21,7 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "config.h"
 #include "bounds.h"
 #include "handover.h"
@@ -948,7 +947,7 @@ static int simulate(const sweep_t *sw, const int64_t *pick, FILE *rep, sim_err *
     run_inputs in;
     strategy_t s;
     if (rc == SIM_OK)
-        rc = cli_resolve(c, &in, &s, e);
+        rc = cfg_resolve_all(c, &in, &s, e);
     step_t *st = NULL;
     if (rc == SIM_OK)
         rc = step_run(&st, &in, &s, e);

@@ -17,7 +17,6 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
-#include "cli.h"
 #include "bounds.h"
 #include "frameworks.h"
 #include "model.h"
@@ -1114,7 +1113,7 @@ int validate_predict(const vcase *c, const char *data_dir, const char *const *ex
     run_inputs in;
     strategy_t s;
     if (rc == SIM_OK)
-        rc = cli_resolve(cfg, &in, &s, &err);
+        rc = cfg_resolve_all(cfg, &in, &s, &err);
     if (rc != SIM_OK) {
         cfg_destroy(cfg);
         if (rc == SIM_ENOMEM)

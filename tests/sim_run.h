@@ -1,6 +1,6 @@
 /* Test helper: resolves KEY=VALUE overrides (NULL-terminated, presets from
  * the source tree PARSIM_SOURCE_DIR) the way the command line does
- * (cli_resolve) and runs the step, asserting each stage succeeds. */
+ * (cfg_resolve_all) and runs the step, asserting each stage succeeds. */
 #ifndef PARSIM_TESTS_SIM_RUN_H
 #define PARSIM_TESTS_SIM_RUN_H
 
@@ -27,7 +27,7 @@ static inline void sim_run(sim *x, const char *const *kv)
     for (; *kv; kv++)
         cr_assert_eq(cfg_set_override(x->cfg, *kv, &err), SIM_OK, "%s: %s", *kv, err.msg);
     char buf[1024];
-    int rc = cli_resolve(x->cfg, &x->in, &x->s, &err);
+    int rc = cfg_resolve_all(x->cfg, &x->in, &x->s, &err);
     if (rc == SIM_OK)
         rc = step_run(&x->st, &x->in, &x->s, &err);
     sim_err_format(&err, buf, sizeof buf);

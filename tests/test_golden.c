@@ -73,7 +73,7 @@ static void run_case(golden_case *gc, char **header)
     run_inputs in;
     strategy_t s;
     if (rc == SIM_OK)
-        rc = cli_resolve(cfg, &in, &s, &err);
+        rc = cfg_resolve_all(cfg, &in, &s, &err);
     step_t *st = NULL;
     if (rc == SIM_OK)
         rc = step_run(&st, &in, &s, &err);

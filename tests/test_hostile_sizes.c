@@ -188,7 +188,7 @@ static void expect_rejected(run_inputs *in, const char *key, const char *has)
     cr_assert_not_null(s);
     sim_err err;
     sim_err_clear(&err);
-    int rc = strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, NULL, &err);
+    int rc = strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, &err);
     free(s);
     cr_assert_eq(rc, SIM_EINVAL, "expected %s to be rejected, got %d (%s)", key, rc, err.msg);
     cr_assert_str_eq(err.key, key, "key %s, message: %s", err.key, err.msg);

@@ -42,7 +42,7 @@ static void resolve(resolved *x, const char *args)
     for (char *kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save))
         cr_assert_eq(cfg_set_override(x->cfg, kv, &err), SIM_OK, "%s: %s", kv, err.msg);
     char msg[1024];
-    int rc = cli_resolve(x->cfg, &x->in, &x->s, &err);
+    int rc = cfg_resolve_all(x->cfg, &x->in, &x->s, &err);
     sim_err_format(&err, msg, sizeof msg);
     cr_assert_eq(rc, SIM_OK, "%s: %s", args, msg);
 }
@@ -311,7 +311,7 @@ Test(mamba_cp, search_enumerates_only_legal_mamba_layouts)
     bool cp = false, tp = false;
     for (size_t i = 0; i < r.n_cands; i++) {
         const parallel_spec *p = &r.cands[i].par;
-        cr_assert_eq(strategy_check_mamba(&x.in.model, p->tp, p->cp, NULL, NULL), SIM_OK, "TP %lld CP %lld",
+        cr_assert_eq(strategy_check_mamba(&x.in.model, p->tp, p->cp, NULL), SIM_OK, "TP %lld CP %lld",
                      (long long)p->tp, (long long)p->cp);
         cp |= p->cp > 1;
         tp |= p->tp > 1;

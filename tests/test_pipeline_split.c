@@ -16,7 +16,9 @@ static int resolve(strategy_t *s, const char *const *kv, sim_err *err)
     if (rc == SIM_OK)
         rc = cfg_resolve(cfg, &in, err);
     if (rc == SIM_OK)
-        rc = strategy_resolve(s, &in.model, &in.cluster, &in.par, &in.train, &in.ddp, cfg, err);
+        rc = strategy_resolve(s, &in.model, &in.cluster, &in.par, &in.train, &in.ddp, err);
+    if (rc != SIM_OK)
+        cfg_err_locate(cfg, err);
     cfg_destroy(cfg);
     return rc;
 }

@@ -376,7 +376,7 @@ static double layer_bytes(const char *const *extra)
     for (int i = 0; kv[i]; i++)
         cr_assert_eq(cfg_set_override(x.cfg, kv[i], &err), SIM_OK, "%s", err.msg);
     cr_assert_eq(cfg_resolve(x.cfg, &x.in, &err), SIM_OK, "%s", err.msg);
-    cr_assert_eq(strategy_resolve(&x.s, &x.in.model, &x.in.cluster, &x.in.par, &x.in.train, &x.in.ddp, x.cfg, &err),
+    cr_assert_eq(strategy_resolve(&x.s, &x.in.model, &x.in.cluster, &x.in.par, &x.in.train, &x.in.ddp, &err),
                  SIM_OK, "%s", err.msg);
     double bytes = memory_layer_activation_bytes(&x.in, &x.s, false);
     cfg_destroy(x.cfg);

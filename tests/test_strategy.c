@@ -102,7 +102,9 @@ static void resolve(run *r, ...)
         return;
     }
     r->rc = strategy_resolve(&r->s, &r->in.model, &r->in.cluster, &r->in.par, &r->in.train,
-                             &r->in.ddp, r->cfg, &r->err);
+                             &r->in.ddp, &r->err);
+    if (r->rc)
+        cfg_err_locate(r->cfg, &r->err);
 }
 
 static void done(run *r) { cfg_destroy(r->cfg); }
@@ -139,14 +141,15 @@ Test(strategy, rule1_sizes_at_least_one)
     expect_ok(&r);
     r.in.par.tp = 0;
     r.rc = strategy_resolve(&r.s, &r.in.model, &r.in.cluster, &r.in.par, &r.in.train,
-                            &r.in.ddp, r.cfg, &r.err);
+                            &r.in.ddp, &r.err);
+    cfg_err_locate(r.cfg, &r.err);
     cr_assert_eq(r.rc, SIM_EINVAL);
     cr_assert_str_eq(r.err.key, "model.tensor_model_parallel_size");
     cr_assert_str_eq(r.err.file, "", "tp was defaulted, so no origin");
     r.in.par.tp = 1;
     r.in.train.micro_batch_size = -2;
     r.rc = strategy_resolve(&r.s, &r.in.model, &r.in.cluster, &r.in.par, &r.in.train,
-                            &r.in.ddp, NULL, &r.err);
+                            &r.in.ddp, &r.err);
     cr_assert_eq(r.rc, SIM_EINVAL);
     cr_assert_str_eq(r.err.key, "train.micro_batch_size");
     done(&r);
@@ -206,7 +209,8 @@ Test(strategy, rule2_error_names_file_and_line)
     cr_assert_eq(cfg_load_file(r.cfg, path, CFG_PRIO_FILE, &r.err), SIM_OK);
     cr_assert_eq(cfg_resolve(r.cfg, &r.in, &r.err), SIM_OK);
     r.rc = strategy_resolve(&r.s, &r.in.model, &r.in.cluster, &r.in.par, &r.in.train,
-                            &r.in.ddp, r.cfg, &r.err);
+                            &r.in.ddp, &r.err);
+    cfg_err_locate(r.cfg, &r.err);
     cr_assert_eq(r.rc, SIM_EINVAL);
     cr_assert_str_eq(r.err.file, path);
     cr_assert_eq(r.err.line, 3);

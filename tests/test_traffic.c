@@ -34,8 +34,7 @@ static void sim_run(sim *x, const char *settings)
     char buf[1024];
     int rc = cfg_resolve(x->cfg, &x->in, &err);
     if (rc == SIM_OK)
-        rc = strategy_resolve(&x->s, &x->in.model, &x->in.cluster, &x->in.par, &x->in.train, &x->in.ddp, x->cfg,
-                              &err);
+        rc = strategy_resolve(&x->s, &x->in.model, &x->in.cluster, &x->in.par, &x->in.train, &x->in.ddp, &err);
     if (rc == SIM_OK)
         rc = step_run(&x->st, &x->in, &x->s, &err);
     sim_err_format(&err, buf, sizeof buf);

@@ -77,7 +77,7 @@ static void hand(const char *const *kv, handrun *h)
     cr_assert_not_null(cfg);
     for (; *kv; kv++)
         cr_assert_eq(cfg_set_override(cfg, *kv, &err), SIM_OK, "%s: %s", *kv, err.msg);
-    cr_assert_eq(cli_resolve(cfg, &h->in, &h->s, &err), SIM_OK, "%s", err.msg);
+    cr_assert_eq(cfg_resolve_all(cfg, &h->in, &h->s, &err), SIM_OK, "%s", err.msg);
     step_t *st;
     cr_assert_eq(step_run(&st, &h->in, &h->s, &err), SIM_OK, "%s", err.msg);
     h->step_time_s = step_result_get(st)->step_time_s;

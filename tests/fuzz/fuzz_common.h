@@ -139,13 +139,13 @@ static inline void fuzz_check_err(int rc, const sim_err *err)
     }
 }
 
-/* cli_resolve as cmd_run does it; on success the resolved settings and the
+/* cfg_resolve_all as cmd_run does it; on success the resolved settings and the
  * layout are written out.  Returns its status. */
 static inline int fuzz_resolve(cfg_t *cfg, run_inputs *in, strategy_t *s)
 {
     sim_err err;
     sim_err_clear(&err);
-    int rc = cli_resolve(cfg, in, s, &err);
+    int rc = cfg_resolve_all(cfg, in, s, &err);
     fuzz_check_err(rc, &err);
     if (rc == SIM_OK) {
         FILE *out = fuzz_out();

@@ -4,7 +4,7 @@
  * (a libconfig comment, so the file part stays a valid file) and then one
  * KEY=VALUE override per line.  The file part is written to the scratch
  * directory and loaded with cfg_load_file, the overrides applied with
- * cfg_set_override, then cfg_resolve + strategy_resolve (cli_resolve), as
+ * cfg_set_override, then cfg_resolve + strategy_resolve (cfg_resolve_all), as
  * cmd_run does.  A strategy that resolves and is small is simulated once
  * (step_run) and reported in every format (to a scratch file).  The
  * scratch directory links nccl/ to topologies/nccl, so a topology file

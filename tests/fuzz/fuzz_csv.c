@@ -39,7 +39,7 @@ static bool fuzz_case_small(const vcase *c)
     run_inputs in;
     strategy_t s;
     if (rc == SIM_OK)
-        rc = cli_resolve(cfg, &in, &s, &err);
+        rc = cfg_resolve_all(cfg, &in, &s, &err);
     fuzz_check_err(rc, &err);
     bool small = rc == SIM_OK && fuzz_step_small(&in, &s);
     cfg_destroy(cfg);

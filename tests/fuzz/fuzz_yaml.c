@@ -5,7 +5,7 @@
  * event pass against the limits, libyaml's document, the walk over its
  * fields and aliases, the rule table).  A file that loads gets the system
  * the YAML lacks (cluster.topology=dgx-h100, cluster.num_gpus=8) and is
- * resolved with cli_resolve as cmd_run does; the field list
+ * resolved with cfg_resolve_all as cmd_run does; the field list
  * (--explain-config), the warnings and the resolved settings are written
  * to a scratch file.
  *
