@@ -142,6 +142,7 @@ typedef struct reader {
     size_t n, cap;
     long long visits;
     bridge_notes *notes;
+    const bridge_sink *sink;
     sim_err *err;
 } reader;
 
@@ -417,7 +418,7 @@ static int walk(reader *r, const yaml_node_t *n, const char *path, int depth, bo
             return leaf_add(r, path, line, LV_SYMBOL, sym, false);
         if (unreadable)
             return leaf_add(r, path, line, LV_COMPLEX, "an enum without _name_", false);
-        if (!section && mapped_section && cfg_key_known(path, NULL))
+        if (!section && mapped_section && r->sink->key_known(path))
             return sim_err_set_at(r->err, SIM_EINVAL, r->file, line, path,
                                   "expected a value, got a mapping");
         return walk_fields(r, n, path, depth, mapped_section);
@@ -691,8 +692,9 @@ static int push_item(reader *r, item *items, size_t *n, const char *key, char *v
     return note ? note_add(r->notes, l->path, l->line, BRIDGE_MAPPED, detail, r->err) : SIM_OK;
 }
 
-/* Judges every leaf, then sets the mapped ones on c in rank order. */
-static int apply_leaves(reader *r, cfg_t *c, cfg_prio prio)
+/* Judges every leaf, then sets the mapped ones through the sink in rank
+ * order. */
+static int apply_leaves(reader *r)
 {
     item *items = calloc(r->n + 2, sizeof *items);
     if (!items)
@@ -723,7 +725,7 @@ static int apply_leaves(reader *r, cfg_t *c, cfg_prio prio)
         snprintf(section, sizeof section, "%.*s", (int)strcspn(l->path, "."), l->path);
         rule dflt = { NULL, NULL, NULL, R_IGNORE, NULL, NULL, 0,
                       is_mapped_section(section) ? "not used by parsim" : "a section parsim does not read" };
-        if (!ru && is_mapped_section(section) && cfg_key_known(l->path, NULL))
+        if (!ru && is_mapped_section(section) && r->sink->key_known(l->path))
             dflt = (rule){ NULL, NULL, NULL, R_MAP, NULL, NULL, RANK_OWN, "" };
         if (!ru)
             ru = &dflt;
@@ -776,7 +778,7 @@ static int apply_leaves(reader *r, cfg_t *c, cfg_prio prio)
     if (rc == SIM_OK)
         rc = note_superseded(r, items, ni);
     for (size_t k = 0; k < ni && rc == SIM_OK; k++)
-        rc = cfg_set_at(c, items[k].key, items[k].value, r->file, items[k].l->line, prio, r->err);
+        rc = r->sink->set(r->sink->ctx, items[k].key, items[k].value, r->file, items[k].l->line, r->err);
     for (size_t k = 0; k < ni; k++)
         free(items[k].value);
     free(items);
@@ -900,7 +902,7 @@ static int read_all(const char *path, unsigned char **buf, size_t *len, sim_err 
     return SIM_OK;
 }
 
-int bridge_yaml_load(cfg_t *c, const char *path, cfg_prio prio, bridge_notes *notes, sim_err *err)
+int bridge_yaml_load(const char *path, const bridge_sink *sink, bridge_notes *notes, sim_err *err)
 {
     snprintf(notes->file, sizeof notes->file, "%s", path);
     unsigned char *buf = NULL;
@@ -925,7 +927,7 @@ int bridge_yaml_load(cfg_t *c, const char *path, cfg_prio prio, bridge_notes *no
         free(buf);
         return rc;
     }
-    reader r = { .file = path, .doc = &doc, .notes = notes, .err = err };
+    reader r = { .file = path, .doc = &doc, .notes = notes, .sink = sink, .err = err };
     const yaml_node_t *root = yaml_document_get_root_node(&doc);
     if (!root)
         rc = sim_err_set_at(err, SIM_EINVAL, path, 1, NULL, "empty: a Megatron Bridge config is a mapping of sections");
@@ -936,7 +938,7 @@ int bridge_yaml_load(cfg_t *c, const char *path, cfg_prio prio, bridge_notes *no
     else
         rc = walk_fields(&r, root, "", 0, false);
     if (rc == SIM_OK)
-        rc = apply_leaves(&r, c, prio);
+        rc = apply_leaves(&r);
     for (size_t k = 0; k < r.n; k++) {
         free(r.lv[k].path);
         free(r.lv[k].text);

@@ -41,7 +41,6 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "config.h"
 #include "err.h"
 
 typedef enum {
@@ -72,9 +71,19 @@ bool bridge_yaml_is_path(const char *path);
 bridge_notes *bridge_notes_create(void);
 void bridge_notes_destroy(bridge_notes *n); /* NULL is a no-op */
 
-/* Reads path into c at prio (rules above); notes gets every field's
- * verdict.  SIM_EINVAL (file:line), SIM_ENOMEM. */
-int bridge_yaml_load(cfg_t *c, const char *path, cfg_prio prio, bridge_notes *notes, sim_err *err);
+/* Where the mapped fields go: parsim's key table seen through two calls
+ * (config passes its own), so that the reader needs nothing of config.
+ * key_known: whether a path is a parsim key; set: one key with its value
+ * in override syntax and its origin (malformed: SIM_EINVAL at file:line). */
+typedef struct bridge_sink {
+    bool (*key_known)(const char *key);
+    int (*set)(void *ctx, const char *key, const char *value, const char *file, int line, sim_err *err);
+    void *ctx;
+} bridge_sink;
+
+/* Reads path into sink (rules above); notes gets every field's verdict.
+ * SIM_EINVAL (file:line), SIM_ENOMEM. */
+int bridge_yaml_load(const char *path, const bridge_sink *sink, bridge_notes *notes, sim_err *err);
 
 /* The provider's class name without its module ("Llama31ModelProvider"),
  * "" if the file has none. */

@@ -419,6 +419,21 @@ static int load_file(cfg_t *c, const char *path, cfg_prio prio, bool auto_preset
     return rc;
 }
 
+/* The Bridge reader's sink: the key table and cfg_set_at at the file's
+ * priority. */
+typedef struct bridge_target {
+    cfg_t *c;
+    cfg_prio prio;
+} bridge_target;
+
+static bool bridge_key_known(const char *key) { return cfg_key_known(key, NULL); }
+
+static int bridge_set(void *ctx, const char *key, const char *value, const char *file, int line, sim_err *err)
+{
+    const bridge_target *t = ctx;
+    return cfg_set_at(t->c, key, value, file, line, t->prio, err);
+}
+
 int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err)
 {
     if (!bridge_yaml_is_path(path))
@@ -427,7 +442,9 @@ int cfg_load_file(cfg_t *c, const char *path, cfg_prio prio, sim_err *err)
     c->bridge = bridge_notes_create();
     if (!c->bridge)
         return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", path);
-    return bridge_yaml_load(c, path, prio, c->bridge, err);
+    bridge_target t = { c, prio };
+    const bridge_sink sink = { bridge_key_known, bridge_set, &t };
+    return bridge_yaml_load(path, &sink, c->bridge, err);
 }
 
 const bridge_notes *cfg_bridge_notes(const cfg_t *c) { return c ? c->bridge : NULL; }
