@@ -12,6 +12,7 @@
 #include "csv.h"
 #include "frameworks.h"
 #include "numparse.h"
+#include "opts.h"
 #include "validate.h"
 #include "vsetup.h"
 
@@ -111,36 +112,44 @@ int cmd_calibrate(int argc, char **argv)
         return EXIT_FAILURE;
     }
     int rc = EXIT_SUCCESS;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        bool takes = !strcmp(a, "--out") || !strcmp(a, "--params") || !strcmp(a, "--rows") ||
-                     !strcmp(a, "--train-half") || !strcmp(a, "--jobs") ||
-                     !strcmp(a, "--max-iter") || !strcmp(a, "--nccl-tests") || !strcmp(a, "--op") ||
-                     !strcmp(a, "--out-halves") || !strcmp(a, "--recipes") ||
-                     !strcmp(a, "--frameworks");
-        if (takes) {
-            if (++i >= argc) {
-                rc = cli_usage_error("%s needs a value", a);
-                goto out;
-            }
-            const char *v = argv[i];
-            if (!strcmp(a, "--out"))
+    enum {
+        O_OUT, O_PARAMS, O_ROWS, O_TRAIN_HALF, O_JOBS, O_MAX_ITER, O_NCCL_TESTS, O_OP, O_OUT_HALVES,
+        O_RECIPES, O_FRAMEWORKS, O_QUIET
+    };
+    static const opts_def defs[] = {
+        [O_OUT] = {"--out", "a value"},           [O_PARAMS] = {"--params", "a value"},
+        [O_ROWS] = {"--rows", "a value"},         [O_TRAIN_HALF] = {"--train-half", "a value"},
+        [O_JOBS] = {"--jobs", "a value"},         [O_MAX_ITER] = {"--max-iter", "a value"},
+        [O_NCCL_TESTS] = {"--nccl-tests", "a value"}, [O_OP] = {"--op", "a value"},
+        [O_OUT_HALVES] = {"--out-halves", "a value"}, [O_RECIPES] = {"--recipes", "a value"},
+        [O_FRAMEWORKS] = {"--frameworks", "a value"}, [O_QUIET] = {"--quiet", NULL},
+    };
+    opts_iter it = opts_start(argc, argv, 0, defs, sizeof defs / sizeof defs[0], NULL, NULL);
+    const char *v;
+    for (int opt; (opt = opts_next(&it, &v)) != OPTS_END;) {
+        if (opt == OPTS_FAIL) {
+            rc = EXIT_BAD_INPUT;
+            goto out;
+        }
+        const char *a = v;
+        if (opt >= 0 && opt != O_QUIET) {
+            if (opt == O_OUT)
                 out_path = v;
-            else if (!strcmp(a, "--params"))
+            else if (opt == O_PARAMS)
                 o.params = v;
-            else if (!strcmp(a, "--rows"))
+            else if (opt == O_ROWS)
                 o.rows = v;
-            else if (!strcmp(a, "--nccl-tests"))
+            else if (opt == O_NCCL_TESTS)
                 nccl_path = v;
-            else if (!strcmp(a, "--op"))
+            else if (opt == O_OP)
                 op = v;
-            else if (!strcmp(a, "--out-halves"))
+            else if (opt == O_OUT_HALVES)
                 halves_prefix = v;
-            else if (!strcmp(a, "--recipes"))
+            else if (opt == O_RECIPES)
                 recipes_path = v;
-            else if (!strcmp(a, "--frameworks"))
+            else if (opt == O_FRAMEWORKS)
                 frameworks_path = v;
-            else if (!strcmp(a, "--train-half")) {
+            else if (opt == O_TRAIN_HALF) {
                 if (!strcmp(v, "even"))
                     o.train_half = 0;
                 else if (!strcmp(v, "odd"))
@@ -149,21 +158,18 @@ int cmd_calibrate(int argc, char **argv)
                     rc = cli_usage_error("--train-half is even or odd, got '%s'", v);
                     goto out;
                 }
-            } else if (!strcmp(a, "--jobs")) {
-                if ((rc = cli_jobs_arg(a, v, &o.jobs)))
+            } else if (opt == O_JOBS) {
+                if ((rc = cli_jobs_arg("--jobs", v, &o.jobs)))
                     goto out;
             } else {
                 long long n = 0;
-                if ((rc = cli_int_arg(a, v, 1, 10000, &n)))
+                if ((rc = cli_int_arg("--max-iter", v, 1, 10000, &n)))
                     goto out;
                 o.max_iter = (int)n;
             }
-        } else if (!strcmp(a, "--quiet"))
+        } else if (opt == O_QUIET)
             o.log = NULL;
-        else if (a[0] == '-' && a[1] == '-') {
-            rc = cli_usage_error("unknown option '%s'", a);
-            goto out;
-        } else if (strchr(a, '='))
+        else if (strchr(a, '='))
             overrides[nover++] = a;
         else if (in_path) {
             rc = cli_usage_error("calibrate takes one CSV file, got '%s' and '%s'", in_path, a);

@@ -10,47 +10,50 @@
 #include "compare.h"
 #include "csv.h"
 #include "numparse.h"
+#include "opts.h"
 
 int cmd_compare(int argc, char **argv)
 {
     const char *paths[2] = { NULL, NULL };
     int npaths = 0;
     compare_opts o = { .fail_above_pct = 0.0, .key_cols = NULL, .max_listed = 50 };
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--fail-above") || !strcmp(a, "--key") || !strcmp(a, "--list")) {
-            if (++i >= argc)
-                return cli_usage_error("%s needs a value", a);
-            if (!strcmp(a, "--key"))
-                o.key_cols = argv[i];
-            else if (!strcmp(a, "--fail-above")) {
+    enum { O_FAIL_ABOVE, O_KEY, O_LIST };
+    static const opts_def defs[] = {
+        [O_FAIL_ABOVE] = {"--fail-above", "a value"}, [O_KEY] = {"--key", "a value"}, [O_LIST] = {"--list", "a value"},
+    };
+    opts_iter it = opts_start(argc, argv, 0, defs, sizeof defs / sizeof defs[0], NULL, NULL);
+    const char *v;
+    for (int opt; (opt = opts_next(&it, &v)) != OPTS_END;) {
+        if (opt == OPTS_FAIL)
+            return EXIT_BAD_INPUT;
+        if (opt >= 0) {
+            if (opt == O_KEY)
+                o.key_cols = v;
+            else if (opt == O_FAIL_ABOVE) {
                 /* a finite decimal, optionally followed by one '%' */
                 char num[64];
-                size_t n = strlen(argv[i]);
-                if (n > 0 && argv[i][n - 1] == '%')
+                size_t n = strlen(v);
+                if (n > 0 && v[n - 1] == '%')
                     n--;
                 bool ok = n < sizeof num;
                 if (ok) {
-                    memcpy(num, argv[i], n);
+                    memcpy(num, v, n);
                     num[n] = '\0';
                     ok = num_parse_double(num, &o.fail_above_pct) && o.fail_above_pct >= 0;
                 }
                 if (!ok)
-                    return cli_usage_error("--fail-above needs a finite percentage >= 0, got '%s'",
-                                           argv[i]);
+                    return cli_usage_error("--fail-above needs a finite percentage >= 0, got '%s'", v);
             } else {
                 long long n = 0; /* 0 = all */
-                int rc = cli_int_arg(a, argv[i], 0, INT64_MAX, &n);
+                int rc = cli_int_arg("--list", v, 0, INT64_MAX, &n);
                 if (rc)
                     return rc;
                 o.max_listed = (size_t)n;
             }
-        } else if (a[0] == '-' && a[1] == '-')
-            return cli_usage_error("unknown option '%s'", a);
-        else if (npaths < 2)
-            paths[npaths++] = a;
+        } else if (npaths < 2)
+            paths[npaths++] = v;
         else
-            return cli_usage_error("compare takes two CSV files, got a third: '%s'", a);
+            return cli_usage_error("compare takes two CSV files, got a third: '%s'", v);
     }
     if (npaths != 2)
         return cli_usage_error("compare needs OLD.csv and NEW.csv");

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "outfile.h"
 #include "sweep.h"
 
@@ -153,9 +154,12 @@ static int merge(shard_in *in, int n, FILE *out, sim_err *err)
 
 int cmd_merge(int argc, char **argv)
 {
-    for (int i = 0; i < argc; i++)
-        if (argv[i][0] == '-' && argv[i][1] == '-')
-            return cli_usage_error("unknown option '%s'", argv[i]);
+    /* no options: every "--..." is an unknown one */
+    opts_iter it = opts_start(argc, argv, 0, NULL, 0, NULL, NULL);
+    const char *v;
+    for (int opt; (opt = opts_next(&it, &v)) != OPTS_END;)
+        if (opt == OPTS_FAIL)
+            return EXIT_BAD_INPUT;
     if (argc < 2)
         return cli_usage_error("merge needs an output and the shard files: parsim merge OUT.csv SHARD.csv ...");
     const char *path = argv[0];

@@ -24,6 +24,7 @@
 #include "bounds.h"
 #include "numparse.h"
 #include "net.h"
+#include "opts.h"
 #include "units.h"
 
 typedef struct net_opts {
@@ -71,19 +72,16 @@ static long long size_rows(const net_opts *o)
     return n;
 }
 
-static const char *net_usage =
-    "parsim net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N] [--max-bytes N] "
-    "[--factor F] [--algo A] [--proto P] [--type T]; sizes in bytes, binary: 1M = 1,048,576 bytes";
+#define NET_USAGE                                                                               \
+    "parsim net COLLECTIVE [CONFIG.cfg] [KEY=VALUE ...] [--min-bytes N] [--max-bytes N] "        \
+    "[--factor F] [--algo A] [--proto P] [--type T]; sizes in bytes, binary: 1M = 1,048,576 bytes"
 
-/* The option's value, or NULL (after printing the error) if missing. */
-static const char *value_of(int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        cli_usage_error("net: %s needs a value (%s)", argv[*i], net_usage);
-        return NULL;
-    }
-    return argv[++*i];
-}
+enum { O_MIN_BYTES, O_MAX_BYTES, O_FACTOR, O_ALGO, O_PROTO, O_TYPE };
+static const opts_def net_opts_table[] = {
+    [O_MIN_BYTES] = {"--min-bytes", "a value"}, [O_MAX_BYTES] = {"--max-bytes", "a value"},
+    [O_FACTOR] = {"--factor", "a value"},       [O_ALGO] = {"--algo", "a value"},
+    [O_PROTO] = {"--proto", "a value"},         [O_TYPE] = {"--type", "a value"},
+};
 
 static void print_header(FILE *out, const run_inputs *in, const group_span *g, coll_kind k,
                          const net_opts *o)
@@ -168,7 +166,7 @@ int cmd_net(int argc, char **argv)
 {
     if (argc < 1 || argv[0][0] == '-')
         return cli_usage_error("net: name a collective: all_reduce, all_gather, reduce_scatter, "
-                               "all_to_all, broadcast or p2p (%s)", net_usage);
+                               "all_to_all, broadcast or p2p (" NET_USAGE ")");
     coll_kind k;
     if (!coll_kind_from_name(argv[0], &k))
         return cli_usage_error("net: unknown collective '%s' (expected all_reduce, all_gather, "
@@ -185,12 +183,19 @@ int cmd_net(int argc, char **argv)
         return EXIT_FAILURE;
     }
     bool have_file = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
+    opts_iter it = opts_start(argc, argv, 1, net_opts_table, sizeof net_opts_table / sizeof net_opts_table[0],
+                              "net: ", " (" NET_USAGE ")");
+    it.dash_options = 1;
+    for (;;) {
+        const char *v;
         char kv[160];
-        if (!strcmp(a, "--min-bytes") || !strcmp(a, "--max-bytes")) {
-            if (!(v = value_of(argc, argv, &i)))
-                goto out;
+        int opt = opts_next(&it, &v);
+        if (opt == OPTS_END)
+            break;
+        if (opt == OPTS_FAIL)
+            goto out;
+        const char *a = opt >= 0 ? net_opts_table[opt].name : v;
+        if (opt == O_MIN_BYTES || opt == O_MAX_BYTES) {
             double bytes = 0;
             if (!num_parse_bytes(v, &bytes) || !(bytes >= 1 && bytes <= LIMIT_NET_BYTES)) {
                 rc = cli_usage_error("net: %s needs a size in 1..%.0f bytes (2^50), binary: 1M = "
@@ -198,36 +203,26 @@ int cmd_net(int argc, char **argv)
                                      LIMIT_NET_BYTES, v);
                 goto out;
             }
-            *(a[2] == 'm' && a[3] == 'i' ? &o.min_bytes : &o.max_bytes) = bytes;
-        } else if (!strcmp(a, "--factor")) {
-            if (!(v = value_of(argc, argv, &i)))
-                goto out;
+            *(opt == O_MIN_BYTES ? &o.min_bytes : &o.max_bytes) = bytes;
+        } else if (opt == O_FACTOR) {
             double f = 0;
             if (!num_parse_double(v, &f) || !(f > 1 && f <= LIMIT_FACTOR)) {
                 rc = cli_usage_error("net: --factor needs a number in (1, %g], got '%s'", LIMIT_FACTOR, v);
                 goto out;
             }
             o.factor = f;
-        } else if (!strcmp(a, "--algo") || !strcmp(a, "--proto")) {
-            if (!(v = value_of(argc, argv, &i)))
-                goto out;
-            snprintf(kv, sizeof kv, "%s=%s", a[2] == 'a' ? "sim.nccl_algo" : "sim.nccl_proto",
-                     v);
+        } else if (opt == O_ALGO || opt == O_PROTO) {
+            snprintf(kv, sizeof kv, "%s=%s", opt == O_ALGO ? "sim.nccl_algo" : "sim.nccl_proto", v);
             if (cfg_set_override(cfg, kv, &err) != SIM_OK) {
                 rc = cli_fail(&err);
                 goto out;
             }
-        } else if (!strcmp(a, "--type")) {
-            if (!(v = value_of(argc, argv, &i)))
-                goto out;
+        } else if (opt == O_TYPE) {
             if (!type_size(v, &o.type, &o.type_bytes)) {
                 rc = cli_usage_error("net: --type: unknown type '%s' (expected int8, uint8, int32, "
                                      "uint32, int64, uint64, half, float, double or bfloat16)", v);
                 goto out;
             }
-        } else if (a[0] == '-') {
-            rc = cli_usage_error("net: unknown option '%s' (%s)", a, net_usage);
-            goto out;
         } else if (cli_config_arg(cfg, a, &have_file, &err) != SIM_OK) {
             rc = cli_fail(&err);
             goto out;

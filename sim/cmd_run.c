@@ -11,6 +11,7 @@
 #include "bridge_yaml.h"
 #include "cli.h"
 #include "config.h"
+#include "opts.h"
 #include "report.h"
 #include "sizing.h"
 #include "step.h"
@@ -66,38 +67,38 @@ int cmd_run(int argc, char **argv)
     }
     int rc = EXIT_SUCCESS;
     bool have_file = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--format")) {
-            if (++i >= argc) {
-                rc = cli_usage_error("%s needs a value", a);
-                goto out;
-            }
-            if (!strcmp(argv[i], "text"))
+    enum { O_FORMAT, O_TRACE, O_LAYOUT, O_DUMP, O_EXPLAIN };
+    static const opts_def defs[] = {
+        [O_FORMAT] = {"--format", "a value"}, [O_TRACE] = {"--trace", "a file name"},
+        [O_LAYOUT] = {"--layout", NULL},      [O_DUMP] = {"--dump-config", NULL},
+        [O_EXPLAIN] = {"--explain-config", NULL},
+    };
+    opts_iter it = opts_start(argc, argv, 0, defs, sizeof defs / sizeof defs[0], NULL, NULL);
+    const char *a;
+    for (int opt; (opt = opts_next(&it, &a)) != OPTS_END;) {
+        if (opt == OPTS_FAIL) {
+            rc = EXIT_BAD_INPUT;
+            goto out;
+        }
+        if (opt == O_FORMAT) {
+            if (!strcmp(a, "text"))
                 fmt = FMT_TEXT;
-            else if (!strcmp(argv[i], "json"))
+            else if (!strcmp(a, "json"))
                 fmt = FMT_JSON;
-            else if (!strcmp(argv[i], "csv"))
+            else if (!strcmp(a, "csv"))
                 fmt = FMT_CSV;
             else {
-                rc = cli_usage_error("unknown format '%s' (text, json or csv)", argv[i]);
+                rc = cli_usage_error("unknown format '%s' (text, json or csv)", a);
                 goto out;
             }
-        } else if (!strcmp(a, "--trace")) {
-            if (++i >= argc) {
-                rc = cli_usage_error("%s needs a file name", a);
-                goto out;
-            }
-            trace_path = argv[i];
-        } else if (!strcmp(a, "--layout")) {
+        } else if (opt == O_TRACE) {
+            trace_path = a;
+        } else if (opt == O_LAYOUT) {
             layout = 1;
-        } else if (!strcmp(a, "--dump-config")) {
+        } else if (opt == O_DUMP) {
             dump = 1;
-        } else if (!strcmp(a, "--explain-config")) {
+        } else if (opt == O_EXPLAIN) {
             explain = 1;
-        } else if (a[0] == '-' && a[1] == '-') {
-            rc = cli_usage_error("unknown option '%s'", a);
-            goto out;
         } else if (cli_config_arg(cfg, a, &have_file, &err) != SIM_OK) {
             rc = cli_fail(&err);
             goto out;

@@ -30,6 +30,7 @@
 #include "bounds.h"
 #include "handover.h"
 #include "numparse.h"
+#include "opts.h"
 #include "progress.h"
 #include "search.h"
 
@@ -173,38 +174,57 @@ int cmd_search(int argc, char **argv)
     }
     int rc = EXIT_SUCCESS;
     bool have_file = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        bool takes_value = !strcmp(a, "--top") || !strcmp(a, "--jobs") || !strcmp(a, "--out") ||
-                           !strcmp(a, "--rank") || !strcmp(a, "--token-budget") || !strcmp(a, "--gpus") ||
-                           !strcmp(a, "--schedules") || !strcmp(a, "--emit-sbatch") || !strcmp(a, "--recipe");
-        if (takes_value && i + 1 >= argc) {
-            rc = cli_usage_error("%s needs a value", a);
+    enum {
+        O_TOP, O_JOBS, O_OUT, O_RANK, O_TOKEN_BUDGET, O_GPUS, O_SCHEDULES, O_EMIT_SBATCH, O_RECIPE,
+        O_EMIT_OVERRIDES, O_HELP, O_H, O_PARETO, O_EXHAUSTIVE, O_FSDP
+    };
+    static const opts_def defs[] = {
+        [O_TOP] = {"--top", "a value"},
+        [O_JOBS] = {"--jobs", "a value"},
+        [O_OUT] = {"--out", "a value"},
+        [O_RANK] = {"--rank", "a value"},
+        [O_TOKEN_BUDGET] = {"--token-budget", "a value"},
+        [O_GPUS] = {"--gpus", "a value"},
+        [O_SCHEDULES] = {"--schedules", "a value"},
+        [O_EMIT_SBATCH] = {"--emit-sbatch", "a value"},
+        [O_RECIPE] = {"--recipe", "a value"},
+        [O_EMIT_OVERRIDES] = {"--emit-overrides", NULL},
+        [O_HELP] = {"--help", NULL},
+        [O_H] = {"-h", NULL},
+        [O_PARETO] = {"--pareto", NULL},
+        [O_EXHAUSTIVE] = {"--exhaustive", NULL},
+        [O_FSDP] = {"--fsdp", NULL},
+    };
+    opts_iter it = opts_start(argc, argv, 0, defs, sizeof defs / sizeof defs[0], NULL, NULL);
+    const char *a;
+    for (int opt; (opt = opts_next(&it, &a)) != OPTS_END;) {
+        if (opt == OPTS_FAIL) {
+            rc = EXIT_BAD_INPUT;
             goto out;
         }
-        if (!strcmp(a, "--top")) {
+        if (opt == O_TOP) {
             long long v = 0;
-            if ((rc = cli_int_arg(a, argv[++i], 1, SEARCH_TOP_MAX, &v)))
+            if ((rc = cli_int_arg("--top", a, 1, SEARCH_TOP_MAX, &v)))
                 goto out;
             o.top = (int)v;
-        } else if (!strcmp(a, "--jobs")) {
-            if ((rc = cli_jobs_arg(a, argv[++i], &o.jobs)))
+        } else if (opt == O_JOBS) {
+            if ((rc = cli_jobs_arg("--jobs", a, &o.jobs)))
                 goto out;
-        } else if (!strcmp(a, "--out")) {
-            out_path = argv[++i];
-        } else if (!strcmp(a, "--emit-sbatch")) {
-            sbatch_path = argv[++i];
-        } else if (!strcmp(a, "--emit-overrides")) {
+        } else if (opt == O_OUT) {
+            out_path = a;
+        } else if (opt == O_EMIT_SBATCH) {
+            sbatch_path = a;
+        } else if (opt == O_EMIT_OVERRIDES) {
             emit_overrides = true;
-        } else if (!strcmp(a, "--recipe")) {
-            recipe = argv[++i];
+        } else if (opt == O_RECIPE) {
+            recipe = a;
             if (!handover_recipe_ok(recipe)) {
                 rc = cli_usage_error("--recipe needs a recipe name (letters, digits, '_', '.', '-', at most 128), "
                                      "got '%s'", recipe);
                 goto out;
             }
-        } else if (!strcmp(a, "--rank")) {
-            const char *v = argv[++i];
+        } else if (opt == O_RANK) {
+            const char *v = a;
             if (!strcmp(v, "time"))
                 o.rank = SEARCH_RANK_TIME;
             else if (!strcmp(v, "tokens"))
@@ -216,21 +236,21 @@ int cmd_search(int argc, char **argv)
                 rc = cli_usage_error("--rank: unknown ranking '%s' (time, tokens or cost)", v);
                 goto out;
             }
-        } else if (!strcmp(a, "--token-budget")) {
+        } else if (opt == O_TOKEN_BUDGET) {
             double t = 0;
-            if (!num_parse_count(argv[++i], &t) || !(t >= 1 && t <= LIMIT_TOKENS)) {
+            if (!num_parse_count(a, &t) || !(t >= 1 && t <= LIMIT_TOKENS)) {
                 rc = cli_usage_error("--token-budget needs a number of tokens in 1..%g, decimal: 2T = 2e12 "
-                                     "tokens (k, M, G or B, T), got '%s'", LIMIT_TOKENS, argv[i]);
+                                     "tokens (k, M, G or B, T), got '%s'", LIMIT_TOKENS, a);
                 goto out;
             }
             o.token_budget = t;
-        } else if (!strcmp(a, "--gpus")) {
-            if ((rc = gpus_arg(argv[++i], &o.gpus_min, &o.gpus_max)))
+        } else if (opt == O_GPUS) {
+            if ((rc = gpus_arg(a, &o.gpus_min, &o.gpus_max)))
                 goto out;
-        } else if (!strcmp(a, "--schedules")) {
-            if ((rc = schedules_arg(argv[++i], &o.schedules)))
+        } else if (opt == O_SCHEDULES) {
+            if ((rc = schedules_arg(a, &o.schedules)))
                 goto out;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        } else if (opt == O_HELP || opt == O_H) {
             printf("usage: parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]\n"
                   "                     [--rank time|tokens|cost] [--token-budget N] [--gpus N|MIN:MAX]\n"
                   "                     [--pareto] [--exhaustive] [--fsdp] [--schedules NAME,...|all]\n"
@@ -251,15 +271,12 @@ int cmd_search(int argc, char **argv)
                   "1..%lld.\n",
                   LIMIT_TOKENS, SEARCH_TOP_MAX, LIMIT_GPUS);
             goto out;
-        } else if (!strcmp(a, "--pareto")) {
+        } else if (opt == O_PARETO) {
             o.pareto = true;
-        } else if (!strcmp(a, "--exhaustive")) {
+        } else if (opt == O_EXHAUSTIVE) {
             o.exhaustive = true;
-        } else if (!strcmp(a, "--fsdp")) {
+        } else if (opt == O_FSDP) {
             o.fsdp = true;
-        } else if (a[0] == '-' && a[1] == '-') {
-            rc = cli_usage_error("unknown option '%s'", a);
-            goto out;
         } else {
             if (cli_config_arg(cfg, a, &have_file, &err) != SIM_OK) {
                 rc = cli_fail(&err);

@@ -30,6 +30,7 @@
 #include "cli.h"
 #include "bounds.h"
 #include "numparse.h"
+#include "opts.h"
 #include "progress.h"
 #include "sweep.h"
 
@@ -82,34 +83,35 @@ static bool parse_shard(const char *v, int64_t *k, int64_t *n)
            *n <= LIMIT_SWEEP_CONFIGS;
 }
 
+enum { O_JOBS, O_SHARD, O_OUT };
+static const opts_def sweep_opts[] = {
+    [O_JOBS] = {"--jobs", "a value"}, [O_SHARD] = {"--shard", "a value"}, [O_OUT] = {"--out", "a value"},
+};
+
 static int parse_args(int argc, char **argv, sweep_args *a)
 {
     memset(a, 0, sizeof *a);
     a->jobs = 1;
     a->shard_k = a->shard_n = 1;
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "--jobs") || !strcmp(s, "--shard") || !strcmp(s, "--out")) {
-            if (i + 1 >= argc)
-                return cli_usage_error("%s needs a value", s);
-            const char *v = argv[++i];
-            if (!strcmp(s, "--out")) {
-                a->out = v;
-            } else if (!strcmp(s, "--jobs")) {
-                int rc = cli_jobs_arg(s, v, &a->jobs);
-                if (rc)
-                    return rc;
-            } else {
-                if (!parse_shard(v, &a->shard_k, &a->shard_n))
-                    return cli_usage_error("--shard takes K/N with 1 <= K <= N <= %lld, got '%s'",
-                                           LIMIT_SWEEP_CONFIGS, v);
-            }
-        } else if (s[0] == '-' && s[1] == '-') {
-            return cli_usage_error("unknown option '%s'", s);
+    opts_iter it = opts_start(argc, argv, 0, sweep_opts, sizeof sweep_opts / sizeof sweep_opts[0], NULL, NULL);
+    const char *v;
+    for (int opt; (opt = opts_next(&it, &v)) != OPTS_END;) {
+        if (opt == OPTS_FAIL)
+            return EXIT_BAD_INPUT;
+        if (opt == O_OUT) {
+            a->out = v;
+        } else if (opt == O_JOBS) {
+            int rc = cli_jobs_arg("--jobs", v, &a->jobs);
+            if (rc)
+                return rc;
+        } else if (opt == O_SHARD) {
+            if (!parse_shard(v, &a->shard_k, &a->shard_n))
+                return cli_usage_error("--shard takes K/N with 1 <= K <= N <= %lld, got '%s'",
+                                       LIMIT_SWEEP_CONFIGS, v);
         } else if (a->spec) {
-            return cli_usage_error("one sweep spec only, got another: '%s'", s);
+            return cli_usage_error("one sweep spec only, got another: '%s'", v);
         } else {
-            a->spec = s;
+            a->spec = v;
         }
     }
     if (!a->spec)

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "csv.h"
 #include "frameworks.h"
+#include "opts.h"
 #include "progress.h"
 #include "validate.h"
 #include "vsetup.h"
@@ -36,28 +37,30 @@ int cmd_validate(int argc, char **argv)
     enum { MAX_EXTRA = 64 };
     const char *extra[MAX_EXTRA + 1] = { NULL };
     int nextra = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--out") || !strcmp(a, "--rows") || !strcmp(a, "--jobs") ||
-            !strcmp(a, "--recipes") || !strcmp(a, "--frameworks")) {
-            if (++i >= argc)
-                return cli_usage_error("%s needs a value", a);
-            if (!strcmp(a, "--out"))
-                out_path = argv[i];
-            else if (!strcmp(a, "--recipes"))
-                recipes_path = argv[i];
-            else if (!strcmp(a, "--frameworks"))
-                frameworks_path = argv[i];
-            else if (!strcmp(a, "--rows"))
-                rows = argv[i];
-            else {
-                int rc = cli_jobs_arg(a, argv[i], &jobs);
-                if (rc)
-                    return rc;
-            }
-        } else if (a[0] == '-' && a[1] == '-')
-            return cli_usage_error("unknown option '%s'", a);
-        else if (strchr(a, '=')) {
+    enum { O_OUT, O_ROWS, O_JOBS, O_RECIPES, O_FRAMEWORKS };
+    static const opts_def defs[] = {
+        [O_OUT] = {"--out", "a value"},         [O_ROWS] = {"--rows", "a value"},
+        [O_JOBS] = {"--jobs", "a value"},       [O_RECIPES] = {"--recipes", "a value"},
+        [O_FRAMEWORKS] = {"--frameworks", "a value"},
+    };
+    opts_iter it = opts_start(argc, argv, 0, defs, sizeof defs / sizeof defs[0], NULL, NULL);
+    const char *a;
+    for (int opt; (opt = opts_next(&it, &a)) != OPTS_END;) {
+        if (opt == OPTS_FAIL)
+            return EXIT_BAD_INPUT;
+        if (opt == O_OUT)
+            out_path = a;
+        else if (opt == O_RECIPES)
+            recipes_path = a;
+        else if (opt == O_FRAMEWORKS)
+            frameworks_path = a;
+        else if (opt == O_ROWS)
+            rows = a;
+        else if (opt == O_JOBS) {
+            int rc = cli_jobs_arg("--jobs", a, &jobs);
+            if (rc)
+                return rc;
+        } else if (strchr(a, '=')) {
             if (nextra >= MAX_EXTRA)
                 return cli_usage_error("at most %d KEY=VALUE settings", MAX_EXTRA);
             extra[nextra++] = a;
