@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "opts.h"
 #include "scratch.h"
 
 /* The included files sit beside the spec and the config, in a folder that
@@ -85,4 +86,41 @@ Test(inputs, the_modules_include_each_other_without_a_cycle, .timeout = 60)
     int st = pclose(p);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "include_graph.sh: %s", out);
     cr_expect(strstr(out, "no cycle among sim/ modules") != NULL, "%s", out);
+}
+
+/* opts_next: options of the table with their values, plain arguments
+ * (KEY=VALUE, "-"), and a missing value or an unknown "--x" as OPTS_FAIL
+ * (the message goes to stderr). */
+Test(inputs, the_option_parser_walks_a_table)
+{
+    enum { O_OUT, O_QUIET };
+    static const opts_def defs[] = { [O_OUT] = {"--out", "a value"}, [O_QUIET] = {"--quiet", NULL} };
+    char *ok[] = { "a.cfg", "--out", "x.csv", "k=v", "--quiet", "-", NULL };
+    opts_iter it = opts_start(6, ok, 0, defs, 2, NULL, NULL);
+    const char *v;
+    cr_expect_eq(opts_next(&it, &v), OPTS_ARG);
+    cr_expect_str_eq(v, "a.cfg");
+    cr_expect_eq(opts_next(&it, &v), O_OUT);
+    cr_expect_str_eq(v, "x.csv");
+    cr_expect_eq(opts_next(&it, &v), OPTS_ARG);
+    cr_expect_str_eq(v, "k=v");
+    cr_expect_eq(opts_next(&it, &v), O_QUIET);
+    cr_expect_null(v);
+    cr_expect_eq(opts_next(&it, &v), OPTS_ARG);
+    cr_expect_str_eq(v, "-");
+    cr_expect_eq(opts_next(&it, &v), OPTS_END);
+
+    char *missing[] = { "--out", NULL };
+    it = opts_start(1, missing, 0, defs, 2, NULL, NULL);
+    cr_expect_eq(opts_next(&it, &v), OPTS_FAIL);
+    char *unknown[] = { "--outt", "x", NULL };
+    it = opts_start(2, unknown, 0, defs, 2, NULL, NULL);
+    cr_expect_eq(opts_next(&it, &v), OPTS_FAIL);
+    /* with dash_options a single dash is an option too */
+    char *dash[] = { "-q", NULL };
+    it = opts_start(1, dash, 0, defs, 2, NULL, NULL);
+    cr_expect_eq(opts_next(&it, &v), OPTS_ARG);
+    it = opts_start(1, dash, 0, defs, 2, NULL, NULL);
+    it.dash_options = 1;
+    cr_expect_eq(opts_next(&it, &v), OPTS_FAIL);
 }
