@@ -8,7 +8,12 @@
 
 #include "config.h"
 #include "csv.h"
-#include "validate.h"
+
+static const char *conv_names[FC_COUNT] = {
+    "megatron", "nemo-full-attention", "sc21-hardware", "hardware", "unknown",
+};
+
+const char *flop_conv_name(flop_conv f) { return (unsigned)f < FC_COUNT ? conv_names[f] : "?"; }
 
 #ifndef PARSIM_DEFAULT_DATA_DIR
 #define PARSIM_DEFAULT_DATA_DIR "."

@@ -33,6 +33,15 @@
 
 #include "err.h"
 
+/* The FLOP conventions of published TFLOP/s and MFU figures (a row's
+ * flop_convention; validate.h says how each counts). */
+typedef enum {
+    FC_MEGATRON = 0, FC_NEMO_FULL, FC_SC21_HW, FC_HARDWARE, FC_UNKNOWN, FC_COUNT
+} flop_conv;
+
+/* The name a row writes, or "?". */
+const char *flop_conv_name(flop_conv f);
+
 /* Which framework a source used; rules keyed on it (model exceptions)
  * ask this, never the display name. */
 typedef enum {
@@ -56,7 +65,7 @@ typedef struct vframework {
     bool tp_comm_overlap;        /* with SP and TP > 1 */
     bool moe_etp1;               /* MoE recipes set expert_tensor_parallel_size = 1 */
     char moe_dispatcher[16];     /* MoE recipes' dispatcher; "" = Megatron Core's */
-    int infer;                   /* flop_conv `unknown` stands for (validate.h) */
+    int infer;                   /* flop_conv `unknown` stands for */
     char infer_why[200];
     char attention_backend[16];  /* "" = Megatron's default */
     char attention_why[80];

@@ -83,10 +83,6 @@ static const char *metric_names[VM_COUNT] = {
     "step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "memory_gb",
 };
 
-static const char *conv_names[FC_COUNT] = {
-    "megatron", "nemo-full-attention", "sc21-hardware", "hardware", "unknown",
-};
-
 static const char *family_names[VFAM_COUNT] = { "time", "memory", "tflops-flagged" };
 
 static const char *feature_names[VFEAT_COUNT] = { "PP>1", "VP", "CP", "EP", "FP8", "Mamba", "MoE" };
@@ -99,7 +95,6 @@ static const char *needed_columns[] = {
 };
 
 const char *vmetric_name(vmetric m) { return (unsigned)m < VM_COUNT ? metric_names[m] : "?"; }
-const char *flop_conv_name(flop_conv f) { return (unsigned)f < FC_COUNT ? conv_names[f] : "?"; }
 const char *vfamily_name(vfamily f) { return (unsigned)f < VFAM_COUNT ? family_names[f] : "?"; }
 
 /* ------------------------------------------------------------- helpers */
@@ -625,7 +620,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
         const char *conv = CELL("flop_convention");
         c->conv = FC_COUNT;
         for (int k = 0; k < FC_COUNT; k++)
-            if (strcmp(conv, conv_names[k]) == 0)
+            if (strcmp(conv, flop_conv_name((flop_conv)k)) == 0)
                 c->conv = (flop_conv)k;
         if (c->conv == FC_COUNT || !conv[0]) {
             set_skip(c, "unknown flop_convention '%s'", conv);
@@ -637,7 +632,7 @@ static void build_case(const csv_table *t, size_t r, const char *data_dir, vprob
             else {
                 c->conv = (flop_conv)fw->infer;
                 c->conv_inferred = true;
-                add_assumed(b, NULL, "flop_convention inferred as %s (%s)", conv_names[c->conv],
+                add_assumed(b, NULL, "flop_convention inferred as %s (%s)", flop_conv_name(c->conv),
                             fw->infer_why);
             }
         }

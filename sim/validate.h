@@ -104,12 +104,9 @@
 #include "config.h"
 #include "csv.h"
 #include "err.h"
+#include "frameworks.h"
 
 typedef enum { VM_STEP_TIME = 0, VM_TOKENS, VM_TFLOPS, VM_MFU, VM_MEMORY, VM_COUNT } vmetric;
-
-typedef enum {
-    FC_MEGATRON = 0, FC_NEMO_FULL, FC_SC21_HW, FC_HARDWARE, FC_UNKNOWN, FC_COUNT
-} flop_conv;
 
 typedef enum { VFAM_TIME = 0, VFAM_MEMORY, VFAM_TFLOPS_FLAGGED, VFAM_COUNT } vfamily;
 
@@ -295,7 +292,6 @@ int validate_filter_check(const csv_table *t, const char *filter, sim_err *err);
 bool validate_filter_match(const csv_table *t, const vcase *c, const char *filter);
 
 const char *vmetric_name(vmetric m);
-const char *flop_conv_name(flop_conv f);
 const char *vfamily_name(vfamily f);
 
 /* Source prefix of an id ("mbridge-meas-001" -> "mbridge-meas"). */

@@ -11,14 +11,11 @@
 #
 # KNOWN: cycles outside the input side, each one line of its modules in
 # sorted order, separated by spaces.
-#   frameworks validate: frameworks reads validate's FLOP conventions
-#                        (flop_conv), validate reads the framework table
 #   heuristics search:   the rules of thumb use search's layer split and
 #                        bounds, search reports the rules-of-thumb baseline
 #
 # Usage: tests/include_graph.sh [SIM_DIR]   (default: sim/ beside tests/)
-KNOWN='frameworks validate
-heuristics search'
+KNOWN='heuristics search'
 
 dir=${1:-$(dirname "$0")/../sim}
 [ -d "$dir" ] || { echo "include_graph: no folder $dir" >&2; exit 2; }
