@@ -86,11 +86,18 @@ void report_text(FILE *out, const run_inputs *in, const strategy_t *s, const ste
                 s->min_gpus_common);
     fputc('\n', out);
     const sched_name sn = s->par.pipeline_schedule;
+    const char *ep_overlap = !s->par.overlap_moe_ep_comm ? ""
+                             : s->par.delay_wgrad_compute ? ", EP all-to-all overlapped, weight gradients delayed"
+                                                          : ", EP all-to-all overlapped";
     if (sn == SCHED_MEGATRON)
-        fprintf(out, "  schedule    megatron (%s)\n", s->v > 1 ? "interleaved 1F1B" : "1F1B");
+        fprintf(out, "  schedule    megatron (%s%s)\n",
+                s->par.overlap_moe_ep_comm ? (s->v > 1 ? "combined interleaved 1F1B" : "combined 1F1B")
+                : s->v > 1                 ? "interleaved 1F1B"
+                                           : "1F1B",
+                ep_overlap);
     else
-        fprintf(out, "  schedule    %s%s\n", sched_name_str(sn),
-                sched_name_splits(sn) ? " (beyond Megatron: backward as B and W passes)" : "");
+        fprintf(out, "  schedule    %s%s%s\n", sched_name_str(sn),
+                sched_name_splits(sn) ? " (beyond Megatron: backward as B and W passes)" : "", ep_overlap);
     if (in->sim.ideal_pipeline)
         fputs("  mode        ideal pipeline (no communication, identical stages)\n", out);
     fputc('\n', out);
@@ -174,6 +181,12 @@ int report_json(FILE *out, const run_inputs *in, const strategy_t *s, const step
     jsonout_str(j, "sequence_parallel");
     jsonout_bool(j, s->par.sequence_parallel);
     jsonout_kv_str(j, "pipeline_schedule", sched_name_str(s->par.pipeline_schedule));
+    jsonout_str(j, "overlap_moe_expert_parallel_comm");
+    jsonout_bool(j, s->par.overlap_moe_ep_comm);
+    jsonout_str(j, "delay_wgrad_compute");
+    jsonout_bool(j, s->par.delay_wgrad_compute);
+    jsonout_str(j, "megatron_fsdp");
+    jsonout_str(j, in->ddp.use_megatron_fsdp ? dp_shard_name(in->ddp.sharding) : "off");
     jsonout_map_close(j);
     jsonout_kv_str(j, "model", in->model.name);
     jsonout_kv_str(j, "topology", in->cluster.name);

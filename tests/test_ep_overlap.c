@@ -406,3 +406,20 @@ Test(ep_overlap, constraints_are_refused)
     run(&r, OVL "model.moe_token_dispatcher_type=flex");
     cr_expect_eq(r.status, 0, "%s", r.out);
 }
+
+/* The text report and the JSON say the overlap is on. */
+Test(ep_overlap, the_report_names_the_overlap)
+{
+    result r;
+    run(&r, QWEN " train.global_batch_size=64 model.overlap_moe_expert_parallel_comm=true model.delay_wgrad_compute=true");
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "schedule    megatron (combined 1F1B, EP all-to-all overlapped, weight gradients "
+                            "delayed)"),
+              "%s", r.out);
+    run(&r, QWEN " train.global_batch_size=64 model.overlap_moe_expert_parallel_comm=true --format json");
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect(strstr(r.out, "\"overlap_moe_expert_parallel_comm\": true,\n    \"delay_wgrad_compute\": false"), "%s", r.out);
+    run(&r, QWEN " train.global_batch_size=64 --format json");
+    cr_expect(strstr(r.out, "\"overlap_moe_expert_parallel_comm\": false"), "%s", r.out);
+    cr_expect(strstr(r.out, "\"megatron_fsdp\": \"off\""), "%s", r.out);
+}
