@@ -176,7 +176,7 @@ int cmd_search(int argc, char **argv)
     bool have_file = false;
     enum {
         O_TOP, O_JOBS, O_OUT, O_RANK, O_TOKEN_BUDGET, O_GPUS, O_SCHEDULES, O_EMIT_SBATCH, O_RECIPE,
-        O_EMIT_OVERRIDES, O_HELP, O_H, O_PARETO, O_EXHAUSTIVE, O_FSDP
+        O_EMIT_OVERRIDES, O_HELP, O_H, O_PARETO, O_EXHAUSTIVE, O_FSDP, O_EP_OVERLAP
     };
     static const opts_def defs[] = {
         [O_TOP] = {"--top", "a value"},
@@ -194,6 +194,7 @@ int cmd_search(int argc, char **argv)
         [O_PARETO] = {"--pareto", NULL},
         [O_EXHAUSTIVE] = {"--exhaustive", NULL},
         [O_FSDP] = {"--fsdp", NULL},
+        [O_EP_OVERLAP] = {"--ep-overlap", NULL},
     };
     opts_iter it = opts_start(argc, argv, 0, defs, sizeof defs / sizeof defs[0], NULL, NULL);
     const char *a;
@@ -253,7 +254,7 @@ int cmd_search(int argc, char **argv)
         } else if (opt == O_HELP || opt == O_H) {
             printf("usage: parsim search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv]\n"
                   "                     [--rank time|tokens|cost] [--token-budget N] [--gpus N|MIN:MAX]\n"
-                  "                     [--pareto] [--exhaustive] [--fsdp] [--schedules NAME,...|all]\n"
+                  "                     [--pareto] [--exhaustive] [--fsdp] [--ep-overlap] [--schedules NAME,...|all]\n"
                   "                     [--emit-overrides] [--emit-sbatch FILE] [--recipe NAME]\n"
                   "Ranks every legal TP/PP/VP/CP/EP/ETP/SP/MBS/recompute/cp_comm/distributed-optimizer\n"
                   "layout that fits in memory, beside the rules of thumb.  A searched key given as\n"
@@ -263,6 +264,8 @@ int cmd_search(int argc, char **argv)
                   "interleaved, zb-h1, zb-v, dualpipev: each where it applies; default: the config's\n"
                   "sim.pipeline_schedule alone); --fsdp also tries Megatron-FSDP optim_grads and\n"
                   "optim_grads_params (dopt fsdp2 / fsdp3; the CSV gains a dp_sharding column);\n"
+                  "--ep-overlap also tries model.overlap_moe_expert_parallel_comm (off and on\n"
+                  "wherever Megatron allows it; an epov column);\n"
                   "--out writes every simulated layout as CSV.  --emit-overrides prints the best\n"
                   "layout as Megatron Bridge overrides (instead of the report); --emit-sbatch writes a\n"
                   "Slurm script running run_recipe.py --recipe NAME with them.  --token-budget counts\n"
@@ -277,6 +280,8 @@ int cmd_search(int argc, char **argv)
             o.exhaustive = true;
         } else if (opt == O_FSDP) {
             o.fsdp = true;
+        } else if (opt == O_EP_OVERLAP) {
+            o.ep_overlap = true;
         } else {
             if (cli_config_arg(cfg, a, &have_file, &err) != SIM_OK) {
                 rc = cli_fail(&err);

@@ -116,6 +116,11 @@ void handover_overrides(FILE *out, const run_inputs *in, handover_flavor fl)
             word(out, &first, "ddp.outer_dp_sharding_strategy", dp_shard_name(d->outer_sharding));
         }
     }
+    /* the EP overlap: always for a rerun (the base may set it), only when on for Bridge */
+    if (!br || p->overlap_moe_ep_comm) {
+        word_bool(out, &first, "model.overlap_moe_expert_parallel_comm", p->overlap_moe_ep_comm);
+        word_bool(out, &first, "model.delay_wgrad_compute", p->delay_wgrad_compute);
+    }
     /* parsim's schedules beyond Megatron's have no Bridge name */
     if (!br && p->pipeline_schedule != SCHED_MEGATRON)
         word(out, &first, "sim.pipeline_schedule", sched_name_str(p->pipeline_schedule));

@@ -30,7 +30,7 @@ static const command commands[] = {
      "      reduce_scatter, all_to_all, broadcast, p2p); sizes in bytes, binary: 1M = 1,048,576 bytes", false},
     {"search", cmd_search,
      "search [CONFIG.cfg] [KEY=VALUE ...] [--top N] [--jobs N] [--out FILE.csv] [--rank time|tokens|cost]\n"
-     "         [--token-budget N] [--gpus N|MIN:MAX] [--pareto] [--exhaustive] [--fsdp]\n"
+     "         [--token-budget N] [--gpus N|MIN:MAX] [--pareto] [--exhaustive] [--fsdp] [--ep-overlap]\n"
      "         [--schedules NAME,...|all] [--emit-overrides] [--emit-sbatch FILE] [--recipe NAME]\n"
      "      rank every legal layout that fits in memory; compare with the rules of thumb\n"
      "      (--token-budget counts tokens, decimal: 2T = 2e12 tokens)", true},

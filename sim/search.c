@@ -514,10 +514,15 @@ static void set_fsdp(ddp_spec *d, int sharding)
 /* The base's EP overlap (and delay_wgrad_compute) where the candidate
  * allows it (strategy.c: EP > 1, PP > 1 only interleaved, no full
  * recompute; the other rules are the base's), off elsewhere. */
+static bool ep_overlap_legal(const search_cand *c)
+{
+    return c->par.ep > 1 && (c->par.pp <= 1 || c->par.vp > 1) && c->par.recompute_granularity != RECOMPUTE_FULL &&
+           c->par.pipeline_schedule != SCHED_ZB_H1 && c->par.pipeline_schedule != SCHED_ZB_V;
+}
+
 static void ep_overlap_where_legal(const run_inputs *b, search_cand *c)
 {
-    bool legal = c->par.ep > 1 && (c->par.pp <= 1 || c->par.vp > 1) && c->par.recompute_granularity != RECOMPUTE_FULL;
-    c->par.overlap_moe_ep_comm = b->par.overlap_moe_ep_comm && legal;
+    c->par.overlap_moe_ep_comm = b->par.overlap_moe_ep_comm && ep_overlap_legal(c);
     c->par.delay_wgrad_compute = b->par.delay_wgrad_compute && c->par.overlap_moe_ep_comm;
 }
 
@@ -558,6 +563,16 @@ static void emit(enum_ctx *x, search_cand *c)
                     ep_overlap_where_legal(b, c);
                     push_cand(x->cv, c);
                     x->cnt->enumerated++;
+                    /* --ep-overlap: the other setting too, where Megatron allows it */
+                    if (o->ep_overlap && ep_overlap_legal(c)) {
+                        bool on = c->par.overlap_moe_ep_comm;
+                        c->par.overlap_moe_ep_comm = !on;
+                        c->par.delay_wgrad_compute = !on && b->par.delay_wgrad_compute;
+                        push_cand(x->cv, c);
+                        x->cnt->enumerated++;
+                        c->par.overlap_moe_ep_comm = on;
+                        c->par.delay_wgrad_compute = on && b->par.delay_wgrad_compute;
+                    }
                 }
 }
 
@@ -1305,6 +1320,12 @@ static bool schedule_column(const run_inputs *b, const search_opts *o)
     return o->schedules || b->par.pipeline_schedule != SCHED_MEGATRON;
 }
 
+/* ... and the EP overlap when it is searched or asked for. */
+static bool ep_overlap_column(const run_inputs *b, const search_opts *o)
+{
+    return o->ep_overlap || b->par.overlap_moe_ep_comm;
+}
+
 static void table_header(FILE *out, const run_inputs *b, const search_opts *o, bool moe)
 {
     fprintf(out, "%-8s %5s %3s %3s %-8s %3s %3s", "rank", "GPUs", "TP", "PP", "split", "VP", "CP");
@@ -1314,6 +1335,8 @@ static void table_header(FILE *out, const run_inputs *b, const search_opts *o, b
             "dopt", "step s", "tok/s/GPU", "MFU%", "peak GiB", "free GiB", "bubble%");
     if (schedule_column(b, o))
         fprintf(out, " %-11s", "schedule");
+    if (ep_overlap_column(b, o))
+        fprintf(out, " %-4s", "epov");
     if (o->token_budget > 0)
         fprintf(out, " %10s", "GPU-hours");
     fputs("  exposed s:", out);
@@ -1340,6 +1363,8 @@ static void table_row(FILE *out, const char *label, const run_inputs *b, const s
             (r->capacity_bytes - c->peak_bytes) / GIB, 100.0 * c->bubble_fraction);
     if (schedule_column(b, o))
         fprintf(out, " %-11s", sched_name_str(c->par.pipeline_schedule));
+    if (ep_overlap_column(b, o))
+        fprintf(out, " %-4s", c->par.overlap_moe_ep_comm ? "on" : "off");
     if (o->token_budget > 0)
         fprintf(out, " %10.0f", gpu_hours(b, o, c));
     fputs("            ", out);
@@ -1384,6 +1409,7 @@ static void diff_str(const search_cand *a, const search_cand *b, bool moe, char 
     DIFF_STR("cp_comm", ca, cb);
     DIFF_STR("distributed optimizer", dopt_name(a), dopt_name(b));
     DIFF_STR("schedule", sched_name_str(a->par.pipeline_schedule), sched_name_str(b->par.pipeline_schedule));
+    DIFF_STR("EP overlap", a->par.overlap_moe_ep_comm ? "on" : "off", b->par.overlap_moe_ep_comm ? "on" : "off");
 #undef DIFF_INT
 #undef DIFF_STR
     if (!w)
@@ -1653,6 +1679,8 @@ static void csv_row(FILE *out, const char *kind, size_t rank, const run_inputs *
     fprintf(out, ",%.9g,%s", c->exposed_total_s, sched_name_str(c->par.pipeline_schedule));
     if (o->fsdp) /* the column only a search over Megatron-FSDP has */
         fprintf(out, ",%s", dopt_name(c));
+    if (ep_overlap_column(b, o))
+        fprintf(out, ",%s", c->par.overlap_moe_ep_comm ? "true" : "false");
     /* a quoted cell: the words hold commas ([2,2]), never a double quote */
     fputs(",\"", out);
     rerun_words(out, b, c);
@@ -1671,9 +1699,12 @@ void search_write_csv(FILE *out, const run_inputs *b, const search_opts *o, cons
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_is_comm((stream_kind)k))
             fprintf(out, ",exposed_%s_s", streams_desc((stream_kind)k)->key);
-    fputs(o->fsdp ? ",exposed_total_s,pipeline_schedule,dp_sharding,overrides\n"
-                  : ",exposed_total_s,pipeline_schedule,overrides\n",
-          out);
+    fputs(",exposed_total_s,pipeline_schedule", out);
+    if (o->fsdp)
+        fputs(",dp_sharding", out);
+    if (ep_overlap_column(b, o))
+        fputs(",overlap_moe_expert_parallel_comm", out);
+    fputs(",overrides\n", out);
     for (size_t i = 0; i < r->n_cands; i++)
         csv_row(out, "search", i < r->n_feasible ? i + 1 : 0, b, o, r, &r->cands[i]);
     if (r->have_baseline)

@@ -128,6 +128,9 @@ typedef struct search_opts {
     bool fsdp;                  /* the distributed-optimizer dimension also
                                    takes Megatron-FSDP optim_grads and
                                    optim_grads_params (--fsdp) */
+    bool ep_overlap;            /* the EP all-to-all overlap searched off and
+                                   on wherever Megatron allows it
+                                   (--ep-overlap) */
     unsigned schedules;         /* 1u << sched_name: the pipeline schedules
                                    searched, each where it applies; 0: the
                                    base's sim.pipeline_schedule only */

@@ -423,3 +423,43 @@ Test(ep_overlap, the_report_names_the_overlap)
     cr_expect(strstr(r.out, "\"overlap_moe_expert_parallel_comm\": false"), "%s", r.out);
     cr_expect(strstr(r.out, "\"megatron_fsdp\": \"off\""), "%s", r.out);
 }
+
+/* The epov cell of a MoE table row: the 21st word (rank, GPUs, TP, PP,
+ * split, VP, CP, EP, ETP, SP, MBS, recompute, cp_comm, dopt, step, tok/s,
+ * MFU, peak, free, bubble, epov). */
+static const char *epov_cell(const char *line)
+{
+    static char word[32];
+    const char *p = line;
+    for (int k = 0; k < 21; k++) {
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, " ");
+        snprintf(word, sizeof word, "%.*s", (int)n, p);
+        p += n;
+    }
+    return word;
+}
+
+/* search --ep-overlap tries the overlap off and on where Megatron allows
+ * it: on the pinned Qwen3 layout the overlapped one ranks first, and the
+ * table says which is which. */
+Test(ep_overlap, search_tries_it_off_and_on)
+{
+    result r;
+    run(&r, "search model.name=qwen3-30b-a3b cluster.topology=dgx-h100 cluster.num_gpus=16 "
+            "model.moe_token_dispatcher_type=alltoall train.global_batch_size=512 model.seq_length=4096 "
+            "model.tensor_model_parallel_size=1 model.pipeline_model_parallel_size=1 model.context_parallel_size=1 "
+            "model.expert_model_parallel_size=16 train.micro_batch_size=1 model.recompute_granularity=selective "
+            "'model.recompute_modules=[core_attn,moe_act,layernorm]' ddp.grad_reduce_in_fp32=false "
+            "--ep-overlap --top 2 --jobs 1");
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    const char *one = strstr(r.out, "\n1 "), *two = strstr(r.out, "\n2 ");
+    cr_assert(one && two && strstr(r.out, " epov "), "%s", r.out);
+    char l1[512], l2[512];
+    snprintf(l1, sizeof l1, "%.*s", (int)strcspn(one + 1, "\n"), one + 1);
+    snprintf(l2, sizeof l2, "%.*s", (int)strcspn(two + 1, "\n"), two + 1);
+    cr_expect_str_eq(epov_cell(l1), "on", "#1 overlapped: %s", l1);
+    cr_expect_str_eq(epov_cell(l2), "off", "#2 not: %s", l2);
+    cr_expect(strstr(r.out, "model.overlap_moe_expert_parallel_comm=true"), "#1's rerun words say so: %s", r.out);
+}
