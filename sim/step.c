@@ -104,6 +104,15 @@ typedef struct pass_summary {
     sim_time_ps exposed_ps[STREAM_KINDS]; /* per communication stream */
     sim_time_ps exposed_all_ps;           /* all communication streams together */
     bool collapsible;
+    /* It ends with one communication op (tail_stream, tail_ps long) that
+     * starts after all its other ops have ended (a last stage's loss
+     * all-reduce on the TP stream): where the next pass of its stage waits
+     * for it, it stands as a compute task of the rest and that op, which
+     * then runs exactly as among the pass's ops.  Its summary leaves the
+     * op out (the op is on the timeline). */
+    bool tail;
+    int tail_stream;
+    sim_time_ps tail_ps;
     /* A pass with host issue ops, as a function of when its GPU streams
      * (t_g) and its host (t_h) are free: it ends on the GPU at
      * max(t_g + gpu, t_h + lead + gpu) and on the host at
@@ -522,6 +531,17 @@ static int respond(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, si
     return SIM_OK;
 }
 
+/* In the last sweep, does the pass's last op start only after every other
+ * GPU op has ended (so that it alone is on the GPU at the pass's end)? */
+static bool tail_last(const wl_pass *p, const tmpl_scratch *w)
+{
+    const int32_t n = p->n_ops;
+    for (int32_t i = 0; i < n - 1; i++)
+        if (p->ops[i].stream != STREAM_HOST && w->end[i] > w->start[n - 1])
+            return false;
+    return true;
+}
+
 /* The host side of a pass's summary (see pass_summary).  The stand-in
  * (host lead, GPU span, host rest, and with a sync the wait carried on
  * STREAM_HOST_WAIT) reproduces the pass only when its parts are in range;
@@ -542,12 +562,16 @@ static int summarize_host(const wl_pass *p, pass_summary *out, tmpl_scratch *w, 
     if (!out->host)
         return SIM_OK;
     if (total > UINT64_MAX / 4) { /* delayed by total, its ends could pass 2^64 ps: keep its ops */
-        out->collapsible = false;
+        out->collapsible = out->tail = false;
         return SIM_OK;
     }
     int rc;
-    if ((rc = respond(p, total, 0, &gd, &hd, w, err)) != SIM_OK || (rc = respond(p, 0, total, &gh, &hh, w, err)) != SIM_OK)
+    if ((rc = respond(p, total, 0, &gd, &hd, w, err)) != SIM_OK)
         return rc;
+    out->tail = out->tail && tail_last(p, w);
+    if ((rc = respond(p, 0, total, &gh, &hh, w, err)) != SIM_OK)
+        return rc;
+    out->tail = out->tail && tail_last(p, w);
     /* GPU late: it ends at total + gpu, the host (if it waits) at total + wait'. */
     out->gpu_ps = gd - total;
     sim_time_ps b = gh - total; /* host late: GPU end from the host's start */
@@ -560,6 +584,7 @@ static int summarize_host(const wl_pass *p, pass_summary *out, tmpl_scratch *w, 
         out->wait_ps = ok ? d - rest : 0;
     }
     out->collapsible = out->collapsible && ok;
+    out->tail = out->tail && ok;
     return SIM_OK;
 }
 
@@ -594,11 +619,22 @@ static int summarize(const wl_pass *p, pass_summary *out, tmpl_scratch *w, sim_e
     int32_t first = 0;
     while (first < p->n_ops - 1 && p->ops[first].stream == STREAM_HOST)
         first++;
-    out->collapsible = p->ops[first].stream == STREAM_COMPUTE && p->ops[p->n_ops - 1].stream == STREAM_COMPUTE;
+    const wl_op *last = &p->ops[p->n_ops - 1];
+    out->collapsible = p->ops[first].stream == STREAM_COMPUTE && last->stream == STREAM_COMPUTE;
+    out->tail = p->ops[first].stream == STREAM_COMPUTE && first < p->n_ops - 1 &&
+                streams_is_comm((stream_kind)last->stream) && tail_last(p, w);
     rc = summarize_host(p, out, w, err);
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
             out->comm_ps[k] = out->host_busy_ps;
+    if (out->tail) {
+        /* Alone it ran with nothing else on the GPU: all exposed. */
+        out->tail_stream = last->stream;
+        out->tail_ps = last->duration_ps;
+        out->comm_ps[last->stream] -= last->duration_ps;
+        out->exposed_ps[last->stream] -= last->duration_ps;
+        out->exposed_all_ps -= last->duration_ps;
+    }
     return rc;
 }
 
@@ -692,6 +728,25 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_pass *i
     return last_rs;
 }
 
+/* The GPU span of a pass standing on the compute stream, dep after `lead`:
+ * one task, or with a tail the compute task of the rest and the tail op
+ * behind it.  Returns the first; *last is the task its pass ends with. */
+static eng_task add_span(builder *b, int64_t r, const pass_summary *sum, sim_time_ps span, const sched_pass *it,
+                         eng_task lead, eng_task *last)
+{
+    const bool tail = !sum->collapsible;
+    eng_task t = add_whole(b, r, tail ? span - sum->tail_ps : span, it->kind, it->microbatch, it->chunk);
+    dep(b, lead, t);
+    *last = t;
+    if (tail) {
+        const wl_pass *p = wl_chunk_pass(&b->st->wl->stages[r].chunks[it->chunk], (sched_kind)it->kind);
+        *last = add(b, r, (stream_kind)sum->tail_stream, sum->tail_ps, p->ops[p->n_ops - 1].name, it->microbatch,
+                    it->chunk);
+        dep(b, t, *last);
+    }
+    return t;
+}
+
 /* The stand-in of a pass with host issue ops (pass_summary): the host's
  * lead, the GPU span after it, the rest of the host's issue time; with a
  * sync also a zero-length start on the compute stream (the pass's first
@@ -701,6 +756,7 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_pass *i
  * never delays anything. */
 static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const sched_pass *it, pass_ref *ref)
 {
+    eng_task end;
     eng_task start = NO_TASK, wait = NO_TASK;
     if (sum->sync) {
         start = add_whole(b, r, 0, it->kind, it->microbatch, it->chunk);
@@ -719,8 +775,7 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
     }
     eng_task lead = add(b, r, STREAM_HOST, before + sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
     dep(b, before_wait, lead);
-    eng_task gpu = add_whole(b, r, sum->gpu_ps, it->kind, it->microbatch, it->chunk);
-    dep(b, lead, gpu);
+    eng_task gpu = add_span(b, r, sum, sum->gpu_ps, it, lead, &end);
     b->rest_pending = true;
     b->rest_stage = r;
     b->rest_ps = sum->host_ps - sum->lead_ps;
@@ -728,7 +783,8 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
     b->rest_mb = it->microbatch;
     b->rest_chunk = it->chunk;
     ref->base = ref->first = start != NO_TASK ? start : gpu;
-    ref->span = ref->last = gpu;
+    ref->span = gpu;
+    ref->last = end;
 }
 
 /* The stand-in of a pair with inputs from other stages: three tasks on
@@ -762,6 +818,24 @@ static void add_gated_pair(builder *b, int64_t r, const pair_entry *pe, sim_time
 static bool accumulate(sim_time_ps *x, sim_time_ps d)
 {
     return !__builtin_add_overflow(*x, d, x);
+}
+
+/* Can seq[i] stand as a task (or its stand-in) on the compute stream?  A
+ * pass that ends with a communication op (pass_summary.tail) only when
+ * nothing after it on its stage can start before that op ends: the next
+ * pass waits for its end (a forward's backward), or none follows (the
+ * optimizer waits for it). */
+static bool stands(const builder *b, int64_t i, const pass_summary *sum)
+{
+    if (sum->collapsible || b->seq_pair[i] >= 0)
+        return sum->collapsible;
+    if (!sum->tail)
+        return false;
+    if (i + 1 == b->n_seq)
+        return true;
+    const sched_pass *it = &b->seq[i], *next = &b->seq[i + 1];
+    return b->seq_pair[i + 1] < 0 && sched_kind_of(next->kind)->after == it->kind &&
+           next->microbatch == it->microbatch && next->chunk == it->chunk;
 }
 
 /* Is the host provably ahead of stage r's GPU at every pass, so that its
@@ -800,7 +874,7 @@ static bool host_ahead(const builder *b, int64_t r, bool ag_first)
         const pass_summary *sum =
             b->seq_pair[i] >= 0 ? &st->pairs[b->seq_pair[i]].sum : summary_of(st, r, it->chunk, it->kind);
         sim_time_ps gpu = sum->host ? sum->gpu_ps : sum->span_ps;
-        if (!sum->collapsible || gpu == 0)
+        if (!stands(b, i, sum) || gpu == 0)
             return false;
         if (sum->host && !any) {
             /* The first host pass keeps its lead (on an idle host) before
@@ -903,7 +977,8 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         const bool gated = pe && pp > 1;
         if (gated && (!pe->gated || (sum->host && !no_host)))
             keep = true;
-        if (!keep && sum->collapsible && (!sum->host || no_host)) {
+        const bool whole = !keep && stands(b, i, sum);
+        if (whole && (!sum->host || no_host)) {
             eng_task lead = NO_TASK;
             if (sum->host && !lead_placed) {
                 lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it0->microbatch, it0->chunk);
@@ -913,26 +988,24 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             if (gated) {
                 add_gated_pair(b, r, pe, span, it0, lead, refs);
             } else {
-                eng_task t = add_whole(b, r, span, it0->kind, it0->microbatch, it0->chunk);
-                dep(b, lead, t);
-                *refs[0] = (pass_ref){t, t, t, t, NO_TASK, NULL};
+                eng_task end, t = add_span(b, r, sum, span, it0, lead, &end);
+                *refs[0] = (pass_ref){t, t, t, end, NO_TASK, NULL};
             }
-        } else if (!keep && sum->collapsible) {
+        } else if (whole) {
             add_host_pass(b, r, sum, it0, refs[0]);
             refs[0]->map = NULL;
         } else if (pe) {
-            pass_ref whole;
+            pass_ref both;
             const sched_pass *it1 = &b->seq[i + 1];
             add_ops(b, r, &pe->t.pass, pe->t.side, (int32_t[2]){it0->microbatch, it1->microbatch},
-                    (int32_t[2]){it0->chunk, it1->chunk}, &whole);
+                    (int32_t[2]){it0->chunk, it1->chunk}, &both);
             pair_refs(pe, wl_chunk_pass(&ws->chunks[it0->chunk], SCHED_F),
-                      wl_chunk_pass(&ws->chunks[b->seq[i + 1].chunk], (sched_kind)b->seq[i + 1].kind), whole.base,
+                      wl_chunk_pass(&ws->chunks[b->seq[i + 1].chunk], (sched_kind)b->seq[i + 1].kind), both.base,
                       refs[0], refs[1]);
         } else {
             add_pass(b, r, wl_chunk_pass(&ws->chunks[it0->chunk], (sched_kind)it0->kind), it0->microbatch,
                      it0->chunk, refs[0]);
         }
-        const bool whole = !keep && sum->collapsible;
         if (pe && whole && !gated)
             *refs[1] = *refs[0];
         if (pe && whole)
@@ -1472,9 +1545,10 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
                     step_destroy(st);
                     return rc;
                 }
-                ops += (in->sim.keep_ops || !ps->collapsible) ? (size_t)p->n_ops * (size_t)s->num_microbatches
-                                                              : (size_t)s->num_microbatches * (ps->host ? 5 : 1) +
-                                                                    (size_t)p->n_ops; /* a stand-in with host ops: up to 5 tasks */
+                /* A stand-in with host ops: up to 5 tasks, one more with a tail. */
+                ops += (in->sim.keep_ops || !(ps->collapsible || ps->tail))
+                           ? (size_t)p->n_ops * (size_t)s->num_microbatches
+                           : (size_t)s->num_microbatches * ((ps->host ? 5 : 1) + ps->tail) + (size_t)p->n_ops;
             }
     scratch_free(&w);
     size_t hint = ops + (size_t)(s->pp * s->v * (kinds * s->num_microbatches + 3) + 8 + 4 * s->pp);

@@ -132,12 +132,18 @@ Test(traffic, cp16_four_comm_types_differ_as_explained)
     cp_cases("model.context_parallel_size=16", "model.hierarchical_context_parallel_sizes=[8,2]");
 }
 
-/* In the trace, ring steps on the cp stream run while attention runs. */
+/* In the trace, ring steps on the cp stream run while attention runs (a
+ * trace has every kernel a task, as parsim run --trace simulates it). */
 Test(traffic, trace_shows_cp_ring_overlapping_attention)
 {
     sim x;
     sim_run(&x, CP128K "model.context_parallel_size=8 model.tensor_model_parallel_size=2 "
                        "model.sequence_parallel=true model.cp_comm_type=p2p");
+    sim_err err;
+    sim_err_clear(&err);
+    step_destroy(x.st);
+    x.in.sim.keep_ops = true;
+    cr_assert_eq(step_run(&x.st, &x.in, &x.s, &err), SIM_OK, "%s", err.msg);
     const engine_t *e = step_engine(x.st);
     size_t n = eng_num_tasks(e), overlapping = 0;
     /* Collect attention spans of stage 0, then look for ring sends inside. */
