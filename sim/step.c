@@ -77,6 +77,8 @@ enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
 
 #define NO_TASK (-1)
 
+enum { SHIFT_NONE = 0, SHIFT_AHEAD = 1, SHIFT_HOST = 2 };
+
 /* Names of the host tasks that stand in for a pass's host ops (their busy
  * time comes from the summary instead). */
 static const char HOST_LEAD[] = "host_issue", HOST_REST[] = "host_issue ";
@@ -90,6 +92,7 @@ static const char HOST_LEAD[] = "host_issue", HOST_REST[] = "host_issue ";
  * output on (NO_TASK if none). */
 typedef struct pass_ref {
     eng_task base, first, span, last, send;
+    eng_task lead; /* a host stand-in measured from its ops: its host lead (step.shifted) */
     const int32_t *map; /* its ops' places in an overlapped template it runs in (NULL: its own) */
 } pass_ref;
 
@@ -111,6 +114,14 @@ typedef struct pass_summary {
      * then runs exactly as among the pass's ops.  Its summary leaves the
      * op out (the op is on the timeline). */
     bool tail;
+    /* Its GPU ops run at the same offsets from its GPU start whether the
+     * GPU or the host is late (shifts; always without host ops), or at
+     * least while the host is ahead of its lead (shifts_ahead: no op
+     * starts later with the host late, from the host's start plus the
+     * lead, than with the GPU late): placed as a stand-in it then runs as
+     * alone from there, and measure() takes its ops' intervals from the
+     * template (step.shifted). */
+    bool shifts, shifts_ahead;
     int tail_stream;
     sim_time_ps tail_ps;
     /* A pass with host issue ops, as a function of when its GPU streams
@@ -158,6 +169,11 @@ struct step {
     int32_t *order;         /* [stage][i]: pass_index of the stage's i-th pass */
     bool *collapsed;        /* per pass (pass_index): stands as one task */
     bool *paired;           /* per pass: ran in an overlapped template */
+    /* Per pass: a stand-in measured from its ops, SHIFT_AHEAD run as alone
+     * from its GPU start (pass_summary.shifts_ahead), SHIFT_HOST as alone
+     * from its GPU and host starts (its zero-length start, its lead's end
+     * less the lead); else SHIFT_NONE. */
+    uint8_t *shifted;
     pair_entry *pairs;
     size_t n_pairs, cap_pairs;
 };
@@ -186,6 +202,12 @@ typedef struct builder {
     eng_task *param_ag;      /* [chunk]: gather of its bucket n-1 (first layers), or NO_TASK */
     bool *first_f_done;      /* [chunk]: its first forward is placed */
     int64_t *last_grad;      /* [chunk]: seq index of its last pass of the plan's grad kind */
+    /* A pass standing as a chain (add_chain): per bucket the task its
+     * gather gates or its reduction follows; chained: the pass being
+     * placed is one. */
+    eng_task *bucket_task;   /* [bucket] */
+    bool chained;
+    struct tmpl_scratch *w;  /* for simulating a template while building */
 } builder;
 
 static pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
@@ -360,14 +382,16 @@ static sim_time_ps uncovered(const interval *u, size_t nu, const interval *c, si
     return total;
 }
 
-static size_t stream_intervals(const engine_t *e, int stream, eng_task *ids, size_t cap, interval *out)
+static size_t stream_intervals(const step_t *st, int stream, eng_task *ids, size_t cap, interval *out)
 {
-    size_t n = eng_stream_tasks(e, stream, ids, cap);
+    const engine_t *e = st->eng;
+    size_t n = eng_stream_tasks(e, stream, ids, cap), k = 0;
     if (n > cap)
         n = cap;
     for (size_t i = 0; i < n; i++)
-        out[i] = (interval){eng_task_start(e, ids[i]), eng_task_end(e, ids[i])};
-    return n;
+        if (!st->info[eng_task_tag(e, ids[i])].replaced)
+            out[k++] = (interval){eng_task_start(e, ids[i]), eng_task_end(e, ids[i])};
+    return k;
 }
 
 /* Time to all-gather a chunk's updated parameters: all its buckets. */
@@ -461,6 +485,7 @@ static int scratch_init(tmpl_scratch *w, size_t n)
     if (w->start && w->end && w->comp && w->comm && w->all && w->tmp)
         return SIM_OK;
     scratch_free(w);
+    *w = (tmpl_scratch){0}; /* freeing it again is a no-op */
     return SIM_ENOMEM;
 }
 
@@ -531,6 +556,19 @@ static int respond(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, si
     return SIM_OK;
 }
 
+/* Where the GPU streams of a pass start on its stand-in's timeline: 0
+ * without host ops; with them late by its whole work plus one, so that
+ * the host is ahead throughout (summarize_host's GPU-late response). */
+static sim_time_ps gpu_origin(const wl_pass *p, const pass_summary *sum)
+{
+    if (!sum->host)
+        return 0;
+    sim_time_ps total = 1;
+    for (int32_t i = 0; i < p->n_ops; i++)
+        total += p->ops[i].duration_ps;
+    return total;
+}
+
 /* In the last sweep, does the pass's last op start only after every other
  * GPU op has ended (so that it alone is on the GPU at the pass's end)? */
 static bool tail_last(const wl_pass *p, const tmpl_scratch *w)
@@ -559,6 +597,7 @@ static int summarize_host(const wl_pass *p, pass_summary *out, tmpl_scratch *w, 
                     out->sync = true;
         }
     }
+    out->shifts = out->shifts_ahead = true;
     if (!out->host)
         return SIM_OK;
     if (total > UINT64_MAX / 4) { /* delayed by total, its ends could pass 2^64 ps: keep its ops */
@@ -569,6 +608,8 @@ static int summarize_host(const wl_pass *p, pass_summary *out, tmpl_scratch *w, 
     if ((rc = respond(p, total, 0, &gd, &hd, w, err)) != SIM_OK)
         return rc;
     out->tail = out->tail && tail_last(p, w);
+    for (int32_t i = 0; i < p->n_ops; i++)
+        w->comp[i] = (interval){w->start[i] - total, w->end[i] - total};
     if ((rc = respond(p, 0, total, &gh, &hh, w, err)) != SIM_OK)
         return rc;
     out->tail = out->tail && tail_last(p, w);
@@ -585,6 +626,17 @@ static int summarize_host(const wl_pass *p, pass_summary *out, tmpl_scratch *w, 
     }
     out->collapsible = out->collapsible && ok;
     out->tail = out->tail && ok;
+    /* Host late: each GPU op as many ps after the GPU's start (the lead
+     * after the host's) as with the GPU late. */
+    sim_time_ps at = total + out->lead_ps;
+    out->shifts_ahead = ok;
+    for (int32_t i = 0; i < p->n_ops && out->shifts_ahead; i++) {
+        if (p->ops[i].stream == STREAM_HOST)
+            continue;
+        out->shifts_ahead = w->start[i] >= total && w->start[i] - total <= out->lead_ps + w->comp[i].a;
+        out->shifts = out->shifts && w->start[i] >= at && w->start[i] - at == w->comp[i].a;
+    }
+    out->shifts = out->shifts && out->shifts_ahead;
     return SIM_OK;
 }
 
@@ -723,7 +775,11 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_pass *i
         const wl_bucket *bk = &ch->buckets[k];
         last_rs = add(b, r, STREAM_DP, duration_ps(b, bk->reduce_s, "a DP gradient reduction", r),
                       distopt ? "dp_rs" : "dp_ar", -1, it->chunk);
-        dep(b, whole || ref->first == NO_TASK ? ref->last : op_task(ref, bk->ready_op), last_rs);
+        dep(b,
+            b->chained                          ? b->bucket_task[k]
+            : whole || ref->first == NO_TASK ? ref->last
+                                               : op_task(ref, bk->ready_op),
+            last_rs);
     }
     return last_rs;
 }
@@ -747,19 +803,79 @@ static eng_task add_span(builder *b, int64_t r, const pass_summary *sum, sim_tim
     return t;
 }
 
+/* The last backward of a chunk that releases its gradient buckets from
+ * inside it can stand on the compute stream as a chain of tasks of its
+ * span instead of its ops: it runs as alone from its GPU start
+ * (pass_summary.shifts), so bucket k is final e_k after that (the end of
+ * op ready_op_k on its stand-in's GPU timeline), and the chain is cut
+ * there for its reduction to follow.  chain_cuts() puts the cuts, sorted,
+ * in b->w->tmp (offset, bucket); false for a figure out of range or a
+ * release at its very start (its counters would change at one instant):
+ * then it keeps its ops. */
+static bool chain_cuts(builder *b, const pass_summary *sum, sim_time_ps span, const wl_pass *p, const wl_chunk *ch)
+{
+    tmpl_scratch *w = b->w;
+    const int32_t nb = ch->n_buckets;
+    if (nb < 1 || nb > p->n_ops || !sum->shifts_ahead)
+        return false;
+    const sim_time_ps o = gpu_origin(p, sum);
+    int rc = sweep(p, o, 0, w, b->err);
+    if (rc != SIM_OK) {
+        fail(b, rc);
+        return false;
+    }
+    interval *cut = w->tmp;
+    for (int32_t k = 0; k < nb; k++) {
+        const int32_t op = ch->buckets[k].ready_op;
+        if (op < 0 || op >= p->n_ops || w->end[op] < o || w->end[op] - o > span)
+            return false;
+        cut[k] = (interval){w->end[op] - o, (sim_time_ps)k};
+    }
+    qsort(cut, (size_t)nb, sizeof *cut, interval_cmp);
+    return cut[0].a > 0;
+}
+
+/* The chain of chain_cuts(), after `lead`: a task up to each distinct cut
+ * and one to the end; bucket k's reduction follows b->bucket_task[k].
+ * Returns the first task, *last the last. */
+static eng_task add_chain(builder *b, int64_t r, sim_time_ps span, const sched_pass *it, int32_t nb, eng_task lead,
+                          eng_task *last)
+{
+    const interval *cut = b->w->tmp;
+    sim_time_ps prev = 0;
+    eng_task t = NO_TASK, first = NO_TASK;
+    for (int32_t j = 0; j <= nb && b->rc == SIM_OK; j++) {
+        const sim_time_ps at = j < nb ? cut[j].a : span;
+        if (j == nb || at > prev) {
+            eng_task n = add_whole(b, r, at - prev, it->kind, it->microbatch, it->chunk);
+            dep(b, t == NO_TASK ? lead : t, n);
+            first = first == NO_TASK ? n : first;
+            t = n;
+            prev = at;
+        }
+        if (j < nb)
+            b->bucket_task[cut[j].b] = t;
+    }
+    b->chained = true;
+    *last = t;
+    return first;
+}
+
 /* The stand-in of a pass with host issue ops (pass_summary): the host's
- * lead, the GPU span after it, the rest of the host's issue time; with a
+ * lead, the GPU span after it (a chain of `chain` cuts if not 0), the rest of the host's issue time; with a
  * sync also a zero-length start on the compute stream (the pass's first
  * task: it begins when the GPU is free) and the host's wait for the GPU
  * carried from there on STREAM_HOST_WAIT.  The wait task ends before the
  * next pass's begins (summarize_host checks wait <= gpu), so that stream
  * never delays anything. */
-static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const sched_pass *it, pass_ref *ref)
+static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const sched_pass *it, int32_t chain,
+                          bool measured, pass_ref *ref)
 {
     eng_task end;
     eng_task start = NO_TASK, wait = NO_TASK;
-    if (sum->sync) {
+    if (sum->sync || measured) /* measured: when its GPU is free */
         start = add_whole(b, r, 0, it->kind, it->microbatch, it->chunk);
+    if (sum->sync) {
         wait = add(b, r, STREAM_HOST_WAIT, sum->wait_ps, "host_wait", it->microbatch, it->chunk);
         dep(b, start, wait);
     }
@@ -775,7 +891,8 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
     }
     eng_task lead = add(b, r, STREAM_HOST, before + sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
     dep(b, before_wait, lead);
-    eng_task gpu = add_span(b, r, sum, sum->gpu_ps, it, lead, &end);
+    eng_task gpu = chain ? add_chain(b, r, sum->gpu_ps, it, chain, lead, &end)
+                         : add_span(b, r, sum, sum->gpu_ps, it, lead, &end);
     b->rest_pending = true;
     b->rest_stage = r;
     b->rest_ps = sum->host_ps - sum->lead_ps;
@@ -785,6 +902,7 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
     ref->base = ref->first = start != NO_TASK ? start : gpu;
     ref->span = gpu;
     ref->last = end;
+    ref->lead = lead;
 }
 
 /* The stand-in of a pair with inputs from other stages: three tasks on
@@ -861,8 +979,10 @@ static bool host_ahead(const builder *b, int64_t r, bool ag_first)
     const wl_stage *ws = &st->wl->stages[r];
     if (in->sim.keep_ops)
         return false;
+    /* A backward releasing buckets stands as a chain, but keeps its ops
+     * in an overlapped pair; a forward waiting for gathers keeps them. */
     for (int64_t c = 0; c < st->v; c++)
-        if (ws->chunks[c].n_buckets > 1 && (ag_first || in->ddp.overlap_grad_reduce))
+        if (ws->chunks[c].n_buckets > 1 && (ag_first || (in->ddp.overlap_grad_reduce && st->plan.combined)))
             return false;
     /* host_*: bounds on when the host ends (from 0 / from the last sync
      * pass's GPU start); gpu_*: lower bounds on when the GPU is free. */
@@ -946,20 +1066,22 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         const int32_t pe_i = b->seq_pair[i];
         pair_entry *pe = pe_i >= 0 ? &st->pairs[pe_i] : NULL;
         const int n_unit = pe ? 2 : 1;
-        bool keep = in->sim.keep_ops;
+        bool keep = in->sim.keep_ops, inside = false;
         for (int u = 0; u < n_unit; u++) {
             const sched_pass *it = &b->seq[i + u];
             const wl_chunk *ch = &ws->chunks[it->chunk];
             /* The last pass of a chunk that finishes weight gradients
              * releases gradient buckets from inside it when reduction
-             * overlaps: keep its ops.  So does the first forward of a
-             * chunk that waits for the parameter gathers of several
-             * buckets. */
-            keep = keep ||
-                   (it->kind == grad && in->ddp.overlap_grad_reduce && i + u == b->last_grad[it->chunk] &&
-                    ch->n_buckets > 1) ||
+             * overlaps: a chain (add_chain) where it can stand, else its
+             * ops.  The first forward of a chunk that waits for the
+             * parameter gathers of several buckets keeps its ops. */
+            bool rel = it->kind == grad && in->ddp.overlap_grad_reduce && i + u == b->last_grad[it->chunk] &&
+                       ch->n_buckets > 1;
+            inside = inside || rel;
+            keep = keep || (rel && n_unit > 1) ||
                    (it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1);
         }
+        b->chained = false;
         const sched_pass *it0 = &b->seq[i];
         const pass_summary *sum = pe ? &pe->sum : summary_of(st, r, it0->chunk, it0->kind);
         pass_ref *refs[2];
@@ -977,6 +1099,26 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         const bool gated = pe && pp > 1;
         if (gated && (!pe->gated || (sum->host && !no_host)))
             keep = true;
+        /* A stand-in measured from its ops (a chain, a tail) must run as
+         * alone from its GPU start. */
+        const wl_chunk *ch0 = &ws->chunks[it0->chunk];
+        const sim_time_ps gpu_span = sum->host && sum->collapsible ? sum->gpu_ps : sum->span_ps;
+        const bool ahead = !sum->host || no_host;
+        if (inside && !keep &&
+            !(ahead && sum->collapsible && chain_cuts(b, sum, gpu_span, wl_chunk_pass(ch0, (sched_kind)it0->kind), ch0)))
+            keep = true;
+        /* A tail pass gated by parameter gathers (a chunk's first
+         * forward) does not run as alone from its start: its ops. */
+        if (!pe && sum->tail &&
+            ((ahead && !sum->shifts_ahead) || (it0->kind == SCHED_F && ag_first && !b->first_f_done[it0->chunk])))
+            keep = true;
+        /* Nor does one behind the stage's first lead (its GPU starts from
+         * the host's): its ops, which then carry the lead. */
+        if (!keep && !pe && no_host && sum->host && !lead_placed && (inside || sum->tail)) {
+            keep = true;
+            lead_placed = true;
+        }
+        const int32_t chain = inside && !keep ? ch0->n_buckets : 0;
         const bool whole = !keep && stands(b, i, sum);
         if (whole && (!sum->host || no_host)) {
             eng_task lead = NO_TASK;
@@ -988,11 +1130,12 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             if (gated) {
                 add_gated_pair(b, r, pe, span, it0, lead, refs);
             } else {
-                eng_task end, t = add_span(b, r, sum, span, it0, lead, &end);
-                *refs[0] = (pass_ref){t, t, t, end, NO_TASK, NULL};
+                eng_task end, t = chain ? add_chain(b, r, span, it0, chain, lead, &end)
+                                        : add_span(b, r, sum, span, it0, lead, &end);
+                *refs[0] = (pass_ref){t, t, t, end, NO_TASK, NO_TASK, NULL};
             }
         } else if (whole) {
-            add_host_pass(b, r, sum, it0, refs[0]);
+            add_host_pass(b, r, sum, it0, chain, !pe && !sum->collapsible, refs[0]);
             refs[0]->map = NULL;
         } else if (pe) {
             pass_ref both;
@@ -1008,6 +1151,11 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         }
         if (pe && whole && !gated)
             *refs[1] = *refs[0];
+        if (whole && !pe && (chain || !sum->collapsible) && b->rc == SIM_OK) {
+            st->shifted[pis[0]] = ahead ? SHIFT_AHEAD : SHIFT_HOST;
+            for (eng_task t = refs[0]->span; t <= refs[0]->last; t++)
+                st->info[eng_task_tag(st->eng, t)].replaced = true;
+        }
         if (pe && whole)
             pe->standing++;
         for (int u = 0; u < n_unit; u++)
@@ -1232,7 +1380,22 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     b.param_ag = malloc((size_t)v * sizeof *b.param_ag);
     b.first_f_done = malloc((size_t)v * sizeof *b.first_f_done);
     b.last_grad = malloc((size_t)v * sizeof *b.last_grad);
-    if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad)
+    size_t longest = 1, most_buckets = 1;
+    for (int64_t r = 0; r < s->pp; r++)
+        for (int64_t c = 0; c < v; c++) {
+            const wl_chunk *ch = &st->wl->stages[r].chunks[c];
+            most_buckets = (size_t)ch->n_buckets > most_buckets ? (size_t)ch->n_buckets : most_buckets;
+            for (int kind = 0; kind < SCHED_KINDS; kind++) {
+                size_t n = (size_t)wl_chunk_pass(ch, (sched_kind)kind)->n_ops;
+                longest = n > longest ? n : longest;
+            }
+        }
+    tmpl_scratch w;
+    int wrc = scratch_init(&w, longest);
+    b.w = wrc == SIM_OK ? &w : NULL;
+    b.bucket_task = malloc(most_buckets * sizeof *b.bucket_task);
+    if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad || !b.w ||
+        !b.bucket_task)
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     for (int64_t r = 0; r < s->pp && b.rc == SIM_OK; r++) {
@@ -1275,6 +1438,9 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     free(b.param_ag);
     free(b.first_f_done);
     free(b.last_grad);
+    free(b.bucket_task);
+    if (b.w)
+        scratch_free(b.w);
     if (b.rc == SIM_ENOMEM)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
     return b.rc;
@@ -1300,27 +1466,108 @@ static int check_activations(const step_t *st, sim_err *err)
     return SIM_OK;
 }
 
+/* The ops of stage r's shifted passes, per stream (inj + at[k], at[k+1] -
+ * at[k] of them), each in the stage's pass order, which is start order:
+ * each placed from its stand-in's GPU start as it ran alone. */
+static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *inj, size_t at[STREAM_KINDS + 1],
+                       sim_time_ps *first_at, sim_err *err)
+{
+    size_t fill[STREAM_KINDS] = {0};
+    for (int fillin = 0; fillin < 2; fillin++) {
+        for (int64_t i = 0; i < st->rank_passes; i++) {
+            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
+            if (!st->shifted[pi])
+                continue;
+            const int64_t chunk = (int64_t)(pi % (size_t)st->v);
+            const int kind = (int)(pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds);
+            const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[chunk], (sched_kind)kind);
+            if (!fillin) {
+                for (int32_t j = 0; j < p->n_ops; j++)
+                    fill[p->ops[j].stream]++;
+                continue;
+            }
+            const pass_ref *ref = &st->passes[pi];
+            sim_time_ps o = gpu_origin(p, summary_of(st, r, chunk, kind)), t0 = eng_task_start(st->eng, ref->span);
+            int rc;
+            if (st->shifted[pi] == SHIFT_HOST) { /* from its GPU's and host's starts */
+                const sim_time_ps h = eng_task_end(st->eng, ref->lead) - summary_of(st, r, chunk, kind)->lead_ps;
+                rc = sweep(p, eng_task_start(st->eng, ref->first), h, w, err);
+                o = t0 = 0;
+            } else {
+                rc = sweep(p, o, 0, w, err);
+            }
+            if (rc != SIM_OK)
+                return rc;
+            int32_t gpu = 0; /* its first GPU op, where its span begins */
+            while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
+                gpu++;
+            first_at[i] = t0 + (w->start[gpu] - o);
+            for (int32_t j = 0; j < p->n_ops; j++) {
+                const int k = p->ops[j].stream;
+                if (k != STREAM_HOST)
+                    inj[at[k] + fill[k]] = (interval){t0 + (w->start[j] - o), t0 + (w->end[j] - o)};
+                fill[k]++;
+            }
+        }
+        if (!fillin) {
+            at[0] = 0;
+            for (int k = 0; k < STREAM_KINDS; k++) {
+                at[k + 1] = at[k] + fill[k];
+                fill[k] = 0;
+            }
+        }
+    }
+    return SIM_OK;
+}
+
+/* Intervals of a stream's tasks (n of them in iv) together with its
+ * shifted ops (inj, m), both sorted by start, into iv (room for n + m). */
+static size_t with_shifted(interval *iv, size_t n, const interval *inj, size_t m, interval *tmp)
+{
+    if (m == 0)
+        return n;
+    size_t k = unite(iv, n, inj, m, tmp);
+    memcpy(iv, tmp, k * sizeof *iv);
+    return k;
+}
+
 static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     step_result *res = &st->res;
     const engine_t *e = st->eng;
     const int64_t pp = s->pp, v = s->v, M = s->num_microbatches;
     size_t n_tasks = eng_num_tasks(e);
+    /* Shifted passes bring their ops: the most a stage has, and the longest template. */
+    size_t n_inj = 0, longest = 1;
+    for (int64_t r = 0; r < pp; r++) {
+        size_t n = 0;
+        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
+            if (st->shifted[pi]) {
+                const int64_t c = (int64_t)(pi % (size_t)v);
+                const int kind = (int)(pi / (size_t)(v * M) % (size_t)st->n_kinds);
+                size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
+                n += k;
+                longest = k > longest ? k : longest;
+            }
+        n_inj = n > n_inj ? n : n_inj;
+    }
+    const size_t room = n_tasks + n_inj + 1;
     eng_task *ids = malloc((n_tasks + 1) * sizeof *ids);
-    interval *comp = malloc((n_tasks + 1) * sizeof *comp);
-    interval *comm = malloc((n_tasks + 1) * sizeof *comm);
+    interval *comp = malloc(room * sizeof *comp);
+    interval *comm = malloc(room * sizeof *comm);
     /* The two passes of an overlapped pair can be one task: a stage's
      * pass spans may outnumber the tasks. */
-    interval *all = malloc((n_tasks + (size_t)st->rank_passes + 1) * sizeof *all);
-    interval *tmp = malloc((n_tasks + (size_t)st->rank_passes + 1) * sizeof *tmp);
+    interval *all = malloc((room + (size_t)st->rank_passes) * sizeof *all);
+    interval *tmp = malloc((room + (size_t)st->rank_passes) * sizeof *tmp);
+    interval *inj = malloc((n_inj + 1) * sizeof *inj);
+    sim_time_ps *first_at = malloc(((size_t)st->rank_passes + 1) * sizeof *first_at);
+    tmpl_scratch w = {0};
     res->stages = calloc((size_t)pp, sizeof *res->stages);
-    if (!ids || !comp || !comm || !all || !tmp || !res->stages) {
-        free(ids);
-        free(comp);
-        free(comm);
-        free(all);
-        free(tmp);
-        return sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
+    int rc = SIM_OK;
+    if (!ids || !comp || !comm || !all || !tmp || !inj || !first_at || (n_inj && scratch_init(&w, longest) != SIM_OK) ||
+        !res->stages) {
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
+        goto done;
     }
     res->n_stages = pp;
     res->step_time_s = time_as_s(eng_makespan(e));
@@ -1338,11 +1585,16 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         /* Busy = union of forward/backward pass spans, in schedule order,
          * which is start order (passes start on the in-order compute
          * stream). */
+        size_t at[STREAM_KINDS + 1] = {0};
+        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, err)) != SIM_OK)
+            goto done;
         size_t n = 0;
         for (int64_t i = 0; i < st->rank_passes; i++) {
-            const pass_ref *p = &st->passes[st->order[r * st->rank_passes + i]];
+            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
+            const pass_ref *p = &st->passes[pi];
             if (p->span >= 0)
-                all[n++] = (interval){eng_task_start(e, p->span), eng_task_end(e, p->last)};
+                all[n++] = (interval){st->shifted[pi] ? first_at[i] : eng_task_start(e, p->span),
+                                      eng_task_end(e, p->last)};
         }
         /* The passes of an overlapped pair start in either order. */
         if (st->n_pairs > 0)
@@ -1358,14 +1610,16 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
 
         /* Exposed communication: comm-stream time with the compute stream
          * idle. */
-        size_t nc = stream_intervals(e, stream_of(r, STREAM_COMPUTE), ids, n_tasks, comp);
+        size_t nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), ids, n_tasks, comp);
+        nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
         nc = merge(comp, nc);
         size_t n_all = 0;
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (!streams_is_comm((stream_kind)k))
                 continue;
             /* A stream's tasks come in run order, so sorted by start. */
-            size_t nk = stream_intervals(e, stream_of(r, (stream_kind)k), ids, n_tasks, comm);
+            size_t nk = stream_intervals(st, stream_of(r, (stream_kind)k), ids, n_tasks, comm);
+            nk = with_shifted(comm, nk, inj + at[k], at[k + 1] - at[k], tmp);
             sim_time_ps total = 0;
             for (size_t i = 0; i < nk; i++)
                 total += comm[i].b - comm[i].a;
@@ -1400,6 +1654,12 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
                     if (!st->collapsed[pi] || st->paired[pi])
                         continue;
                     const pass_summary *ps = summary_of(st, r, c, kind);
+                    if (st->shifted[pi]) { /* its ops are on the timeline; its host from here */
+                        for (int k = 0; k < STREAM_KINDS; k++)
+                            if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                                sr->comm_s[k] += time_as_s(ps->comm_ps[k]);
+                        continue;
+                    }
                     exposed_ps += ps->exposed_all_ps;
                     for (int k = 0; k < STREAM_KINDS; k++) {
                         sr->comm_s[k] += time_as_s(ps->comm_ps[k]);
@@ -1454,12 +1714,16 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     }
     res->events = eng_events(e);
     res->tasks = n_tasks;
+done:
+    free(inj);
+    free(first_at);
+    scratch_free(&w);
     free(ids);
     free(comp);
     free(comm);
     free(all);
     free(tmp);
-    return SIM_OK;
+    return rc;
 }
 
 int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
@@ -1500,9 +1764,10 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     st->summary = calloc((size_t)(s->pp * s->v * st->n_kinds), sizeof *st->summary);
     st->collapsed = calloc(n_passes, sizeof *st->collapsed);
     st->paired = calloc(n_passes, sizeof *st->paired);
+    st->shifted = calloc(n_passes, sizeof *st->shifted);
     st->passes = malloc(n_passes * sizeof *st->passes);
     st->order = malloc((size_t)(s->pp * st->rank_passes) * sizeof *st->order);
-    if (!st->summary || !st->collapsed || !st->paired || !st->passes || !st->order) {
+    if (!st->summary || !st->collapsed || !st->paired || !st->shifted || !st->passes || !st->order) {
         step_destroy(st);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
@@ -1564,7 +1829,7 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     for (size_t i = 0; i < n_passes; i++)
-        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, NULL};
+        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, -1, NULL};
     if ((rc = build(st, in, s, err)) != SIM_OK || (rc = eng_run(st->eng, err)) != SIM_OK ||
         (rc = measure(st, in, s, err)) != SIM_OK) {
         step_destroy(st);
@@ -1620,6 +1885,7 @@ void step_destroy(step_t *st)
     free(st->summary);
     free(st->collapsed);
     free(st->paired);
+    free(st->shifted);
     for (size_t k = 0; k < st->n_pairs; k++)
         wl_pair_free(&st->pairs[k].t);
     free(st->pairs);

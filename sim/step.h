@@ -66,6 +66,7 @@ typedef struct step_task_info {
     stream_kind stream;
     bool whole_pass;       /* stands for a whole pass (or its GPU span); in
                               what was padding, so the table stays as large */
+    bool replaced;         /* a stand-in whose pass measure takes from its ops */
     const char *name;      /* pass kind name (sched_kind_of), op or collective name */
     int32_t microbatch;    /* -1 if none */
     int32_t chunk;         /* -1 if none */
