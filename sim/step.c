@@ -111,8 +111,8 @@ typedef struct pass_summary {
      * starts after all its other ops have ended (a last stage's loss
      * all-reduce on the TP stream): where the next pass of its stage waits
      * for it, it stands as a compute task of the rest and that op, which
-     * then runs exactly as among the pass's ops.  Its summary leaves the
-     * op out (the op is on the timeline). */
+     * then runs exactly as among the pass's ops (measured from its ops:
+     * step.shifted). */
     bool tail;
     /* Its GPU ops run at the same offsets from its GPU start whether the
      * GPU or the host is late (shifts; always without host ops), or at
@@ -680,12 +680,8 @@ static int summarize(const wl_pass *p, pass_summary *out, tmpl_scratch *w, sim_e
         if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
             out->comm_ps[k] = out->host_busy_ps;
     if (out->tail) {
-        /* Alone it ran with nothing else on the GPU: all exposed. */
         out->tail_stream = last->stream;
         out->tail_ps = last->duration_ps;
-        out->comm_ps[last->stream] -= last->duration_ps;
-        out->exposed_ps[last->stream] -= last->duration_ps;
-        out->exposed_all_ps -= last->duration_ps;
     }
     return rc;
 }
