@@ -2106,24 +2106,19 @@ static int check_hybrid(const cfg_t *c, model_spec *m, sim_err *err)
         return cfg_err_key(c, err, SIM_EINVAL, "model.num_layers",
                            "is %" PRId64 " but model.hybrid_layer_pattern has %" PRId64
                            " layers (the pattern sets it: leave num_layers out)", m->num_layers, n);
-    bool mamba = false;
-    for (int64_t i = 0; i < m->num_layers; i++) {
+    for (int64_t i = 0; i < m->num_layers; i++)
         if (m->layers[i].mlp == MODEL_MLP_MOE && m->num_moe_experts == 0)
             return cfg_err_key(c, err, SIM_EINVAL, "model.hybrid_layer_pattern",
                                "layer %" PRId64 " is MoE (E) but model.num_moe_experts is 0", i);
-        mamba |= m->layers[i].mixer == MODEL_MIXER_MAMBA;
-    }
     int rc = check_hybrid_mtp(c, m, err);
     if (rc != SIM_OK)
         return rc;
-    for (int32_t i = 0; i < m->mtp_layers_per_depth; i++) {
+    for (int32_t i = 0; i < m->mtp_layers_per_depth; i++)
         if (m->mtp_layers[i].mlp == MODEL_MLP_MOE && m->num_moe_experts == 0)
             return cfg_err_key(c, err, SIM_EINVAL, m->mtp_legacy_pattern ? "model.mtp_hybrid_override_pattern"
                                                                           : "model.hybrid_layer_pattern",
                                "MTP layer %d is MoE (E) but model.num_moe_experts is 0", (int)i);
-        mamba |= m->mtp_layers[i].mixer == MODEL_MIXER_MAMBA;
-    }
-    if (!mamba)
+    if (!model_has_mamba(m))
         return no_mamba_path(c, m, err);
     if (m->mamba_num_heads == 0) {
         /* transformer_config.py:1259-1270: expand 2 */
@@ -2188,11 +2183,10 @@ static int check_model(const cfg_t *c, run_inputs *in, sim_err *err)
                                "LoRA needs at least one target module");
     }
     /* The SSD scan's rate is a kernel-table figure, like every kernel's. */
-    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
-        if (m->layers[i].mixer == MODEL_MIXER_MAMBA && !(in->cluster.compute.kernels.ssd_efficiency > 0))
-            return cfg_err_key(c, err, SIM_EINVAL, "cluster.compute.kernels",
-                               "Mamba layers need the ssd entry of the GPU's kernel table (its SSD scan "
-                               "efficiency); this topology has none");
+    if (model_has_mamba(m) && !(in->cluster.compute.kernels.ssd_efficiency > 0))
+        return cfg_err_key(c, err, SIM_EINVAL, "cluster.compute.kernels",
+                           "Mamba layers need the ssd entry of the GPU's kernel table (its SSD scan "
+                           "efficiency); this topology has none");
     return SIM_OK;
 }
 

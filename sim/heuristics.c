@@ -34,10 +34,6 @@ static const size_rule size_rules[] = {
 };
 
 #define MOE_TP_MAX 4          /* MoE: EP carries the experts, TP stays small */
-#define SP_FROM_TOKENS 2048
-#define CP2_FROM_TOKENS 8192
-#define CP4_FROM_TOKENS 32768
-#define CP8_FROM_TOKENS 65536
 #define LAYERS_PER_CHUNK_MAX 4
 
 static void note(heur_plan *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -32,6 +32,14 @@
 #include "config.h"
 #include "strategy.h"
 
+/* The sequence-length rules of the Megatron Bridge parallelism guide
+ * (megatron-formulas.md §6: "< 2K standard; 2K-8K add SP; 8K-32K add CP=2;
+ * 32K+ CP=4-8"); the baseline and the --layout checklist both read them. */
+#define SP_FROM_TOKENS 2048
+#define CP2_FROM_TOKENS 8192
+#define CP4_FROM_TOKENS 32768
+#define CP8_FROM_TOKENS 65536
+
 #define HEUR_MAX_NOTES 20
 #define HEUR_NOTE_LEN 200
 

@@ -252,6 +252,9 @@ bool model_has_mamba(const model_spec *m)
     for (int64_t i = 0; m->hybrid && i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
         if (m->layers[i].mixer == MODEL_MIXER_MAMBA)
             return true;
+    for (int32_t i = 0; m->hybrid && i < m->mtp_layers_per_depth && i < MODEL_MAX_MTP_LAYERS; i++)
+        if (m->mtp_layers[i].mixer == MODEL_MIXER_MAMBA)
+            return true;
     return false;
 }
 

@@ -144,7 +144,7 @@ int64_t model_query_groups(const model_spec *m);   /* g */
 int64_t model_kv_channels(const model_spec *m);    /* d */
 int64_t model_moe_ffn(const model_spec *m);        /* F_e */
 bool model_is_moe(const model_spec *m);
-/* The layer pattern has Mamba-2 mixers (M). */
+/* The layer pattern (main layers or an MTP depth) has Mamba-2 mixers (M). */
 bool model_has_mamba(const model_spec *m);
 bool model_layer_is_moe(const model_spec *m, int64_t layer); /* 0-based */
 int64_t model_num_moe_layers(const model_spec *m);

@@ -3,16 +3,22 @@
 
 #include <inttypes.h>
 
-/* The guidance row of the sequence length (megatron-formulas.md §6). */
-static const char *long_sequence_advice(int64_t seq)
+#include "heuristics.h"
+
+/* The guidance row of the sequence length: the thresholds the rules-of-thumb
+ * baseline applies (heuristics.h). */
+static void long_sequence_advice(int64_t seq, char *buf, size_t len)
 {
-    if (seq < 2048)
-        return "under 2K tokens: neither SP nor CP needed";
-    if (seq < 8192)
-        return "2K-8K tokens: add SP (with TP > 1), no CP";
-    if (seq < 32768)
-        return "8K-32K tokens: add CP 2";
-    return "32K tokens and more: CP 4-8, hierarchical (cp_comm_type a2a+p2p)";
+    if (seq < SP_FROM_TOKENS)
+        snprintf(buf, len, "under %dK tokens: neither SP nor CP needed", SP_FROM_TOKENS / 1024);
+    else if (seq < CP2_FROM_TOKENS)
+        snprintf(buf, len, "%dK-%dK tokens: add SP (with TP > 1), no CP", SP_FROM_TOKENS / 1024,
+                 CP2_FROM_TOKENS / 1024);
+    else if (seq < CP4_FROM_TOKENS)
+        snprintf(buf, len, "%dK-%dK tokens: add CP 2", CP2_FROM_TOKENS / 1024, CP4_FROM_TOKENS / 1024);
+    else
+        snprintf(buf, len, "%dK tokens and more: CP 4-8 (8 from %dK), hierarchical (cp_comm_type a2a+p2p)",
+                 CP4_FROM_TOKENS / 1024, CP8_FROM_TOKENS / 1024);
 }
 
 static void print_group_domain(FILE *out, const char *name, const group_placements *p,
@@ -79,7 +85,7 @@ void sizing_print(const model_spec *m, const strategy_t *s, const cluster_spec *
         sp = "on";
     else if (s->tp == 1)
         sp = "off (needs TP > 1)";
-    else if (seq >= 2048)
+    else if (seq >= SP_FROM_TOKENS)
         sp = "off: recommended with TP > 1 from 2K tokens";
     else
         sp = "off";
@@ -91,5 +97,7 @@ void sizing_print(const model_spec *m, const strategy_t *s, const cluster_spec *
                 seq, 2 * s->cp);
     else
         fprintf(out, "  CP             1 (with CP > 1, seq must be a multiple of 2 x cp)\n");
-    fprintf(out, "  long sequence  seq %" PRId64 ", %s\n", seq, long_sequence_advice(seq));
+    char advice[160];
+    long_sequence_advice(seq, advice, sizeof advice);
+    fprintf(out, "  long sequence  seq %" PRId64 ", %s\n", seq, advice);
 }

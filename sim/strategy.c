@@ -173,14 +173,6 @@ static int check_world(strategy_t *s, sim_err *err)
  * is the head-parallel all-to-all, so the heads of a TP rank split over
  * CP.  Groups of a TP rank split over CP too, or, when fewer than CP, are
  * repeated CP / (G/TP) times (group_repeat_count, an integer). */
-static bool has_mamba(const model_spec *m)
-{
-    for (int64_t i = 0; i < m->num_layers && i < MODEL_MAX_LAYERS; i++)
-        if (m->hybrid && m->layers[i].mixer == MODEL_MIXER_MAMBA)
-            return true;
-    return false;
-}
-
 int64_t strategy_mamba_group_repeat(const model_spec *m, int64_t tp, int64_t cp)
 {
     int64_t groups = tp >= 1 ? m->mamba_num_groups / tp : 0;
@@ -189,7 +181,7 @@ int64_t strategy_mamba_group_repeat(const model_spec *m, int64_t tp, int64_t cp)
 
 int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, sim_err *err)
 {
-    if (!has_mamba(m) || tp < 1 || cp < 1)
+    if (!model_has_mamba(m) || tp < 1 || cp < 1)
         return SIM_OK; /* tp, cp < 1: their own rules */
     if (m->mamba_num_heads % tp != 0)
         return BAD("model.mamba_num_heads", "%" PRId64 " Mamba heads must be divisible by "

@@ -409,3 +409,15 @@ Test(hybrid, mamba_layers_need_the_tables_ssd_entry)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* Whether a model has Mamba mixers counts its MTP depths too. */
+Test(hybrid, mamba_layers_in_the_main_pattern_or_an_mtp_depth)
+{
+    model_spec m;
+    parse_ok(&m, "*-*-");
+    cr_expect_not(model_has_mamba(&m));
+    parse_ok(&m, "*-M-");
+    cr_expect(model_has_mamba(&m));
+    parse_ok(&m, "*-*-/M-");
+    cr_expect(model_has_mamba(&m), "a Mamba layer in the MTP depth only");
+}

@@ -45,7 +45,7 @@ Test(sizing, groups_across_the_nvlink_domain)
             "model.seq_length=65536 model.context_parallel_size=8 train.global_batch_size=8 --layout");
     cr_assert_eq(r.status, 0, "%s", r.out);
     cr_expect(strstr(r.out, "SP             off (needs TP > 1)"), "%s", r.out);
-    cr_expect(strstr(r.out, "32K tokens and more: CP 4-8, hierarchical (cp_comm_type a2a+p2p)"), "%s", r.out);
+    cr_expect(strstr(r.out, "32K tokens and more: CP 4-8 (8 from 64K), hierarchical (cp_comm_type a2a+p2p)"), "%s", r.out);
 }
 
 /* An uneven layer count is refused with the keys that would split it. */
