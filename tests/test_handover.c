@@ -73,6 +73,20 @@ static void rerun_matches(const char *base, const char *ovr, const char *step, c
     cr_expect_str_eq(got_peak, peak, "%s: peak memory (overrides %s)", what, ovr);
 }
 
+/* Reruns row `row` of a search or sweep CSV from its overrides column and
+ * checks its step time and peak memory; the overrides into ovr. */
+static void rerun_row(const char *base, const char *csv, int row, const char *what, char *ovr, size_t len)
+{
+    int c_ovr = column(csv, "overrides"), c_step = column(csv, "step_time_s"), c_peak = column(csv, "peak_bytes");
+    cr_assert(c_ovr > 0 && c_step > 0 && c_peak > 0, "%s", csv);
+    char step[64], peak[64];
+    const char *line = line_at(csv, row);
+    cell(line, c_ovr, ovr, len);
+    cell(line, c_step, step, sizeof step);
+    cell(line, c_peak, peak, sizeof peak);
+    rerun_matches(base, ovr, step, peak, what);
+}
+
 Test(handover, search_rows_rerun_to_the_same_step_and_memory, .timeout = 300)
 {
     make_dir();
@@ -82,17 +96,11 @@ Test(handover, search_rows_rerun_to_the_same_step_and_memory, .timeout = 300)
     runf(&r, "search " LLAMA70B " --top 4 --jobs 1 --out %s", out);
     cr_assert_eq(r.status, 0, "%s", r.out);
     char *csv = read_file(out, NULL);
-    int c_ovr = column(csv, "overrides"), c_step = column(csv, "step_time_s"), c_peak = column(csv, "peak_bytes");
-    cr_assert(c_ovr > 0 && c_step > 0 && c_peak > 0, "%s", csv);
     for (int row = 1; row <= 4; row++) {
-        char ovr[4096], step[64], peak[64], what[32];
-        const char *line = line_at(csv, row);
-        cell(line, c_ovr, ovr, sizeof ovr);
-        cell(line, c_step, step, sizeof step);
-        cell(line, c_peak, peak, sizeof peak);
+        char ovr[4096], what[32];
         snprintf(what, sizeof what, "row %d", row);
-        cr_assert(strstr(ovr, "cluster.num_gpus=64 model.tensor_model_parallel_size="), "%s: %s", what, ovr);
-        rerun_matches(LLAMA70B, ovr, step, peak, what);
+        rerun_row(LLAMA70B, csv, row, what, ovr, sizeof ovr);
+        cr_expect(strstr(ovr, "cluster.num_gpus=64 model.tensor_model_parallel_size="), "%s: %s", what, ovr);
     }
     free(csv);
     remove_dir();
@@ -113,19 +121,15 @@ Test(handover, fsdp_and_schedule_rows_rerun, .timeout = 120)
          base, out);
     cr_assert_eq(r.status, 0, "%s", r.out);
     char *csv = read_file(out, NULL);
-    int c_ovr = column(csv, "overrides"), c_step = column(csv, "step_time_s"), c_peak = column(csv, "peak_bytes");
     int c_sched = column(csv, "pipeline_schedule"), c_shard = column(csv, "dp_sharding");
-    cr_assert(c_ovr > 0 && c_sched > 0 && c_shard > 0, "%s", csv);
+    cr_assert(c_sched > 0 && c_shard > 0, "%s", csv);
     bool beyond = false, fsdp = false;
     for (int row = 1; row <= 12; row++) {
-        char ovr[4096], step[64], peak[64], sched[32], shard[32], what[96];
-        const char *line = line_at(csv, row);
-        cell(line, c_ovr, ovr, sizeof ovr);
-        cell(line, c_step, step, sizeof step);
-        cell(line, c_peak, peak, sizeof peak);
-        cell(line, c_sched, sched, sizeof sched);
-        cell(line, c_shard, shard, sizeof shard);
+        char ovr[4096], sched[32], shard[32], what[96];
+        cell(line_at(csv, row), c_sched, sched, sizeof sched);
+        cell(line_at(csv, row), c_shard, shard, sizeof shard);
         snprintf(what, sizeof what, "row %d (%s, %s)", row, sched, shard);
+        rerun_row(base, csv, row, what, ovr, sizeof ovr);
         if (strcmp(sched, "megatron")) {
             beyond = true;
             cr_expect(strstr(ovr, "sim.pipeline_schedule="), "%s: %s", what, ovr);
@@ -135,7 +139,6 @@ Test(handover, fsdp_and_schedule_rows_rerun, .timeout = 120)
             cr_expect(strstr(ovr, "ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy="), "%s: %s", what,
                       ovr);
         }
-        rerun_matches(base, ovr, step, peak, what);
     }
     cr_expect(beyond && fsdp, "the top rows have a schedule beyond Megatron's and an FSDP row:\n%s", csv);
     free(csv);
@@ -273,12 +276,9 @@ Test(handover, text_report_names_the_winners_overrides, .timeout = 120)
     at += strlen("#1 reruns as: parsim run CONFIG ");
     snprintf(ovr, sizeof ovr, "%.*s", (int)strcspn(at, "\n"), at);
     char *csv = read_file(out, NULL);
-    char step[64], peak[64], row_ovr[4096];
-    cell(line_at(csv, 1), column(csv, "step_time_s"), step, sizeof step);
-    cell(line_at(csv, 1), column(csv, "peak_bytes"), peak, sizeof peak);
-    cell(line_at(csv, 1), column(csv, "overrides"), row_ovr, sizeof row_ovr);
+    char row_ovr[4096];
+    rerun_row(SMALL, csv, 1, "#1 of the text report", row_ovr, sizeof row_ovr);
     cr_expect_str_eq(ovr, row_ovr, "the report's words are the CSV's");
-    rerun_matches(SMALL, ovr, step, peak, "#1 of the text report");
     free(csv);
     remove_dir();
 }
