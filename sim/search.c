@@ -511,18 +511,24 @@ static void set_fsdp(ddp_spec *d, int sharding)
     d->overlap_param_gather = d->overlap_param_gather || sharding == DP_SHARD_OPTIM_GRADS_PARAMS;
 }
 
-/* The base's EP overlap (and delay_wgrad_compute) where the candidate
- * allows it (strategy.c: EP > 1, PP > 1 only interleaved, no full
- * recompute; the other rules are the base's), off elsewhere. */
-static bool ep_overlap_legal(const search_cand *c)
+/* Whether the candidate's layout allows the EP overlap: strategy's rule,
+ * with the overlap on (and the base's delay_wgrad_compute).  EP 1 is
+ * answered first: a dense search asks for every layout. */
+static bool ep_overlap_legal(const run_inputs *b, const search_cand *c)
 {
-    return c->par.ep > 1 && (c->par.pp <= 1 || c->par.vp > 1) && c->par.recompute_granularity != RECOMPUTE_FULL &&
-           c->par.pipeline_schedule != SCHED_ZB_H1 && c->par.pipeline_schedule != SCHED_ZB_V;
+    if (c->par.ep <= 1)
+        return false;
+    parallel_spec p = c->par;
+    p.overlap_moe_ep_comm = true;
+    p.delay_wgrad_compute = b->par.delay_wgrad_compute;
+    sim_err err;
+    return strategy_check_ep_overlap(&b->model, &p, p.pp, p.vp > 1 ? p.vp : 1, &err) == SIM_OK;
 }
 
+/* The base's EP overlap where the candidate allows it, off elsewhere. */
 static void ep_overlap_where_legal(const run_inputs *b, search_cand *c)
 {
-    c->par.overlap_moe_ep_comm = b->par.overlap_moe_ep_comm && ep_overlap_legal(c);
+    c->par.overlap_moe_ep_comm = b->par.overlap_moe_ep_comm && ep_overlap_legal(b, c);
     c->par.delay_wgrad_compute = b->par.delay_wgrad_compute && c->par.overlap_moe_ep_comm;
 }
 
@@ -564,7 +570,7 @@ static void emit(enum_ctx *x, search_cand *c)
                     push_cand(x->cv, c);
                     x->cnt->enumerated++;
                     /* --ep-overlap: the other setting too, where Megatron allows it */
-                    if (o->ep_overlap && ep_overlap_legal(c)) {
+                    if (o->ep_overlap && ep_overlap_legal(b, c)) {
                         bool on = c->par.overlap_moe_ep_comm;
                         c->par.overlap_moe_ep_comm = !on;
                         c->par.delay_wgrad_compute = !on && b->par.delay_wgrad_compute;

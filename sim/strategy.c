@@ -74,16 +74,15 @@ static int check_schedule(const strategy_t *s, sim_err *err)
  * 1F1B, transformer_config.py:3002-3101).  bf16/fp16 there is the
  * parameter and autocast dtype, which fp8 recipes keep (bf16 with fp8
  * GEMMs); parsim has no fp32 training, so no precision is refused. */
-static int check_ep_overlap(const model_spec *m, const strategy_t *s, sim_err *err)
+int strategy_check_ep_overlap(const model_spec *m, const parallel_spec *p, int64_t pp, int64_t v, sim_err *err)
 {
-    const parallel_spec *p = &s->par;
     if (p->delay_wgrad_compute && !p->overlap_moe_ep_comm)
         return BAD("model.delay_wgrad_compute", "requires model.overlap_moe_expert_parallel_comm");
     if (!p->overlap_moe_ep_comm)
         return SIM_OK;
     const char *k = "model.overlap_moe_expert_parallel_comm";
-    if (s->ep <= 1)
-        return BAD(k, "needs expert_model_parallel_size > 1 (got %" PRId64 ")", s->ep);
+    if (p->ep <= 1)
+        return BAD(k, "needs expert_model_parallel_size > 1 (got %" PRId64 ")", p->ep);
     if (p->moe_token_dispatcher != MOE_DISPATCHER_ALLTOALL && p->moe_token_dispatcher != MOE_DISPATCHER_FLEX)
         return BAD(k, "needs model.moe_token_dispatcher_type alltoall or flex");
     /* DualPipeV pairs F and B by itself: the overlap runs its pairs as
@@ -91,9 +90,9 @@ static int check_ep_overlap(const model_spec *m, const strategy_t *s, sim_err *e
     if (p->pipeline_schedule == SCHED_ZB_H1 || p->pipeline_schedule == SCHED_ZB_V)
         return BAD(k, "is Megatron's combined 1F1B (or DualPipeV's F&B pairs): sim.pipeline_schedule %s has no "
                    "paired passes", sched_name_str(p->pipeline_schedule));
-    if (s->pp > 1 && s->v <= 1)
+    if (pp > 1 && v <= 1)
         return BAD(k, "with pipeline_model_parallel_size %" PRId64 " needs virtual_pipeline_model_parallel_size > 1",
-                   s->pp);
+                   pp);
     if (p->recompute_granularity == RECOMPUTE_FULL)
         return BAD(k, "cannot go with full recompute (model.recompute_granularity)");
     if (p->recompute_num_layers_given)
@@ -650,7 +649,7 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
                        PRId64, M, N, r, s->pp);
     }
 
-    if ((rc = check_ep_overlap(m, s, err)))
+    if ((rc = strategy_check_ep_overlap(m, &s->par, s->pp, s->v, err)))
         return rc;
 
     /* 10. context-parallel communication */

@@ -206,6 +206,10 @@ int strategy_check_tp(const model_spec *m, int64_t tp, sim_err *err);
 /* Mamba layers (none: SIM_OK): heads and groups divisible by TP, the
  * heads of a TP rank by CP, its groups and CP dividing one another. */
 int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, sim_err *err);
+/* Megatron's conditions on the EP all-to-all overlap and delay_wgrad_compute
+ * (transformer_config.py:3002-3101) for a layout with pp ranks of v
+ * chunks each; SIM_OK when p's settings are legal. */
+int strategy_check_ep_overlap(const model_spec *m, const parallel_spec *p, int64_t pp, int64_t v, sim_err *err);
 /* Megatron's group_repeat_count (mamba_context_parallel.py:116-129): the
  * groups of a TP rank, when fewer than CP, are repeated CP / (G/TP) times
  * so that every CP rank holds one; else 1. */
