@@ -396,14 +396,15 @@ double model_mamba_in_proj_width(const model_spec *m)
 
 /* Parameters of one Mamba-2 mixer (megatron-features.md B.5):
  * in_proj h (2 d_in + 2GN + H), the depthwise conv over x, B, C with
- * kernel 4 and a bias ((d_in + 2GN) x 5), dt_bias, A_log and D (3H), the
- * gated RMSNorm (d_in) and out_proj d_in h. */
+ * its kernel and a bias ((d_in + 2GN) x (MAMBA_CONV_KERNEL + 1)), dt_bias,
+ * A_log and D (3H), the gated RMSNorm (d_in) and out_proj d_in h. */
 static double mamba_params(const model_spec *m)
 {
     double h = (double)m->hidden_size, d_in = model_mamba_d_inner(m);
     double gn = (double)m->mamba_num_groups * (double)m->mamba_state_dim;
     double H = (double)m->mamba_num_heads;
-    return h * model_mamba_in_proj_width(m) + (d_in + 2.0 * gn) * 5.0 + 3.0 * H + d_in + d_in * h;
+    return h * model_mamba_in_proj_width(m) + (d_in + 2.0 * gn) * (MAMBA_CONV_KERNEL + 1.0) + 3.0 * H + d_in +
+           d_in * h;
 }
 
 static void hybrid_layer_params(const model_spec *m, const model_layer *l, model_layer_params *out);

@@ -28,6 +28,11 @@ typedef enum { MODEL_ROUTER_SOFTMAX = 0, MODEL_ROUTER_SIGMOID = 1 } model_router
 /* What one layer holds.  A transformer layer is attention + an MLP; in a
  * hybrid pattern (model.hybrid_layer_pattern) each symbol is one layer
  * holding either a mixer or an MLP (Megatron's hybrid counting). */
+/* The Mamba-2 mixer's depthwise conv1d width: Megatron Core's MambaMixer
+ * d_conv (a constructor default, no config key; megatron-features.md B.5:
+ * "kernel 4"; HF conv_kernel 4 for Nemotron-3). */
+#define MAMBA_CONV_KERNEL 4
+
 typedef enum { MODEL_MIXER_ATTENTION = 0, MODEL_MIXER_MAMBA = 1, MODEL_MIXER_NONE = 2 } model_mixer_kind;
 typedef enum { MODEL_MLP_DENSE = 0, MODEL_MLP_MOE = 1, MODEL_MLP_NONE = 2 } model_mlp_kind;
 typedef struct model_layer {
