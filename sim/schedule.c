@@ -16,6 +16,7 @@
 #include "schedule.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 static const sched_kind_desc kinds[SCHED_KINDS] = {
@@ -317,26 +318,24 @@ static void v_fb(vgen *g, int a, int b)
     v_after_b(g, bw, false);
 }
 
-/* The V schedules share DualPipeV's phases (dualpipev.py, DualPipeV.step;
- * chunk 0 is the way down, virtual stage rank; chunk 1 the way up):
+/* DualPipeV (dualpipev.py, DualPipeV.step; chunk 0 is the way down,
+ * virtual stage rank; chunk 1 the way up), its eight phases:
  *   1 nF0     2(p-r-1) forwards of chunk 0
  *   2 nF0F1   r+1 times a forward of each chunk
  *   3 nB1W1F1 p-r-1 times B1 (W deferred), a deferred W, F1
- *   4 main    M-2p+r+1 times: DualPipeV: F0&B1, F1&B0 (the last rank runs
- *             its first F0 and B1 apart); ZB-V: B1 B0 W F0 W F1 (backwards
- *             first, so that no more than 2p passes are in flight)
- *   5 nB1F1B0 p-r-1 times: DualPipeV: B1, F1&B0; ZB-V: B0 B1 W W F1
+ *   4 main    M-2p+r+1 times F0&B1, F1&B0 (the last rank runs its first
+ *             F0 and B1 apart)
+ *   5 nB1F1B0 p-r-1 times B1, F1&B0
  *   6 nB1B0   r+1 times B1 B0, the W deferred from the middle one on
  *             (B1 on odd ranks, B0 on even ones), whole before
  *   7 nWB0    p-r-1 times a deferred W, B0 (W deferred)
  *   8 nW      the deferred W passes left. */
-static int build_v(sched_name name, int64_t p, int64_t M, int64_t r, sched_item *out, int64_t cap, int64_t *n_out,
-                   sim_err *err)
+static int build_dualpipev(int64_t p, int64_t M, int64_t r, sched_item *out, int64_t cap, int64_t *n_out,
+                           sim_err *err)
 {
     vgen g = {.M = M, .out = out, .cap = cap, .wq = malloc((size_t)(2 * M + 1) * sizeof *g.wq)};
     if (!g.wq)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the pipeline schedule");
-    const bool dual = name == SCHED_DUALPIPEV;
     for (int64_t i = 0; i < 2 * (p - r - 1); i++)
         v_f(&g, 0);
     for (int64_t i = 0; i < r + 1; i++) {
@@ -349,34 +348,17 @@ static int build_v(sched_name name, int64_t p, int64_t M, int64_t r, sched_item 
         v_f(&g, 1);
     }
     for (int64_t i = 0; i < M - 2 * p + r + 1; i++) {
-        if (dual) {
-            if (i == 0 && r == p - 1) {
-                v_f(&g, 0);
-                v_b(&g, 1, false);
-            } else {
-                v_fb(&g, 0, 1);
-            }
-            v_fb(&g, 1, 0);
-        } else {
-            v_b(&g, 1, true);
-            v_b(&g, 0, true);
-            v_w(&g);
+        if (i == 0 && r == p - 1) {
             v_f(&g, 0);
-            v_w(&g);
-            v_f(&g, 1);
+            v_b(&g, 1, false);
+        } else {
+            v_fb(&g, 0, 1);
         }
+        v_fb(&g, 1, 0);
     }
     for (int64_t i = 0; i < p - r - 1; i++) {
-        if (dual) {
-            v_b(&g, 1, false);
-            v_fb(&g, 1, 0);
-        } else {
-            v_b(&g, 0, true);
-            v_b(&g, 1, true);
-            v_w(&g);
-            v_w(&g);
-            v_f(&g, 1);
-        }
+        v_b(&g, 1, false);
+        v_fb(&g, 1, 0);
     }
     bool defer = false;
     for (int64_t i = 0; i < r + 1; i++) {
@@ -398,9 +380,336 @@ static int build_v(sched_name name, int64_t p, int64_t M, int64_t r, sched_item 
     for (int c = 0; c < 2; c++)
         complete = complete && g.nf[c] == M && g.nb[c] == M;
     if (!complete)
-        return sim_err_set(err, SIM_ESIM, "the %s schedule of rank %lld does not run every pass once",
-                           sched_name_str(name), (long long)r);
+        return sim_err_set(err, SIM_ESIM, "the dualpipev schedule of rank %lld does not run every pass once",
+                           (long long)r);
     *n_out = g.n;
+    return SIM_OK;
+}
+
+/* ZB-V (Qi et al. 2024, "memory efficient zero bubble schedule"), built as
+ * the paper's repository builds it (zero-bubble-pipeline-parallelism,
+ * v_schedule.py, PipelineGraph.try_v_schedule): a list schedule of every
+ * rank at once at unit costs (F = B = W = 1, no communication), each pass
+ * placed at max(its rank free, its input's end) + 1, under 1F1B's
+ * activation memory: at most 2p chunk passes in flight on a rank, from the
+ * start of an F to the end of its W.  The order each rank gets is then
+ * run as it is whatever the real durations.  Dependencies (chunk 0 of
+ * rank r is virtual stage r, chunk 1 is 2p-1-r): F of chunk 0 after F of
+ * chunk 0 on rank r-1, F of chunk 1 after F of chunk 1 on rank r+1 (the
+ * last rank: after its own F of chunk 0); B of chunk 1 after B of chunk 1
+ * on rank r-1 (rank 0: after its F), B of chunk 0 after B of chunk 0 on
+ * rank r+1 (the last rank: after its B of chunk 1); W after its B.
+ *
+ * The placement rules (the repository's, and why):
+ *   warm-up  F of microbatch 0 down the ranks; then, from the last rank
+ *            up, rank r adds chunk-0 forwards (with every rank above it,
+ *            which feed it) while they end before chunk 1's first
+ *            forward reaches it and 2r+2 in-flight places stay free (for
+ *            the forwards of both chunks the next step adds), then runs
+ *            that chunk-1 forward; then, from rank 1 down, the ranks below take
+ *            forwards of the two chunks in turn until each has run as
+ *            many as the rank above it and more of chunk 1.  Rank r then
+ *            holds 2p-1-r chunk-0 and r+1 chunk-1 forwards: 2p in flight,
+ *            the most the memory allows, before its first backward.
+ *   rounds   2M rounds; each places one B per rank, then one F per rank.
+ *            B: chunk 1 (a new microbatch's backward) once the chunk-0
+ *            backwards have caught up with it, else chunk 0 if its input
+ *            gradient is placed (or chunk 1 is done), else chunk 1: the
+ *            older microbatch first, whose end frees memory; placed in
+ *            dependency order (chunk 0 from the last rank up, then chunk
+ *            1 from rank 0 down).  F: chunk 0 once chunk 1 has caught up
+ *            with it, else chunk 1 if its input is placed, else chunk 0
+ *            if its input is placed, else none this round.
+ *   W        deferred (zero bubble needs them to fill the drain): a rank
+ *            runs a pending W only where the next pass would exceed 2p
+ *            in flight, where its input ends no earlier than the W would
+ *            (a wait the W fills), and at the end; oldest first (the
+ *            order of the W passes moves no pass: they feed nothing).
+ * At unit costs this leaves no rank idle between its first pass and its
+ * last (rank r starts r late and ends as late), the paper's zero bubble.
+ * The repository's bubble-approval step and its search over fill options
+ * are left out: at unit costs they never change the order.  A plainer
+ * list schedule (whenever free: a ready B, else a ready F within memory,
+ * else a W; any fixed preference of chunks) leaves the first ranks idle
+ * in the drain (p-1 passes at p = 8): their W passes are spent before the
+ * last backwards come back.
+ *
+ * Cost O(p*M) time for the orders of all ranks at once, one scratch of
+ * O(p*M) (the end of every F and B; p rings of 2p pending W passes, as no
+ * more are in flight) besides them. */
+typedef struct zbv {
+    const sched_plan *pl;
+    int64_t p, M;              /* ranks, microbatches */
+    int64_t *endf, *endb;      /* [(c*p + r)*M + m]: end of F / B, -1 until placed */
+    int64_t *cur, *mem;        /* per rank: when it is free; passes in flight */
+    int64_t (*nf)[2], (*nb)[2];/* per rank and chunk: F / B placed */
+    int64_t *wq_head, *wq_len; /* per rank: ring of pending W (2p places) */
+    sched_pass *wq;
+    int8_t *bchunk;            /* per rank: the chunk of this round's B */
+    sched_pass *order;         /* [r*cap + i]: rank r's i-th pass */
+    int64_t *n, cap;           /* per rank: passes so far; passes of a rank */
+    bool bad;                  /* a rule broke an invariant: a wrong recipe */
+} zbv;
+
+static int64_t *zbv_end(zbv *z, sched_kind k, int64_t c, int64_t r, int64_t m)
+{
+    return &(k == SCHED_F ? z->endf : z->endb)[(c * z->p + r) * z->M + m];
+}
+
+/* End of the input of the next (k, c) on rank r: the F of the virtual
+ * stage before, the B of the one after (the last stage's B: its own F);
+ * 0 for the first stage's F; -1 while not placed or none is left. */
+static int64_t zbv_input_end(zbv *z, sched_kind k, int64_t c, int64_t r)
+{
+    const int64_t m = (k == SCHED_F ? z->nf : z->nb)[r][c], vs = sched_vstage(z->pl, r, c);
+    if (m >= z->M)
+        return -1;
+    if (k == SCHED_F && vs == 0)
+        return 0;
+    if (k == SCHED_B && vs == 2 * z->p - 1)
+        return *zbv_end(z, SCHED_F, c, r, m);
+    int64_t fr, fc;
+    sched_locate(z->pl, k == SCHED_F ? vs - 1 : vs + 1, &fr, &fc);
+    return *zbv_end(z, k, fc, fr, m);
+}
+
+static void zbv_emit(zbv *z, int64_t r, sched_pass ps)
+{
+    if (z->n[r] < z->cap)
+        z->order[r * z->cap + z->n[r]++] = ps;
+    else
+        z->bad = true;
+}
+
+static void zbv_put_w(zbv *z, int64_t r)
+{
+    const int64_t ring = 2 * z->p;
+    if (z->wq_len[r] == 0) {
+        z->bad = true;
+        return;
+    }
+    sched_pass w = z->wq[r * ring + z->wq_head[r]];
+    z->wq_head[r] = (z->wq_head[r] + 1) % ring;
+    z->wq_len[r]--;
+    z->cur[r]++;
+    z->mem[r]--;
+    zbv_emit(z, r, w);
+}
+
+/* Place the next (k, c) of rank r; with fill, pending W passes first
+ * while each ends no later than that pass's input does. */
+static void zbv_put(zbv *z, sched_kind k, int64_t c, int64_t r, bool fill)
+{
+    const int64_t in = zbv_input_end(z, k, c, r), ring = 2 * z->p;
+    if (fill)
+        while (z->wq_len[r] > 0 && in >= z->cur[r] + 1)
+            zbv_put_w(z, r);
+    if (in < 0 || (k == SCHED_F && z->mem[r] >= 2 * z->p) || (k == SCHED_B && z->wq_len[r] >= ring)) {
+        z->bad = true;
+        return;
+    }
+    const int64_t m = (k == SCHED_F ? z->nf : z->nb)[r][c]++, t = (z->cur[r] > in ? z->cur[r] : in) + 1;
+    *zbv_end(z, k, c, r, m) = t;
+    z->cur[r] = t;
+    if (k == SCHED_F) {
+        z->mem[r]++;
+    } else {
+        z->wq[r * ring + (z->wq_head[r] + z->wq_len[r]) % ring] = (sched_pass){SCHED_W, (int32_t)m, (int32_t)c};
+        z->wq_len[r]++;
+    }
+    zbv_emit(z, r, (sched_pass){(uint8_t)k, (int32_t)m, (int32_t)c});
+}
+
+static int64_t zbv_forwards(const zbv *z, int64_t r)
+{
+    return z->nf[r][0] + z->nf[r][1];
+}
+
+static void zbv_warmup(zbv *z)
+{
+    const int64_t p = z->p, M = z->M;
+    for (int64_t r = 0; r < p; r++)
+        zbv_put(z, SCHED_F, 0, r, false);
+    for (int64_t r = p - 1; r >= 0 && !z->bad; r--) {
+        if (r < p - 1) {
+            const int64_t arrives = *zbv_end(z, SCHED_F, 1, r + 1, 0);
+            while (!z->bad && z->mem[r] + 2 + 2 * r <= 2 * p && z->cur[r] + 1 <= arrives && z->nf[r][0] < M)
+                for (int64_t j = 0; j <= r; j++)
+                    zbv_put(z, SCHED_F, 0, j, false);
+        }
+        zbv_put(z, SCHED_F, 1, r, false);
+    }
+    int64_t c = 0;
+    for (int64_t r = 1; r < p && !z->bad; r++) {
+        int stuck = 0; /* turns in a row that placed nothing on rank r */
+        while (!z->bad && (zbv_forwards(z, r) < zbv_forwards(z, r - 1) ||
+                           (z->nf[r][1] <= z->nf[r - 1][1] && z->nf[r - 1][1] < M))) {
+            const int64_t before = zbv_forwards(z, r);
+            for (int64_t j = p - 1; j >= r; j--)
+                if (z->nf[j][c] < M)
+                    zbv_put(z, SCHED_F, c, j, false);
+            c = 1 - c;
+            stuck = zbv_forwards(z, r) == before ? stuck + 1 : 0;
+            z->bad = z->bad || stuck >= 2;
+        }
+    }
+}
+
+static void zbv_round(zbv *z)
+{
+    const int64_t p = z->p, M = z->M;
+    for (int64_t r = 0; r < p; r++)
+        z->bchunk[r] = z->nb[r][0] < z->nb[r][1] && (zbv_input_end(z, SCHED_B, 0, r) >= 0 || z->nb[r][1] >= M) ? 0 : 1;
+    /* In input order: chunk 0 from the last rank up, chunk 1 from rank 0
+     * down. */
+    for (int64_t r = p - 1; r >= 0; r--)
+        if (z->bchunk[r] == 0)
+            zbv_put(z, SCHED_B, 0, r, true);
+    for (int64_t r = 0; r < p; r++)
+        if (z->bchunk[r] == 1)
+            zbv_put(z, SCHED_B, 1, r, true);
+    for (int64_t r = 0; r < p; r++) {
+        int64_t c;
+        if (z->nf[r][1] >= M)
+            continue;
+        if (z->nf[r][1] >= z->nf[r][0])
+            c = 0;
+        else if (zbv_input_end(z, SCHED_F, 1, r) >= 0)
+            c = 1;
+        else if (zbv_input_end(z, SCHED_F, 0, r) >= 0)
+            c = 0;
+        else
+            continue;
+        while (z->mem[r] >= 2 * p && z->wq_len[r] > 0)
+            zbv_put_w(z, r);
+        zbv_put(z, SCHED_F, c, r, true);
+    }
+}
+
+/* Fills order[r*6M ..] with the passes of every rank r. */
+static int build_zb_v(const sched_plan *pl, sched_pass *order, sim_err *err)
+{
+    const int64_t p = pl->p, M = pl->M;
+    /* One block: F and B ends (4pM), four per-rank counters, the F and B
+     * counts per chunk and the pass counts (9p), the W rings (2p^2
+     * passes), the B chunks (p).  p <= M/2 < 2^29 (sched_plan_build's
+     * checks): 9p and 2p^2 fit in int64; the rest is checked. */
+    int64_t words, ring_bytes, total;
+    if (__builtin_mul_overflow(4 * p, M, &words) || __builtin_add_overflow(words, 9 * p, &words) ||
+        __builtin_mul_overflow(words, (int64_t)sizeof(int64_t), &total) ||
+        __builtin_mul_overflow(2 * p * p, (int64_t)sizeof(sched_pass), &ring_bytes) ||
+        __builtin_add_overflow(total, ring_bytes + p, &total) || (uint64_t)total > SIZE_MAX)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the zb-v schedule (%lld ranks, %lld microbatches)",
+                           (long long)p, (long long)M);
+    int64_t *block = malloc((size_t)total);
+    if (!block)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the zb-v schedule (%lld ranks, %lld microbatches)",
+                           (long long)p, (long long)M);
+    zbv z = {.pl = pl, .p = p, .M = M, .order = order, .cap = 6 * M};
+    z.endf = block;
+    z.endb = z.endf + 2 * p * M;
+    z.cur = z.endb + 2 * p * M;
+    z.mem = z.cur + p;
+    z.wq_head = z.mem + p;
+    z.wq_len = z.wq_head + p;
+    z.n = z.wq_len + p;
+    z.nf = (int64_t(*)[2])(z.n + p);
+    z.nb = z.nf + p;
+    z.wq = (sched_pass *)(z.nb + p);
+    z.bchunk = (int8_t *)(z.wq + 2 * p * p);
+    for (int64_t i = 0; i < 4 * p * M; i++)
+        z.endf[i] = -1;
+    for (int64_t i = 0; i < 9 * p; i++)
+        z.cur[i] = 0;
+    zbv_warmup(&z);
+    for (int64_t i = 0; i < 2 * M && !z.bad; i++)
+        zbv_round(&z);
+    bool complete = !z.bad;
+    for (int64_t r = 0; r < p; r++) {
+        while (z.wq_len[r] > 0 && !z.bad)
+            zbv_put_w(&z, r);
+        for (int c = 0; c < 2; c++)
+            complete = complete && !z.bad && z.nf[r][c] == M && z.nb[r][c] == M && z.mem[r] == 0 && z.n[r] == z.cap;
+    }
+    free(block);
+    if (!complete)
+        return sim_err_set(err, SIM_ESIM, "the zb-v schedule (%lld ranks, %lld microbatches) does not run every "
+                           "pass once", (long long)p, (long long)M);
+    return SIM_OK;
+}
+
+/* The step asks for the orders rank after rank, and each needs the whole
+ * list schedule: each thread keeps the orders of every rank of the last
+ * (p, M) it built, freed when the thread ends (or at exit for the main
+ * thread), so that a step costs one list schedule, not p. */
+typedef struct zbv_cache {
+    int64_t p, M;
+    sched_pass *order;
+} zbv_cache;
+
+static pthread_once_t zbv_once = PTHREAD_ONCE_INIT;
+static pthread_key_t zbv_key;
+static bool zbv_key_ok;
+
+static void zbv_cache_free(void *c)
+{
+    if (c) {
+        free(((zbv_cache *)c)->order);
+        free(c);
+    }
+}
+
+static void zbv_cache_exit(void)
+{
+    zbv_cache_free(pthread_getspecific(zbv_key));
+    pthread_setspecific(zbv_key, NULL);
+}
+
+static void zbv_key_init(void)
+{
+    zbv_key_ok = pthread_key_create(&zbv_key, zbv_cache_free) == 0 && atexit(zbv_cache_exit) == 0;
+}
+
+static void zbv_copy(const sched_pass *order, int64_t rank, int64_t len, sched_item *out, int64_t *n)
+{
+    for (int64_t i = 0; i < len; i++)
+        out[i] = (sched_item){.pass = {order[rank * len + i]}, .n_passes = 1};
+    *n = len;
+}
+
+static int zbv_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err)
+{
+    const int64_t len = 6 * pl->M;
+    pthread_once(&zbv_once, zbv_key_init);
+    zbv_cache *c = zbv_key_ok ? pthread_getspecific(zbv_key) : NULL;
+    if (c && c->p == pl->p && c->M == pl->M) {
+        zbv_copy(c->order, rank, len, out, n);
+        return SIM_OK;
+    }
+    zbv_cache fresh = {.p = pl->p, .M = pl->M};
+    size_t bytes; /* p*len < 2^29 * 3 * 2^31 passes: the product is checked */
+    if (!__builtin_mul_overflow((size_t)(pl->p * len), sizeof *fresh.order, &bytes))
+        fresh.order = malloc(bytes);
+    if (!fresh.order)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory building the zb-v schedule (%lld ranks, %lld microbatches)",
+                           (long long)pl->p, (long long)pl->M);
+    int rc = build_zb_v(pl, fresh.order, err);
+    if (rc != SIM_OK) {
+        free(fresh.order);
+        return rc;
+    }
+    zbv_copy(fresh.order, rank, len, out, n);
+    /* Kept for the next rank where the thread can keep it. */
+    if (!c && zbv_key_ok && (c = calloc(1, sizeof *c)) != NULL && pthread_setspecific(zbv_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    if (c) {
+        free(c->order);
+        *c = fresh;
+    } else {
+        free(fresh.order);
+    }
     return SIM_OK;
 }
 
@@ -410,8 +719,9 @@ int64_t sched_plan_first_b(const sched_plan *pl, int64_t rank, int64_t *fwd)
     for (int64_t c = 0; c < v; c++)
         fwd[c] = 0;
     if (sched_name_is_v(pl->name)) {
-        /* build_v: phases 1 and 2, then B1 (phase 3, or phase 4 of ZB-V);
-         * DualPipeV's last rank runs one more F0 before its B1. */
+        /* Both fill 2p in flight before their first backward, of chunk 1:
+         * 2p-1-r forwards of chunk 0 and r+1 of chunk 1 (ZB-V's warm-up;
+         * DualPipeV's phases 1 and 2), DualPipeV's last rank one more F0. */
         fwd[0] = 2 * (p - r - 1) + (r + 1) + (pl->name == SCHED_DUALPIPEV && r == p - 1);
         fwd[1] = r + 1;
         return 1;
@@ -492,7 +802,9 @@ int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_
         if (M < 2 * p || M > INT32_MAX / 2)
             return sim_err_set(err, SIM_EINVAL, "the %s schedule needs at least 2 x %lld microbatches, got %lld",
                                sched_name_str(pl->name), (long long)p, (long long)M);
-        return build_v(pl->name, p, M, rank, out, sched_plan_passes(pl), n, err);
+        if (pl->name == SCHED_ZB_V)
+            return zbv_plan_build(pl, rank, out, n, err);
+        return build_dualpipev(p, M, rank, out, sched_plan_passes(pl), n, err);
     default: {
         int rc = sched_build(p, v, M, pl->N, rank, out, err);
         if (rc == SIM_OK)
