@@ -318,6 +318,39 @@ Test(zb_v, figures_p4_m12)
 
 /* ---- first backward, refusals ----------------------------------------------- */
 
+Test(zb_v, first_backward_from_the_order)
+{
+    /* sched_plan_first_b (the memory bound's forwards before the first
+     * backward) against the built order: 2p-1-r forwards of chunk 0 and
+     * r+1 of chunk 1, then a B of chunk 1, on every shape. */
+    for (int64_t p = 2; p <= 12; p++)
+        for (int64_t M = 2 * p; M <= 4 * p + 1; M += p / 2 + 1) {
+            sched_plan pl;
+            sched_plan_init(&pl, SCHED_ZB_V, p, 2, M, p);
+            sched_item *s = calloc((size_t)sched_plan_passes(&pl), sizeof *s);
+            cr_assert_not_null(s);
+            for (int64_t r = 0; r < p; r++) {
+                sim_err err;
+                sim_err_clear(&err);
+                int64_t n = 0, fwd[2] = {0, 0}, got[2], first_b = -1;
+                cr_assert_eq(sched_plan_build(&pl, r, s, &n, &err), SIM_OK, "%s", err.msg);
+                for (int64_t k = 0; k < n && first_b < 0; k++) {
+                    if (s[k].pass[0].kind == SCHED_F)
+                        fwd[s[k].pass[0].chunk]++;
+                    else if (s[k].pass[0].kind == SCHED_B)
+                        first_b = s[k].pass[0].chunk;
+                }
+                cr_assert_eq(fwd[0], 2 * p - 1 - r, "p=%lld M=%lld rank %lld", (long long)p, (long long)M, (long long)r);
+                cr_assert_eq(fwd[1], r + 1, "p=%lld M=%lld rank %lld", (long long)p, (long long)M, (long long)r);
+                cr_assert_eq(sched_plan_first_b(&pl, r, got), first_b);
+                cr_assert_eq(got[0], fwd[0]);
+                cr_assert_eq(got[1], fwd[1]);
+            }
+            free(s);
+        }
+}
+
+
 Test(zb_v, refusals_name_the_rule)
 {
     sched_item s[64];
