@@ -515,8 +515,6 @@ static const rule rules[] = {
     { "model.cpu_offloading", "true", NULL, R_CHANGES, NULL, NULL, 0, "offloading to host memory is not modeled" },
     { "model.recompute_method", "block", NULL, R_CHANGES, NULL, NULL, 0,
       "block recompute is not modeled (full recompute is uniform)" },
-    { "model.moe_shared_expert_overlap", "true", NULL, R_CHANGES, NULL, NULL, 0,
-      "shared experts overlapped with the dispatch are not modeled" },
     { "*.overlap_moe_expert_parallel_comm", "true", NULL, R_CHANGES, NULL, NULL, 0,
       "expert-parallel communication overlapped across microbatches is not modeled" },
     { "*.delay_wgrad_compute", "true", NULL, R_CHANGES, NULL, NULL, 0, "delayed weight gradients are not modeled" },

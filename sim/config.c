@@ -934,6 +934,9 @@ static const key_def keys[] = {
     K_BOOL("model.moe_pad_expert_input_to_capacity", par.moe_pad_to_capacity, "false",
            "pad every expert's input to its capacity (needs moe_expert_capacity_factor): static "
            "shapes, no token-count sync, experts graphable"),
+    K_BOOL("model.moe_shared_expert_overlap", par.moe_shared_expert_overlap, "false",
+           "shared experts beside the EP exchange: fc1 with the dispatch, fc2 with the combine "
+           "(alltoall or flex; not with overlap_moe_expert_parallel_comm)"),
     K_ENUM("model.softmax_type", model.softmax_type, "\"vanilla\"", softmax_names, softmax_values,
            "vanilla | off-by-one | learnable (softmax sinks: attention runs a family that has them)"),
     /* model: multi-latent attention, multi-token prediction */

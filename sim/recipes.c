@@ -94,8 +94,6 @@ static const recipe_rule verdicts[] = {
       "routing is balanced" },
     { "model.moe_grouped_gemm", "true", NULL, RECIPE_SAME, NULL, NULL, "experts run as grouped GEMMs" },
     { "model.moe_aux_loss_coeff", "*", NULL, RECIPE_SAME, NULL, NULL, "a loss weight" },
-    { "model.moe_shared_expert_overlap", "false", NULL, RECIPE_SAME, NULL, NULL,
-      "shared experts are not overlapped" },
     { "comm_overlap.defer_embedding_wgrad_compute", "false", NULL, RECIPE_SAME, NULL, NULL,
       "weight gradients follow their data gradients" },
 };

@@ -73,9 +73,17 @@ static int check_schedule(const strategy_t *s, sim_err *err)
 /* Rule 11: Megatron's conditions for the EP all-to-all overlap (combined
  * 1F1B, transformer_config.py:3002-3101).  bf16/fp16 there is the
  * parameter and autocast dtype, which fp8 recipes keep (bf16 with fp8
- * GEMMs); parsim has no fp32 training, so no precision is refused. */
+ * GEMMs); parsim has no fp32 training, so no precision is refused.  The
+ * shared-expert overlap's two conditions (transformer_config.py) first. */
 int strategy_check_ep_overlap(const model_spec *m, const parallel_spec *p, int64_t pp, int64_t v, sim_err *err)
 {
+    /* The shared-expert overlap is the alltoall / flex dispatcher's (it
+     * calls the shared experts between its exchanges), and the combined
+     * 1F1B schedules the shared experts itself. */
+    if (p->moe_shared_expert_overlap && p->moe_token_dispatcher == MOE_DISPATCHER_ALLGATHER)
+        return BAD("model.moe_shared_expert_overlap", "needs model.moe_token_dispatcher_type alltoall or flex");
+    if (p->moe_shared_expert_overlap && p->overlap_moe_ep_comm)
+        return BAD("model.moe_shared_expert_overlap", "cannot go with model.overlap_moe_expert_parallel_comm");
     if (p->delay_wgrad_compute && !p->overlap_moe_ep_comm)
         return BAD("model.delay_wgrad_compute", "requires model.overlap_moe_expert_parallel_comm");
     if (!p->overlap_moe_ep_comm)

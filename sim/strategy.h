@@ -87,6 +87,8 @@ typedef struct parallel_spec {
     double moe_capacity_factor;      /* model.moe_expert_capacity_factor; 0 = dropless */
     bool moe_pad_to_capacity;        /* model.moe_pad_expert_input_to_capacity: static
                                         shapes, so no host sync and graphable experts */
+    bool moe_shared_expert_overlap;  /* shared experts on a side stream beside the
+                                        dispatch (fc1) and the combine (fc2) */
     precision_kind precision;        /* from mixed_precision */
     /* Combined 1F1B (model.overlap_moe_expert_parallel_comm): a backward
      * paired with the next forward, layer by layer, the EP all-to-all of
@@ -206,8 +208,8 @@ int strategy_check_tp(const model_spec *m, int64_t tp, sim_err *err);
 /* Mamba layers (none: SIM_OK): heads and groups divisible by TP, the
  * heads of a TP rank by CP, its groups and CP dividing one another. */
 int strategy_check_mamba(const model_spec *m, int64_t tp, int64_t cp, sim_err *err);
-/* Megatron's conditions on the EP all-to-all overlap and delay_wgrad_compute
- * (transformer_config.py:3002-3101) for a layout with pp ranks of v
+/* Megatron's conditions on the EP all-to-all overlap, delay_wgrad_compute
+ * and the shared-expert overlap (transformer_config.py:3002-3101) for a layout with pp ranks of v
  * chunks each; SIM_OK when p's settings are legal. */
 int strategy_check_ep_overlap(const model_spec *m, const parallel_spec *p, int64_t pp, int64_t v, sim_err *err);
 /* Megatron's group_repeat_count (mamba_context_parallel.py:116-129): the

@@ -108,6 +108,7 @@ void mamba_fwd(const ctx *x, wl_opbuf *b);                          /* wl_mamba.
 void mamba_bwd(const ctx *x, wl_opbuf *b);
 void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe);                  /* wl_mlp.c */
 void mlp_bwd(const ctx *x, wl_opbuf *b, bool moe, bool recompute_mlp);
+bool shared_overlapped(const ctx *x); /* shared experts beside the EP exchange */
 void embedding_fwd(const ctx *x, wl_opbuf *b);                      /* wl_embed.c */
 void embedding_bwd(const ctx *x, wl_opbuf *b);
 void output_fwd(const ctx *x0, wl_opbuf *b);

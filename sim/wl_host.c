@@ -48,11 +48,18 @@ double host_ops(const ctx *x, int kind, bool bwd)
     return bwd ? n * x->c->host.framework_ops_bwd_factor : n;
 }
 
-/* The router's module holds the shared experts, a dense MLP, too. */
+/* The shared experts' framework ops (a dense MLP's), where they are
+ * issued: in the router's module, or overlapped with the EP exchange in
+ * the dispatcher's (moe_ops). */
+static double shared_ops(const ctx *x, bool bwd, bool overlapped)
+{
+    bool here = x->m->moe_shared_expert_intermediate_size > 0 && shared_overlapped(x) == overlapped;
+    return here ? host_ops(x, HOST_OPS_MLP, bwd) : 0.0;
+}
+
 double router_ops(const ctx *x, bool bwd)
 {
-    return host_ops(x, HOST_OPS_MOE_ROUTER, bwd) +
-           (x->m->moe_shared_expert_intermediate_size > 0 ? host_ops(x, HOST_OPS_MLP, bwd) : 0.0);
+    return host_ops(x, HOST_OPS_MOE_ROUTER, bwd) + shared_ops(x, bwd, false);
 }
 
 /* Experts on this rank (balanced placement). */
@@ -62,11 +69,12 @@ double local_experts(const ctx *x)
 }
 
 /* Dispatch, experts (a fixed part and one per local expert) and combine:
- * one module. */
+ * one module (with the shared experts when they run beside the exchange). */
 double moe_ops(const ctx *x, bool bwd)
 {
     return host_ops(x, HOST_OPS_MOE_DISPATCH, bwd) + host_ops(x, HOST_OPS_MOE_EXPERTS, bwd) +
-           host_ops(x, HOST_OPS_MOE_PER_EXPERT, bwd) * local_experts(x) + host_ops(x, HOST_OPS_MOE_COMBINE, bwd);
+           host_ops(x, HOST_OPS_MOE_PER_EXPERT, bwd) * local_experts(x) + host_ops(x, HOST_OPS_MOE_COMBINE, bwd) +
+           shared_ops(x, bwd, true);
 }
 
 static sim_time_ps host_ps(double seconds)

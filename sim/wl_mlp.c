@@ -1,7 +1,7 @@
 /* wl_mlp: the MLP's passes, dense and MoE (wl_build.h).
  *
  * Dense MLP as two TP linears around the activation; MoE as the router,
- * the shared experts, permute, the EP exchange (all-to-all, allgather
+ * the shared experts (or, overlapped, beside the exchange), permute, the EP exchange (all-to-all, allgather
  * dispatcher or the flex dispatcher's kernels), ETP gather, the grouped
  * expert GEMMs and their way back.
  */
@@ -11,21 +11,81 @@
 
 /* ---- MLP ------------------------------------------------------------- */
 
-static void dense_mlp_fwd(const ctx *x, wl_opbuf *b, double F, const char *pfx_fc1,
-                          const char *pfx_act, const char *pfx_fc2)
+/* A dense MLP in two halves: fc1 with the activation, and fc2 (the
+ * shared experts run them apart when overlapped with the EP exchange). */
+static void dense_fc1_fwd(const ctx *x, wl_opbuf *b, double F, const char *pfx_fc1, const char *pfx_act)
 {
     double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
     column_fwd(x, b, pfx_fc1, x->T, F * glu / x->t, x->h, LORA_FC1);
     then(b, pfx_act, STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (glu + 1.0) / x->t));
+}
+
+static void dense_fc2_fwd(const ctx *x, wl_opbuf *b, double F, const char *pfx_fc2)
+{
     row_fwd(x, b, pfx_fc2, x->T, x->h, F / x->t, LORA_FC2);
+}
+
+static void dense_mlp_fwd(const ctx *x, wl_opbuf *b, double F, const char *pfx_fc1,
+                          const char *pfx_act, const char *pfx_fc2)
+{
+    dense_fc1_fwd(x, b, F, pfx_fc1, pfx_act);
+    dense_fc2_fwd(x, b, F, pfx_fc2);
+}
+
+static void dense_fc2_bwd(const ctx *x, wl_opbuf *b, double F)
+{
+    row_bwd(x, b, "fc2_dgrad", "fc2_wgrad", x->T, x->h, F / x->t, LORA_FC2);
+}
+
+static void dense_fc1_bwd(const ctx *x, wl_opbuf *b, double F)
+{
+    double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
+    then(b, "act_bwd", STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (2.0 * glu + 1.0) / x->t));
+    column_bwd(x, b, "fc1_dgrad", "fc1_wgrad", x->T, F * glu / x->t, x->h, LORA_FC1);
 }
 
 static void dense_mlp_bwd(const ctx *x, wl_opbuf *b, double F)
 {
-    double glu = x->m->gated_linear_unit ? 2.0 : 1.0;
-    row_bwd(x, b, "fc2_dgrad", "fc2_wgrad", x->T, x->h, F / x->t, LORA_FC2);
-    then(b, "act_bwd", STREAM_COMPUTE, mem(x, 2.0 * x->T * F * (2.0 * glu + 1.0) / x->t));
-    column_bwd(x, b, "fc1_dgrad", "fc1_wgrad", x->T, F * glu / x->t, x->h, LORA_FC1);
+    dense_fc2_bwd(x, b, F);
+    dense_fc1_bwd(x, b, F);
+}
+
+/* Shared experts beside the EP exchange (model.moe_shared_expert_overlap):
+ * Megatron's SharedExpertMLP runs on a side stream, called by the alltoall
+ * / flex dispatcher right after it starts an exchange: fc1 and the
+ * activation beside the dispatch, fc2 beside the combine (forward).  The
+ * backward replays each op on its forward's stream (PyTorch autograd), so
+ * fc2's backward runs beside the combine's and the activation's and fc1's
+ * beside the dispatch's [assumed: the autograd engine issues them before
+ * the exchange they sit beside, as they come later in the forward].
+ * Without an EP exchange there is nothing to overlap. */
+bool shared_overlapped(const ctx *x)
+{
+    const strategy_t *s = x->s;
+    return s->par.moe_shared_expert_overlap && x->m->moe_shared_expert_intermediate_size > 0 &&
+           s->par.moe_token_dispatcher != MOE_DISPATCHER_ALLGATHER && has(x, GROUP_EP);
+}
+
+/* The ops [from, n) were emitted after the exchange `ex` and run beside it:
+ * those that waited for the exchange wait for what it waited for instead,
+ * and the next op waits for both (a join).  The compute stream still runs
+ * them in order, so the routed experts start after the shared part. */
+static void beside(wl_opbuf *b, int32_t ex, int32_t from)
+{
+    if (b->oom || from >= b->n || ex < 0)
+        return;
+    int32_t before = b->ops[ex].dep_back[0] ? ex - b->ops[ex].dep_back[0] : WL_NONE;
+    for (int32_t i = from; i < b->n; i++) {
+        int32_t *d = b->ops[i].dep_back;
+        for (int j = 0; j < 2; j++)
+            if (d[j] && i - d[j] == ex)
+                d[j] = before != WL_NONE ? i - before : 0;
+        if (d[1] == d[0] || !d[0]) {
+            d[0] = d[0] ? d[0] : d[1];
+            d[1] = 0;
+        }
+    }
+    join(b, b->n - 1, ex);
 }
 
 /* One EP exchange of the routed rows: the flex dispatcher's kernels at the
@@ -127,6 +187,17 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
             then(b, name, STREAM_EP, ep_a2a_s(x, coll_ag == COLL_REDUCE_SCATTER, a2a_bytes));               \
     } while (0)
     bool etp_comm = !allgather && has(x, GROUP_ETP);
+    /* The shared experts' half beside the exchange just emitted. */
+    double Fsh = (double)m->moe_shared_expert_intermediate_size;
+    bool shared = shared_overlapped(x);
+#define SHARED_BESIDE(emit)                                                                                  \
+    do {                                                                                                     \
+        if (shared) {                                                                                        \
+            int32_t ex_ = b->n - 1, from_ = b->n;                                                            \
+            emit;                                                                                            \
+            beside(b, ex_, from_);                                                                           \
+        }                                                                                                    \
+    } while (0)
     /* flex (DeepEP): a token crosses to another NVLink domain once per
      * domain it is routed to, then fans out over NVLink, instead of once per
      * expert.  With uniform routing of k experts over D domains it reaches
@@ -151,6 +222,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
          * to capacity, the shapes are static and nothing waits. */
         module(b, WL_SCOPE_MOE, !s->par.moe_pad_to_capacity, moe_ops(x, false));
         EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
+        SHARED_BESIDE(dense_fc1_fwd(x, b, Fsh, "shared_fc1", "shared_act"));
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * w * 2.0));
         expert_cast(x, b, rows * w);
@@ -161,6 +233,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * w * 2.0));
         EP_EXCHANGE(scatter, COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
+        SHARED_BESIDE(dense_fc2_fwd(x, b, Fsh, "shared_fc2"));
         then(b, "unpermute", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
         if (lat > 0)
             then(b, "latent_up", STREAM_COMPUTE, gemm(x, b, x->T_sp, x->h, lat));
@@ -172,6 +245,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         then(b, "unpermute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
         /* Backward of a reduce-scatter is an all-gather and vice versa. */
         EP_EXCHANGE(allgather ? "ep_allgather_bwd" : "ep_combine_bwd", COLL_ALL_TO_ALL, COLL_ALL_GATHER);
+        SHARED_BESIDE(dense_fc2_bwd(x, b, Fsh));
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * w * 2.0));
         expert_cast(x, b, rows * w);
@@ -184,6 +258,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * w * 2.0));
         EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
+        SHARED_BESIDE(dense_fc1_bwd(x, b, Fsh));
         module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, true));
         then(b, "permute_bwd", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
         if (lat > 0) {
@@ -196,6 +271,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         then(b, "router_wgrad", STREAM_COMPUTE, gemm(x, b, (double)m->num_moe_experts, x->h, x->T_sp));
     }
 #undef EP_EXCHANGE
+#undef SHARED_BESIDE
 }
 
 void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
@@ -208,7 +284,7 @@ void mlp_fwd(const ctx *x, wl_opbuf *b, bool moe)
         dense_mlp_fwd(x, b, (double)x->m->ffn_hidden_size, "fc1", "act", "fc2");
     } else {
         double Fsh = (double)x->m->moe_shared_expert_intermediate_size;
-        if (Fsh > 0)
+        if (Fsh > 0 && !shared_overlapped(x))
             dense_mlp_fwd(x, b, Fsh, "shared_fc1", "shared_act", "shared_fc2");
         moe_fwd(x, b, false);
     }
@@ -227,7 +303,7 @@ void mlp_bwd(const ctx *x, wl_opbuf *b, bool moe, bool recompute_mlp)
     } else {
         moe_fwd(x, b, true);
         double Fsh = (double)x->m->moe_shared_expert_intermediate_size;
-        if (Fsh > 0)
+        if (Fsh > 0 && !shared_overlapped(x))
             dense_mlp_bwd(x, b, Fsh);
     }
     then(b, "ln2_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
