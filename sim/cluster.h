@@ -249,7 +249,7 @@ typedef struct nccl_params {
 enum {
     HOST_OPS_ATTN, HOST_OPS_MLP, HOST_OPS_MOE_ROUTER, HOST_OPS_MOE_PREPROCESS, HOST_OPS_MOE_DISPATCH,
     HOST_OPS_MOE_EXPERTS, HOST_OPS_MOE_PER_EXPERT, HOST_OPS_MOE_COMBINE, HOST_OPS_EMBEDDING, HOST_OPS_OUTPUT,
-    HOST_OPS_KINDS
+    HOST_OPS_MAMBA, HOST_OPS_KINDS
 };
 
 typedef struct host_params {
@@ -259,6 +259,8 @@ typedef struct host_params {
     double framework_ops_bwd_factor;       /* backward ops per forward op (autograd) */
     bool grouped_gemm_per_expert;     /* a grouped expert GEMM launches once per local expert */
     bool grouped_quantize_per_expert; /* so does the quantize of the expert inputs */
+    int64_t ssd_launches_fwd;         /* kernels of the chunked SSD scan, forward */
+    int64_t ssd_launches_bwd;         /* and backward (recomputed states included) */
     double op_overhead_s;    /* framework time per module call (Python, autograd) */
     double sync_s;           /* a device-to-host copy and stream sync, beyond the
                                 wait for the GPU to drain */

@@ -35,7 +35,7 @@ static bool graphed(const ctx *x, uint8_t scope)
     static const unsigned bit[] = {
         [WL_SCOPE_ATTN] = GRAPH_MOD_ATTN, [WL_SCOPE_MLP] = GRAPH_MOD_MLP,
         [WL_SCOPE_MOE_ROUTER] = GRAPH_MOD_MOE_ROUTER, [WL_SCOPE_MOE_PREPROCESS] = GRAPH_MOD_MOE_PREPROCESS,
-        [WL_SCOPE_MOE] = GRAPH_MOD_MOE,
+        [WL_SCOPE_MOE] = GRAPH_MOD_MOE, [WL_SCOPE_MAMBA] = GRAPH_MOD_MAMBA,
     };
     return (g->modules & bit[scope]) != 0;
 }

@@ -49,7 +49,10 @@ static void ssd_scan(const ctx *x, wl_opbuf *b, const mamba_core *k, bool bwd)
     double flops = k->T * (k->H * P * (Q + 4.0 * N) + Q * k->G * N);
     double bytes = 2.0 * k->T * (2.0 * k->H * P + 2.0 * k->G * N + k->H);
     b->flops += bwd ? 2.0 * flops : flops;
-    then(b, bwd ? "mamba_ssd_scan_bwd" : "mamba_ssd_scan", STREAM_COMPUTE, compute_ssd_s(x->c, flops, bytes, bwd));
+    int32_t i = then(b, bwd ? "mamba_ssd_scan_bwd" : "mamba_ssd_scan", STREAM_COMPUTE,
+                     compute_ssd_s(x->c, flops, bytes, bwd));
+    /* one op on the GPU, several Triton kernels for the host to launch */
+    set_launches(b, i, (double)(bwd ? x->c->host.ssd_launches_bwd : x->c->host.ssd_launches_fwd));
 }
 
 /* CP, into the core (forward) or out of it (backward): z, x, B, C and dt
@@ -99,14 +102,14 @@ static void cp_y(const ctx *x, wl_opbuf *b, bool bwd)
 /* megatron/core/ssm/mamba_mixer.py: norm, in_proj (column-parallel, the SP
  * all-gather before it), depthwise conv1d over x, B, C (kernel 4), the SSD
  * scan, the gated RMSNorm, out_proj (row-parallel, the SP reduce-scatter
- * after it); the host issues it as one module like attention.  The fused
- * path (use_mamba_mem_eff_path) and the unfused one run the same kernels
- * forward. */
+ * after it); the host issues it as one module of its own (CUDA graph scope
+ * mamba, framework_ops.mamba).  The fused path (use_mamba_mem_eff_path)
+ * and the unfused one run the same kernels forward. */
 void mamba_fwd(const ctx *x, wl_opbuf *b)
 {
     const model_spec *m = x->m;
     mamba_core k = core_shape(x);
-    module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, false));
+    module(b, WL_SCOPE_MAMBA, false, host_ops(x, HOST_OPS_MAMBA, false));
     then(b, "mamba_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T_sp * x->h));
     column_fwd(x, b, "mamba_in_proj", x->T, model_mamba_in_proj_width(m) / x->t, x->h, 0);
     cp_zxbcdt(x, b, false);
@@ -129,13 +132,15 @@ void mamba_bwd(const ctx *x, wl_opbuf *b)
     const model_spec *m = x->m;
     mamba_core k = core_shape(x);
     double d_l = model_mamba_d_inner(m) / x->t;
-    module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, true));
+    module(b, WL_SCOPE_MAMBA, false, host_ops(x, HOST_OPS_MAMBA, true));
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     row_bwd(x, b, "mamba_out_proj_dgrad", "mamba_out_proj_wgrad", x->T, x->h, d_l, 0);
     cp_y(x, b, true);
     then(b, "mamba_gated_norm_bwd", STREAM_COMPUTE, mem(x, 10.0 * k.T * k.d_l));
     ssd_scan(x, b, &k, true);
-    then(b, "mamba_conv1d_bwd", STREAM_COMPUTE, mem(x, (m->mamba_mem_eff_path ? 8.0 : 4.0) * k.T * k.conv));
+    /* the fused path launches the conv's recompute and its backward */
+    int32_t conv = then(b, "mamba_conv1d_bwd", STREAM_COMPUTE, mem(x, (m->mamba_mem_eff_path ? 8.0 : 4.0) * k.T * k.conv));
+    set_launches(b, conv, m->mamba_mem_eff_path ? 2.0 : 1.0);
     cp_zxbcdt(x, b, true);
     column_bwd(x, b, "mamba_in_proj_dgrad", "mamba_in_proj_wgrad", x->T, model_mamba_in_proj_width(m) / x->t,
                x->h, 0);

@@ -145,7 +145,8 @@ bool wl_pass_equal(const wl_pass *a, const wl_pass *b);
  * whether the host must wait for the GPU there (an MoE dispatch copies
  * token counts to the host): workload turns each module into host issue
  * ops on STREAM_HOST before its kernels. */
-enum { WL_SCOPE_NONE = 0, WL_SCOPE_ATTN, WL_SCOPE_MLP, WL_SCOPE_MOE_ROUTER, WL_SCOPE_MOE_PREPROCESS, WL_SCOPE_MOE };
+enum { WL_SCOPE_NONE = 0, WL_SCOPE_ATTN, WL_SCOPE_MLP, WL_SCOPE_MOE_ROUTER, WL_SCOPE_MOE_PREPROCESS, WL_SCOPE_MOE,
+       WL_SCOPE_MAMBA };
 #define WL_MAX_MARKS 32
 typedef struct wl_mark {
     int32_t at;      /* first op of the module */
