@@ -1,7 +1,8 @@
 /* wl_attention: the attention mixer's passes (wl_build.h).
  *
- * Norm, QKV (column-parallel), rotary embedding, core attention, the
- * projection (row-parallel).  Core attention is fused (by kernel family),
+ * Norm, QKV (column-parallel; multi-latent attention's down and up
+ * projections), rotary embedding, core attention, the projection
+ * (row-parallel).  Core attention is fused (by kernel family),
  * unfused (Megatron's "local" backend) or split by context parallelism:
  * all-gather of K and V, Ulysses all-to-alls, the P2P ring beside its
  * steps, or the hierarchical all-to-all + ring.
@@ -123,12 +124,101 @@ static void rope(const ctx *x, wl_opbuf *b)
         then(b, "rope", STREAM_COMPUTE, mem(x, 4.0 * x->T * (x->q + x->kv_k) / x->t));
 }
 
+/* ---- multi-latent attention's projections ---------------------------- */
+
+/* Megatron Core's MLASelfAttention (the linears of megatron-formulas.md
+ * §1's MLA term): the down projections h -> q_lora_rank and h ->
+ * kv_lora_rank + rope dim are replicated over TP and run on this rank's
+ * tokens (T_sp); with SP their latents are all-gathered (not the hidden
+ * states); the norms of the latents; the up projections q_lora_rank ->
+ * a (qk + rope) and kv_lora_rank -> a (qk + v) are column-parallel on the
+ * gathered tokens.  Without q_lora_rank the query is one column-parallel
+ * projection of the hidden states.  [assumed: the gather of the latents
+ * and the duplicated down projections as in multi_latent_attention.py;
+ * the reference gives the shapes through the FLOP term, not the
+ * placement.] */
+typedef struct mla_dims {
+    double q_lat, kv_lat, rope; /* latent widths; rope: the shared k_pe */
+    double q_up, kv_up;         /* up-projection outputs on this rank */
+} mla_dims;
+
+static mla_dims mla_of(const ctx *x)
+{
+    const model_spec *m = x->m;
+    double a = (double)m->num_attention_heads;
+    return (mla_dims){ (double)m->q_lora_rank, (double)m->kv_lora_rank, (double)m->qk_pos_emb_head_dim,
+                       a * (double)(m->qk_head_dim + m->qk_pos_emb_head_dim) / x->t,
+                       a * (double)(m->qk_head_dim + m->v_head_dim) / x->t };
+}
+
+/* A GEMM of a linear with its input cast (m x k elements). */
+static void linear(const ctx *x, wl_opbuf *b, const char *name, double m, double n, double k)
+{
+    cast(x, b, m * k);
+    then(b, name, STREAM_COMPUTE, gemm(x, b, m, n, k));
+}
+
+/* Backward of a linear m x k -> n: dgrad, then the weight gradient (LoRA,
+ * whose base weights get none, is refused with MLA: config). */
+static void linear_bwd(const ctx *x, wl_opbuf *b, const char *dgrad, const char *wgrad, double m, double n,
+                       double k)
+{
+    cast(x, b, m * n);
+    then(b, dgrad, STREAM_COMPUTE, gemm(x, b, m, k, n));
+    then(b, wgrad, STREAM_COMPUTE, gemm(x, b, k, n, m));
+}
+
+/* The up projections in the forward (and in the mla_up_proj recompute). */
+static void mla_up_fwd(const ctx *x, wl_opbuf *b, const mla_dims *d)
+{
+    if (d->q_lat > 0)
+        linear(x, b, "q_up", x->T, d->q_up, d->q_lat);
+    linear(x, b, "kv_up", x->T, d->kv_up, d->kv_lat);
+}
+
+static void mla_fwd(const ctx *x, wl_opbuf *b)
+{
+    mla_dims d = mla_of(x);
+    if (d.q_lat > 0)
+        linear(x, b, "q_down", x->T_sp, d.q_lat, x->h);
+    else
+        column_fwd(x, b, "q_proj", x->T, d.q_up, x->h, 0);
+    linear(x, b, "kv_down", x->T_sp, d.kv_lat + d.rope, x->h);
+    if (x->sp && has(x, GROUP_TP))
+        then(b, "tp_ag", STREAM_TP, coll(x, GROUP_TP, COLL_ALL_GATHER, 2.0 * x->T * (d.q_lat + d.kv_lat + d.rope)));
+    then(b, "mla_latent_norm", STREAM_COMPUTE, mem(x, 4.0 * x->T * (d.q_lat + d.kv_lat)));
+    mla_up_fwd(x, b, &d);
+}
+
+/* Backward: the up projections' data gradients are partial sums over TP
+ * (column-parallel), reduced (reduce-scatter with SP) before the latent
+ * norms and the down projections. */
+static void mla_bwd(const ctx *x, wl_opbuf *b)
+{
+    mla_dims d = mla_of(x);
+    if (d.q_lat > 0)
+        linear_bwd(x, b, "q_up_dgrad", "q_up_wgrad", x->T, d.q_up, d.q_lat);
+    linear_bwd(x, b, "kv_up_dgrad", "kv_up_wgrad", x->T, d.kv_up, d.kv_lat);
+    if (has(x, GROUP_TP))
+        then(b, x->sp ? "tp_rs" : "tp_ar", STREAM_TP,
+             coll(x, GROUP_TP, x->sp ? COLL_REDUCE_SCATTER : COLL_ALL_REDUCE, 2.0 * x->T * (d.q_lat + d.kv_lat)));
+    then(b, "mla_latent_norm_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * (d.q_lat + d.kv_lat)));
+    linear_bwd(x, b, "kv_down_dgrad", "kv_down_wgrad", x->T_sp, d.kv_lat + d.rope, x->h);
+    if (d.q_lat > 0)
+        linear_bwd(x, b, "q_down_dgrad", "q_down_wgrad", x->T_sp, d.q_lat, x->h);
+    else
+        column_bwd(x, b, "q_proj_dgrad", "q_proj_wgrad", x->T, d.q_up, x->h, 0);
+}
+
 void attention_fwd(const ctx *x, wl_opbuf *b)
 {
     double ln = 4.0 * x->T_sp * x->h; /* read + write bf16 */
     module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, false));
     then(b, "ln1", STREAM_COMPUTE, mem(x, ln));
-    column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
+    if (x->m->multi_latent_attention)
+        mla_fwd(x, b);
+    else
+        column_fwd(x, b, "qkv", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
     rope(x, b);
     core_attention(x, b, false);
     row_fwd(x, b, "proj", x->T, x->h, x->core_out / x->t, LORA_PROJ);
@@ -140,10 +230,21 @@ void attention_bwd(const ctx *x, wl_opbuf *b, bool recompute_attn)
     module(b, WL_SCOPE_ATTN, false, host_ops(x, HOST_OPS_ATTN, true));
     then(b, "bias_dropout_add_bwd", STREAM_COMPUTE, mem(x, 5.0 * x->T_sp * x->h));
     row_bwd(x, b, "proj_dgrad", "proj_wgrad", x->T, x->h, x->core_out / x->t, LORA_PROJ);
+    /* mla_up_proj: the up projections' outputs (and their rope) were
+     * dropped after the forward and are recomputed for the core's backward */
+    if (x->m->multi_latent_attention && x->s->par.recompute_granularity == RECOMPUTE_SELECTIVE &&
+        (x->s->par.recompute_modules & RECOMPUTE_MOD_MLA_UP_PROJ)) {
+        mla_dims d = mla_of(x);
+        mla_up_fwd(x, b, &d);
+        rope(x, b);
+    }
     if (recompute_attn)
         core_attention(x, b, false);
     core_attention(x, b, true);
     rope(x, b);
-    column_bwd(x, b, "qkv_dgrad", "qkv_wgrad", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
+    if (x->m->multi_latent_attention)
+        mla_bwd(x, b);
+    else
+        column_bwd(x, b, "qkv_dgrad", "qkv_wgrad", x->T, (x->q + x->kv_k + x->kv_v) / x->t, x->h, LORA_QKV);
     then(b, "ln1_bwd", STREAM_COMPUTE, mem(x, 8.0 * x->T_sp * x->h));
 }
