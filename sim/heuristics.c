@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "memory.h"
 #include "model.h"
-#include "search.h"
+#include "strategy.h"
+#include "units.h"
 
 /* Dense models by parameter count (MoE: by active parameters, TP capped). */
 typedef struct size_rule {
@@ -88,7 +90,7 @@ static bool check(hctx *x)
 
 static double peak_bound(hctx *x)
 {
-    return check(x) ? search_peak_lower_bound(&x->in, &x->s) : INFINITY;
+    return check(x) ? memory_peak_lower_bound(&x->in, &x->s) : INFINITY;
 }
 
 /* The smallest VP that leaves at most LAYERS_PER_CHUNK_MAX layers per
@@ -101,13 +103,13 @@ static int64_t vp_for(const run_inputs *b, int64_t pp)
     if (pp <= 1 || (pp <= 2 && !b->par.overlap_p2p_comm) || (L + pp - 1) / pp <= LAYERS_PER_CHUNK_MAX)
         return 0;
     for (int64_t v = 2; v <= L / pp; v++)
-        if ((L + pp * v - 1) / (pp * v) <= LAYERS_PER_CHUNK_MAX && search_split_layers(&b->model, pp, v, &split))
+        if ((L + pp * v - 1) / (pp * v) <= LAYERS_PER_CHUNK_MAX && strategy_split_layers(&b->model, pp, v, &split))
             return v;
     return 0;
 }
 
 /* The pipeline size nearest to `want` (the smallest one >= want, else the
- * largest below) with a layer split (search_split_layers) such that the
+ * largest below) with a layer split (strategy_split_layers) such that the
  * world holds whole replicas. */
 static int64_t pp_near(const run_inputs *b, int64_t world, int64_t tpcp, int64_t epetp, int64_t want)
 {
@@ -116,7 +118,7 @@ static int64_t pp_near(const run_inputs *b, int64_t world, int64_t tpcp, int64_t
     for (int64_t d = 1; d <= L; d++) {
         int64_t dense, expert;
         if (__builtin_mul_overflow(tpcp, d, &dense) || __builtin_mul_overflow(epetp, d, &expert) ||
-            world % dense || world % expert || !search_split_layers(&b->model, d, 0, &split))
+            world % dense || world % expert || !strategy_split_layers(&b->model, d, 0, &split))
             continue;
         if (d >= want)
             return d;
@@ -130,7 +132,7 @@ static void set_pp(hctx *x, int64_t pp)
 {
     x->p->par.pp = pp;
     x->p->par.vp = vp_for(x->base, pp);
-    search_split_layers(&x->base->model, pp, x->p->par.vp, &x->p->par);
+    strategy_split_layers(&x->base->model, pp, x->p->par.vp, &x->p->par);
 }
 
 /* Steps down VP, CP, TP, then tries every PP until Megatron accepts. */
@@ -143,7 +145,7 @@ static void make_legal(hctx *x)
     sim_err_format(&x->err, why, sizeof why);
     if (p->par.vp > 1) {
         p->par.vp = 0;
-        search_split_layers(&x->base->model, p->par.pp, 0, &p->par);
+        strategy_split_layers(&x->base->model, p->par.pp, 0, &p->par);
         if (check(x)) {
             note(p, "VP off: the interleaved schedule is not legal here (%s)", why);
             return;

@@ -13,7 +13,7 @@
  *   3. MoE: ETP 1, EP the largest divisor of the experts that fits the
  *      NVLink domain.
  *   4. PP by model size (dense table; MoE starts at 1), the nearest size
- *      with a layer split (search_split_layers: even, else uneven); then
+ *      with a layer split (strategy_split_layers: even, else uneven); then
  *      PP grows while the model does not fit
  *      (then EP, for MoE, beyond the NVLink domain; then selective, then
  *      full recompute).

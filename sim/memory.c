@@ -1,5 +1,6 @@
 #include "memory.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* Bytes per parameter (reference §2.2): bf16 weights, gradients in fp32
@@ -459,4 +460,49 @@ double memory_graph_pool_bytes(const run_inputs *in, const strategy_t *s)
     if (in->graphs.impl == GRAPH_NONE)
         return 0.0;
     return s->pp > 1 ? in->cluster.host.graph_pool_pp_bytes : in->cluster.host.graph_pool_bytes;
+}
+
+/* Activation bytes of a chunk as the step allocates them (an integer). */
+static double chunk_act(const run_inputs *in, const strategy_t *s, int64_t r, int64_t c)
+{
+    return trunc(memory_chunk_activation_bytes(in, s, r, c)); /* (int64_t) without its range */
+}
+
+double memory_peak_lower_bound(const run_inputs *in, const strategy_t *s)
+{
+    const int64_t p = s->pp, v = s->v;
+    sched_plan plan;
+    strategy_plan(s, &plan);
+    double worst = 0;
+    for (int64_t r = 0; r < p; r++) {
+        stage_static_mem sm;
+        memory_static(in, s, r, &sm);
+        double act_chunk[64], *act = act_chunk;
+        int64_t fwd_chunk[64], *fwd = fwd_chunk;
+        double *heap = NULL;
+        if (v > 64) {
+            heap = malloc((size_t)v * (sizeof *heap + sizeof *fwd));
+            if (!heap)
+                return 0; /* no bound: prune nothing */
+            act = heap;
+            fwd = (int64_t *)(heap + v);
+        }
+        for (int64_t c = 0; c < v; c++)
+            act[c] = chunk_act(in, s, r, c);
+        /* The forwards the schedule (schedule.h) runs before its first
+         * backward (Megatron's: w warmup forwards and one more; the first
+         * backward on chunk v-1, as it walks the chunks in reverse): none
+         * has been freed when that backward starts.  Whole numbers below
+         * 2^53: the sum is exact in any order. */
+        int64_t first_b = sched_plan_first_b(&plan, r, fwd);
+        double held = 0;
+        for (int64_t c = 0; c < v; c++)
+            held += (double)fwd[c] * act[c];
+        held += trunc(memory_chunk_backward_transient_bytes(in, s, r, first_b));
+        free(heap);
+        double peak = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + held + memory_graph_pool_bytes(in, s);
+        if (peak > worst)
+            worst = peak;
+    }
+    return worst;
 }

@@ -94,4 +94,19 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
 double memory_chunk_backward_transient_bytes(const run_inputs *in, const strategy_t *s,
                                              int64_t stage, int64_t chunk);
 
+/* Lower bound of the peak bytes of any GPU, for judging a layout without
+ * simulating it (search's pruning, the rules-of-thumb baseline): the
+ * largest over stages of its static bytes (weights, gradients, optimizer:
+ * exact) plus the activations of every forward pass its schedule runs
+ * before its first backward (all alive when that backward starts: the
+ * step frees them at the end of a backward or a W) plus that backward's
+ * transient bytes.  A layout whose bound exceeds the HBM can never fit.
+ * It leans on how step.c holds activations (from a forward's first op to
+ * its backward's last); tests/test_search.c checks it against simulating.
+ * Benign out-of-memory degradation: it allocates only for more than 64
+ * chunks, and without memory returns 0, a bound that prunes nothing; the
+ * layout is then simulated and judged by its simulated peak, so the ranking
+ * is the same and only the pruned / simulated counts differ. */
+double memory_peak_lower_bound(const run_inputs *in, const strategy_t *s);
+
 #endif

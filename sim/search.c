@@ -98,84 +98,6 @@ int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs 
     return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, err);
 }
 
-bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par)
-{
-    const int64_t L = m->num_layers, v = vp > 1 ? vp : 1;
-    int64_t nv;
-    par->num_layers_in_first_pipeline_stage = 0;
-    par->num_layers_in_last_pipeline_stage = 0;
-    par->account_for_embedding_in_pipeline_split = false;
-    par->account_for_loss_in_pipeline_split = false;
-    /* Every split below puts at least L + 2 layer units on pp x v virtual
-     * stages; more stages than that never split (nor overflow below). */
-    if (pp < 1 || L < 1 || L > INT64_MAX - 2 || __builtin_mul_overflow(pp, v, &nv) || nv > L + 2)
-        return false;
-    if (L % nv == 0)
-        return true;
-    if (pp > 1 && (L + 2) % nv == 0 && (L + 2) / nv >= 2) {
-        par->account_for_embedding_in_pipeline_split = true;
-        par->account_for_loss_in_pipeline_split = true;
-        return true;
-    }
-    if (pp < 2 || L % v != 0)
-        return false;
-    /* Middle stages hold m layers (a multiple of v, at least L/pp); the
-     * rest splits over the first and last, each a multiple of v, >= v. */
-    int64_t mid = pp > 2 ? v * ((L + nv - 1) / nv) : 0;
-    int64_t rest = L - (pp - 2) * mid;
-    int64_t last = v * (rest / (2 * v)), first = rest - last;
-    if (last < v || first < v || (pp > 2 && first > mid))
-        return false;
-    par->num_layers_in_first_pipeline_stage = first;
-    par->num_layers_in_last_pipeline_stage = last;
-    return true;
-}
-
-/* Activation bytes of a chunk as the step allocates them (an integer). */
-static double chunk_act(const run_inputs *in, const strategy_t *s, int64_t r, int64_t c)
-{
-    return trunc(memory_chunk_activation_bytes(in, s, r, c)); /* (int64_t) without its range */
-}
-
-double search_peak_lower_bound(const run_inputs *in, const strategy_t *s)
-{
-    const int64_t p = s->pp, v = s->v;
-    sched_plan plan;
-    strategy_plan(s, &plan);
-    double worst = 0;
-    for (int64_t r = 0; r < p; r++) {
-        stage_static_mem sm;
-        memory_static(in, s, r, &sm);
-        double act_chunk[64], *act = act_chunk;
-        int64_t fwd_chunk[64], *fwd = fwd_chunk;
-        double *heap = NULL;
-        if (v > 64) {
-            heap = malloc((size_t)v * (sizeof *heap + sizeof *fwd));
-            if (!heap)
-                return 0; /* no bound: prune nothing */
-            act = heap;
-            fwd = (int64_t *)(heap + v);
-        }
-        for (int64_t c = 0; c < v; c++)
-            act[c] = chunk_act(in, s, r, c);
-        /* The forwards the schedule (schedule.h) runs before its first
-         * backward (Megatron's: w warmup forwards and one more; the first
-         * backward on chunk v-1, as it walks the chunks in reverse): none
-         * has been freed when that backward starts.  Whole numbers below
-         * 2^53: the sum is exact in any order. */
-        int64_t first_b = sched_plan_first_b(&plan, r, fwd);
-        double held = 0;
-        for (int64_t c = 0; c < v; c++)
-            held += (double)fwd[c] * act[c];
-        held += trunc(memory_chunk_backward_transient_bytes(in, s, r, first_b));
-        free(heap);
-        double peak = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + held + memory_graph_pool_bytes(in, s);
-        if (peak > worst)
-            worst = peak;
-    }
-    return worst;
-}
-
 /* Sums in the bounds saturate one below UINT64_MAX (the "unreached"
  * mark): a saturated lower bound is still a lower bound, and a step that
  * long fails when simulated. */
@@ -701,7 +623,7 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
                     list_add(&vps, b->par.vp);
                 else
                     for (int64_t v = 0; v <= (pp > 1 ? SEARCH_VP_MAX : 0); v += v ? 1 : 2)
-                        if (search_split_layers(m, pp, v, &split))
+                        if (strategy_split_layers(m, pp, v, &split))
                             list_add(&vps, v);
                 for (int vi = 0; vi < vps.n; vi++)
                     for (int ci = 0; ci < cps.n; ci++) {
@@ -723,7 +645,7 @@ static void enumerate(const run_inputs *b, const search_opts *o, const int64_t *
                         c.par.cp = cps.v[ci];
                         /* A pinned PP and VP keep the config's split. */
                         if (!(pinned(o, SEARCH_DIM_PP) && pinned(o, SEARCH_DIM_VP)) &&
-                            !search_split_layers(m, pp, c.par.vp, &c.par))
+                            !strategy_split_layers(m, pp, c.par.vp, &c.par))
                             continue;
                         for (int sn = 0; sn < SCHED_NAMES; sn++) {
                             if (!schedule_searched(b, o, (sched_name)sn, pp, c.par.vp))
@@ -768,7 +690,7 @@ static void prep_one(void *arg, size_t i)
         c->status = SEARCH_DUPLICATE;
         return;
     }
-    c->peak_lb_bytes = search_peak_lower_bound(&in, &s);
+    c->peak_lb_bytes = memory_peak_lower_bound(&in, &s);
     if (c->peak_lb_bytes > x->cap) {
         c->status = SEARCH_PRUNED_MEMORY;
         return;
@@ -1218,7 +1140,7 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
             b->dp = s.dp;
             b->edp = s.edp;
             b->num_microbatches = s.num_microbatches;
-            b->peak_lb_bytes = search_peak_lower_bound(&in, &s);
+            b->peak_lb_bytes = memory_peak_lower_bound(&in, &s);
             int brc = time_bound(&in, &s, &b->time_lb_s, &b->compute_s, &e2);
             if (brc == SIM_OK)
                 brc = simulate(base, b, cap);

@@ -13,7 +13,7 @@
  *   PP   every size up to the layers that divides the GPUs, with one
  *        layer split per (PP, VP): even if the layers divide, else the
  *        embedding and the loss counted as layers, else lighter first and
- *        last stages (search_split_layers)
+ *        last stages (strategy_split_layers)
  *   VP   1, or 2 .. SEARCH_VP_MAX where such a split exists
  *   CP   powers of two with seq % (2 CP) == 0 and at least
  *        SEARCH_CP_MIN_TOKENS tokens per rank; cp_comm_type p2p,
@@ -218,23 +218,6 @@ void search_result_free(search_result *r);
  * applied to base), as search_run simulated it. */
 int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs *in, strategy_t *s,
                        sim_err *err);
-
-/* How the layers go onto pp stages of vp virtual stages each (vp 0 or 1:
- * not interleaved), in Megatron Bridge's terms; fills the four split
- * fields of par.  In order of preference: the even split; the embedding
- * and the loss counted as one layer each
- * (account_for_embedding/loss_in_pipeline_split); first and last stages
- * with at most as many layers as the middle ones, the first taking the
- * odd chunk (num_layers_in_first/last_pipeline_stage).  Returns false when
- * none of these is legal. */
-bool search_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par);
-
-/* Lower bound of the peak bytes of any GPU (see the header comment).
- * Benign out-of-memory degradation: it allocates only for more than 64
- * chunks, and without memory returns 0, a bound that prunes nothing; the
- * layout is then simulated and judged by its simulated peak, so the ranking
- * is the same and only the pruned / simulated counts differ. */
-double search_peak_lower_bound(const run_inputs *in, const strategy_t *s);
 
 /* Ranking key of a simulated candidate (smaller is better). */
 double search_key(const search_opts *o, const search_cand *c);

@@ -427,6 +427,39 @@ void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, in
     *count = s->vstage_start[vs + 1] - s->vstage_start[vs];
 }
 
+bool strategy_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par)
+{
+    const int64_t L = m->num_layers, v = vp > 1 ? vp : 1;
+    int64_t nv;
+    par->num_layers_in_first_pipeline_stage = 0;
+    par->num_layers_in_last_pipeline_stage = 0;
+    par->account_for_embedding_in_pipeline_split = false;
+    par->account_for_loss_in_pipeline_split = false;
+    /* Every split below puts at least L + 2 layer units on pp x v virtual
+     * stages; more stages than that never split (nor overflow below). */
+    if (pp < 1 || L < 1 || L > INT64_MAX - 2 || __builtin_mul_overflow(pp, v, &nv) || nv > L + 2)
+        return false;
+    if (L % nv == 0)
+        return true;
+    if (pp > 1 && (L + 2) % nv == 0 && (L + 2) / nv >= 2) {
+        par->account_for_embedding_in_pipeline_split = true;
+        par->account_for_loss_in_pipeline_split = true;
+        return true;
+    }
+    if (pp < 2 || L % v != 0)
+        return false;
+    /* Middle stages hold m layers (a multiple of v, at least L/pp); the
+     * rest splits over the first and last, each a multiple of v, >= v. */
+    int64_t mid = pp > 2 ? v * ((L + nv - 1) / nv) : 0;
+    int64_t rest = L - (pp - 2) * mid;
+    int64_t last = v * (rest / (2 * v)), first = rest - last;
+    if (last < v || first < v || (pp > 2 && first > mid))
+        return false;
+    par->num_layers_in_first_pipeline_stage = first;
+    par->num_layers_in_last_pipeline_stage = last;
+    return true;
+}
+
 /* Rule 3: CP splits each sequence into 2*cp chunks (load balancing for
  * the causal mask). */
 int strategy_check_cp(const model_spec *m, int64_t cp, sim_err *err)

@@ -234,6 +234,16 @@ int64_t strategy_vstage(const strategy_t *s, int64_t stage, int64_t chunk);
  * pipeline rank `stage`. */
 void strategy_chunk_layers(const strategy_t *s, int64_t stage, int64_t chunk, int64_t *first, int64_t *count);
 
+/* How the layers go onto pp stages of vp virtual stages each (vp 0 or 1:
+ * not interleaved), in Megatron Bridge's terms; fills the four split
+ * fields of par.  In order of preference: the even split; the embedding
+ * and the loss counted as one layer each
+ * (account_for_embedding/loss_in_pipeline_split); first and last stages
+ * with at most as many layers as the middle ones, the first taking the
+ * odd chunk (num_layers_in_first/last_pipeline_stage).  Returns false when
+ * none of these is legal. */
+bool strategy_split_layers(const model_spec *m, int64_t pp, int64_t vp, parallel_spec *par);
+
 const char *group_kind_name(group_kind g);
 
 /* Prints the layout view: rank table, groups and the fabric tier the

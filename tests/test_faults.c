@@ -16,7 +16,7 @@
  * open_memstream, threads).
  *
  * No benign degradation lies on these paths: the one parsim has
- * (search_peak_lower_bound prunes nothing without memory) allocates only
+ * (memory_peak_lower_bound prunes nothing without memory) allocates only
  * for more than 64 model chunks.  So success at any n is a failure of the
  * test.  Leaks are counted here (blocks allocated while armed and not
  * freed), so the check holds in the Release build too; the sanitizer build

@@ -232,9 +232,9 @@ Test(hostile_sizes, parallel_sizes_multiplying_past_int64)
 
     /* the layer split of a pinned PP x VP past int64 */
     parallel_spec split;
-    cr_assert_not(search_split_layers(&in.model, INT64_C(1) << 62, 8, &split));
-    cr_assert_not(search_split_layers(&in.model, INT64_MAX, INT64_MAX, &split));
-    cr_assert(search_split_layers(&in.model, 4, 8, &split));
+    cr_assert_not(strategy_split_layers(&in.model, INT64_C(1) << 62, 8, &split));
+    cr_assert_not(strategy_split_layers(&in.model, INT64_MAX, INT64_MAX, &split));
+    cr_assert(strategy_split_layers(&in.model, 4, 8, &split));
 
     /* micro batch x DP passes int64 */
     in = inputs(BASE);

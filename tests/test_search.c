@@ -217,14 +217,14 @@ Test(search, layer_splits_are_legal)
     run_inputs in;
     resolve(&in, kv);
     parallel_spec p = in.par;
-    cr_assert(search_split_layers(&in.model, 1, 0, &p));
+    cr_assert(strategy_split_layers(&in.model, 1, 0, &p));
     cr_assert_eq(p.num_layers_in_first_pipeline_stage, 0);
     /* 61 layers on 8 stages: 8 on the middle six, 7 first, 6 last. */
-    cr_assert(search_split_layers(&in.model, 8, 0, &p));
+    cr_assert(strategy_split_layers(&in.model, 8, 0, &p));
     cr_assert_eq(p.num_layers_in_first_pipeline_stage, 7);
     cr_assert_eq(p.num_layers_in_last_pipeline_stage, 6);
-    cr_assert(!search_split_layers(&in.model, 8, 2, &p), "61 layers cannot interleave in twos");
-    cr_assert(!search_split_layers(&in.model, 32, 0, &p), "61 layers have no split over 32 stages");
+    cr_assert(!strategy_split_layers(&in.model, 8, 2, &p), "61 layers cannot interleave in twos");
+    cr_assert(!strategy_split_layers(&in.model, 32, 0, &p), "61 layers have no split over 32 stages");
     for (int64_t pp = 2; pp <= 16; pp *= 2) {
         search_cand c;
         memset(&c, 0, sizeof c);
@@ -236,7 +236,7 @@ Test(search, layer_splits_are_legal)
         c.par.pp = pp;
         c.par.ep = 8;
         c.par.etp = 1;
-        cr_assert(search_split_layers(&in.model, pp, 0, &c.par), "PP %lld", (long long)pp);
+        cr_assert(strategy_split_layers(&in.model, pp, 0, &c.par), "PP %lld", (long long)pp);
         run_inputs ci;
         strategy_t s;
         sim_err err;
@@ -252,10 +252,10 @@ Test(search, layer_splits_are_legal)
     /* An even split stays even; the embedding and loss count where that
      * evens it out (30 layers + 2 on 8 stages). */
     in.model.num_layers = 80;
-    cr_assert(search_split_layers(&in.model, 16, 5, &p));
+    cr_assert(strategy_split_layers(&in.model, 16, 5, &p));
     cr_assert(!p.num_layers_in_first_pipeline_stage && !p.account_for_embedding_in_pipeline_split);
     in.model.num_layers = 30;
-    cr_assert(search_split_layers(&in.model, 8, 0, &p));
+    cr_assert(strategy_split_layers(&in.model, 8, 0, &p));
     cr_assert(p.account_for_embedding_in_pipeline_split && p.account_for_loss_in_pipeline_split);
 }
 
