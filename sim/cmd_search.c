@@ -32,7 +32,7 @@
 #include "numparse.h"
 #include "opts.h"
 #include "progress.h"
-#include "search.h"
+#include "search_print.h"
 
 /* --top: more rows than anyone reads, and a bounded ranking buffer. */
 #define SEARCH_TOP_MAX 1000000

@@ -222,17 +222,7 @@ int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs 
 /* Ranking key of a simulated candidate (smaller is better). */
 double search_key(const search_opts *o, const search_cand *c);
 
-/* The report people read: header, top N table with the baseline row, why
- * the best beats the runner-up, the rules of thumb and how the best
- * compares, the Pareto front if asked, and the counts.  Deterministic:
- * no wall-clock figures (search_print_timing writes those). */
-void search_print(FILE *out, const run_inputs *base, const search_opts *o, const search_result *r);
-
-/* One line: simulated count, wall time and configurations per second. */
-void search_print_timing(FILE *out, const search_opts *o, const search_result *r);
-
-/* Every simulated candidate as CSV, ranked, with the baseline as the last
- * row (kind "baseline"). */
-void search_write_csv(FILE *out, const run_inputs *base, const search_opts *o, const search_result *r);
+/* Whether the caller pins dimension d (search_opts.pinned). */
+bool search_pinned(const search_opts *o, search_dim d);
 
 #endif

@@ -7,7 +7,6 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include "frameworks.h"
 #include "model.h"
 #include "numparse.h"
+#include "pool.h"
 #include "progress.h"
 #include "recipes.h"
 #include "step.h"
@@ -1714,60 +1714,39 @@ int validate_check_extra(const vcase *cases, size_t n, const char *data_dir,
 typedef struct vpool {
     const vcase *cases;
     const bool *select;
-    size_t n;
     const char *data_dir;
     const char *const *extra;
     vpred *preds;
     progress_t *prog;
-    pthread_mutex_t mu;
-    size_t next;   /* next row to take */
-    size_t done;   /* rows finished */
-    int rc;        /* first failure */
+    long done;     /* selected rows finished (on_done runs one at a time) */
 } vpool;
 
-static void *vpool_worker(void *arg)
+static int vpool_row(void *arg, int worker, size_t i, sim_err *err)
 {
+    (void)worker;
+    (void)err; /* the row's message is in its vpred; the code travels */
     vpool *p = arg;
-    for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (p->next < p->n && p->select && !p->select[p->next])
-            p->next++;
-        size_t i = p->next < p->n && p->rc == SIM_OK ? p->next++ : p->n;
-        pthread_mutex_unlock(&p->mu);
-        if (i >= p->n)
-            return NULL;
-        int rc = validate_predict(&p->cases[i], p->data_dir, p->extra, &p->preds[i]);
-        pthread_mutex_lock(&p->mu);
-        if (rc != SIM_OK && p->rc == SIM_OK)
-            p->rc = rc;
-        p->done++;
-        if (p->prog)
-            progress_update(p->prog, (long)p->done);
-        pthread_mutex_unlock(&p->mu);
-    }
+    if (p->select && !p->select[i])
+        return SIM_OK;
+    return validate_predict(&p->cases[i], p->data_dir, p->extra, &p->preds[i]);
+}
+
+static void vpool_done(void *arg, size_t i, size_t done)
+{
+    (void)done; /* rows left out are not counted */
+    vpool *p = arg;
+    if (!p->select || p->select[i])
+        progress_update(p->prog, ++p->done);
 }
 
 int validate_predict_many(const vcase *cases, const bool *select, size_t n, const char *data_dir,
                           const char *const *extra, vpred *preds, int jobs, progress_t *prog)
 {
-    vpool p = { .cases = cases, .select = select, .n = n, .data_dir = data_dir, .extra = extra,
-                .preds = preds, .prog = prog, .rc = SIM_OK };
-    if (pthread_mutex_init(&p.mu, NULL) != 0)
-        return SIM_ENOMEM;
-    if (jobs > 64)
-        jobs = 64;
-    pthread_t th[64];
-    int started = 0;
-    for (int k = 0; k < jobs - 1; k++) {
-        if (pthread_create(&th[k], NULL, vpool_worker, &p) != 0)
-            break; /* run with fewer threads */
-        started++;
-    }
-    vpool_worker(&p); /* the calling thread works too */
-    for (int k = 0; k < started; k++)
-        pthread_join(th[k], NULL);
-    pthread_mutex_destroy(&p.mu);
-    return p.rc;
+    vpool p = {.cases = cases, .select = select, .data_dir = data_dir, .extra = extra, .preds = preds,
+               .prog = prog};
+    pool_job job = {.jobs = jobs > 64 ? 64 : jobs, .n = n, .fn = vpool_row, .ctx = &p,
+                    .stop_on_error = true, .on_done = prog ? vpool_done : NULL};
+    return pool_run(&job, NULL);
 }
 
 int validate_default_jobs(void)
