@@ -9,55 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "csv_cells.h"
 #include "scratch.h"
 
 #define LLAMA70B "configs/llama3-70b-h100x64.cfg"
 #define SMALL "model.name=llama3-8b cluster.topology=dgx-h100 cluster.num_gpus=8 train.global_batch_size=32"
-
-/* Cell col of a CSV line (RFC 4180 quotes), into buf. */
-static void cell(const char *line, int col, char *buf, size_t len)
-{
-    int c = 0;
-    size_t n = 0;
-    bool q = false;
-    for (const char *p = line; *p && *p != '\n'; p++) {
-        if (q && *p == '"' && p[1] == '"') {
-            if (c == col && n + 1 < len)
-                buf[n++] = '"';
-            p++;
-        } else if (*p == '"') {
-            q = !q;
-        } else if (*p == ',' && !q) {
-            c++;
-        } else if (c == col && n + 1 < len) {
-            buf[n++] = *p;
-        }
-    }
-    buf[n] = '\0';
-}
-
-/* The index of column name in a header line, -1 if none. */
-static int column(const char *header, const char *name)
-{
-    char buf[256];
-    for (int c = 0; c < 400; c++) {
-        cell(header, c, buf, sizeof buf);
-        if (!strcmp(buf, name))
-            return c;
-    }
-    return -1;
-}
-
-/* Line k (0 = the first) of text. */
-static const char *line_at(const char *text, int k)
-{
-    for (; k > 0 && text; k--) {
-        text = strchr(text, '\n');
-        text = text ? text + 1 : NULL;
-    }
-    cr_assert(text && *text, "no line %d", k);
-    return text;
-}
 
 /* Runs `parsim run BASE OVERRIDES --format csv` and checks that its step
  * time and peak memory are those of the row. */
