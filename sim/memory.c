@@ -274,10 +274,57 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
 
 /* Per-layer activations (Korthikanti et al. 2022, Table 2 and §4.1),
  * generalised: Q, K, V and the core-attention output at their GQA/MLA
- * widths, the MLP at width F (2F for the GLU input), MoE rows after
+ * widths (with MLA's latents, mla_activation), the MLP at width F (2F for the GLU input), MoE rows after
  * dispatch.  The s^2 score tensors are never stored: attention runs as a
  * fused flash kernel, so "none" and "selective core_attn" store the same.
  * Bytes at 2 per bf16 element, 1 per dropout-mask element. */
+/* What one multi-latent attention layer saves for its backward beyond the
+ * norm input, the down projections' input (the input norm's output) and
+ * the dropout mask that every attention half keeps, in bf16 elements per
+ * token of this rank (s/cp x b), from Megatron Core's MLASelfAttention
+ * (multi_latent_attention.py) with the Transformer Engine layer spec:
+ *   the latents, split by SP: the down projections are replicated over TP
+ *     on this rank's tokens and their outputs stay sequence-sharded into
+ *     the up projections, which gather them (and save their local shard):
+ *       q_lora_rank (absent without it) + kv_lora_rank, once as the
+ *       input of the latent norm fused into the up projection
+ *       (qk_layernorm: TELayerNormColumnParallelLinear), once as that
+ *       norm's output, the up projection's GEMM input; without
+ *       qk_layernorm the up projection's input only;
+ *   the up projections' outputs after RoPE, split by TP, the core
+ *     attention's inputs: q [s, b, a/t, qk + rope], k [s, b, a/t, qk +
+ *     rope] (k_pe broadcast over the heads), v [s, b, a/t, v] (without
+ *     q_lora_rank q is the column-parallel projection of the hidden
+ *     states, inside the same recompute);
+ *   the core attention's output [s, b, a/t, v], split by TP, counted by
+ *     the caller as for any attention.
+ * recompute_modules mla_up_proj runs the up projections and RoPE as a
+ * CheckpointWithoutOutput: its forward runs without autograd (the fused
+ * norms' outputs are not saved, q, k and v are freed after the core
+ * attention) and it saves its inputs: the latents (the norms' inputs,
+ * kept anyway) and k_pe [s, b, rope], all-gathered over the sequence
+ * under SP and so not split [assumed: k_pe's gather as in
+ * get_query_key_value_tensors; without SP its view of the down
+ * projection's output is counted at rope width only]. */
+typedef struct mla_saved {
+    double latent;       /* split by SP */
+    double qk, v;        /* per-rank widths before /t: a (qk + rope), a v */
+    double rope_key;     /* not split: k_pe kept by the mla_up_proj checkpoint */
+    bool up_recomputed;  /* q, k, v not kept */
+} mla_saved;
+
+static mla_saved mla_activation(const model_spec *m, bool up_recomputed)
+{
+    double a = (double)m->num_attention_heads;
+    double lat = (double)(m->q_lora_rank + m->kv_lora_rank);
+    double copies = m->qk_layernorm && !up_recomputed ? 2.0 : 1.0;
+    return (mla_saved){ .latent = copies * lat,
+                        .qk = a * (double)(m->qk_head_dim + m->qk_pos_emb_head_dim),
+                        .v = a * (double)m->v_head_dim,
+                        .rope_key = up_recomputed ? (double)m->qk_pos_emb_head_dim : 0.0,
+                        .up_recomputed = up_recomputed };
+}
+
 /* A layer with the given mixer and MLP (a transformer layer has both; a
  * hybrid one either).  Each half keeps its norm input, its GEMM input
  * after the norm and its dropout mask.  A Mamba-2 mixer keeps what
@@ -313,17 +360,18 @@ static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
     unsigned mods = par->recompute_granularity == RECOMPUTE_SELECTIVE ? par->recompute_modules : 0u;
 
     double q, kv_k, kv_v;
-    if (m->multi_latent_attention) {
-        double a = (double)m->num_attention_heads;
-        q = a * (double)(m->qk_head_dim + m->qk_pos_emb_head_dim);
-        kv_k = q;
-        kv_v = a * (double)m->v_head_dim;
+    mla_saved mla = { 0 };
+    bool is_mla = mixer == MODEL_MIXER_ATTENTION && m->multi_latent_attention;
+    if (is_mla) {
+        mla = mla_activation(m, (mods & RECOMPUTE_MOD_MLA_UP_PROJ) != 0u);
+        q = kv_k = mla.qk;
+        kv_v = mla.v;
     } else {
         double d = (double)model_kv_channels(m);
         q = d * (double)m->num_attention_heads;
         kv_k = kv_v = d * (double)model_query_groups(m);
     }
-    double core_out = m->multi_latent_attention ? kv_v : q;
+    double core_out = is_mla ? kv_v : q;
 
     /* Not split by TP (split by SP): two norm inputs (4), the two GEMM
      * inputs after the norms (4; dropped when layernorm is recomputed),
@@ -332,10 +380,15 @@ static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
     double half = (2.0 + ln_out / 2.0 + 1.0) * sb * h;
     double seq_part = (mixer != MODEL_MIXER_NONE ? half : 0.0) + (mlp != MODEL_MLP_NONE ? half : 0.0);
 
-    double tp_part = 0.0;
+    double tp_part = 0.0, unsplit = 0.0;
     if (mixer == MODEL_MIXER_ATTENTION) {
-        /* Split by TP: Q, K, V and the core-attention output. */
-        tp_part = 2.0 * sb * (q + kv_k + kv_v + core_out);
+        /* Split by TP: Q, K, V (not kept under mla_up_proj) and the
+         * core-attention output. */
+        tp_part = 2.0 * sb * ((mla.up_recomputed ? 0.0 : q + kv_k + kv_v) + core_out);
+        /* MLA's latents (split by SP) and the checkpoint's rope key (not
+         * split). */
+        seq_part += 2.0 * sb * mla.latent;
+        unsplit += 2.0 * sb * mla.rope_key;
         /* Unfused attention keeps the softmax output (2 B), its dropout
          * mask (1 B) and dropout output (2 B) per score: 5 a s^2 b
          * (Korthikanti, Table 2), the queries of this CP rank against
@@ -378,7 +431,7 @@ static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
                        + (l > 0 ? 2.0 * tokens * l : 0.0);
         }
     }
-    return seq_part / shard + tp_part / t + moe_part;
+    return seq_part / shard + tp_part / t + moe_part + unsplit;
 }
 
 double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer)

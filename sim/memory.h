@@ -7,7 +7,8 @@
  * and Megatron-FSDP's gradients and weights as its strategy shards them,
  * with the unsharded buffers of the units in flight.
  * Activations: the bytes one microbatch leaves stored per layer
- * (Korthikanti et al. 2022, Table 2, generalised to GQA, GLU, MoE and CP),
+ * (Korthikanti et al. 2022, Table 2, generalised to GQA, MLA, GLU, MoE and
+ * CP),
  * which the step simulation allocates at a forward pass and frees at the
  * matching backward, so peaks come from the simulated timeline.
  * Units: bytes.
