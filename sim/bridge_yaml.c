@@ -468,6 +468,9 @@ static const rule rules[] = {
     { "comm_overlap.overlap_grad_reduce", "*", NULL, R_MAP, "ddp.overlap_grad_reduce", NULL, RANK_FALLBACK, "" },
     { "comm_overlap.overlap_param_gather", "*", NULL, R_MAP, "ddp.overlap_param_gather", NULL, RANK_FALLBACK, "" },
     { "comm_overlap.bucket_size", "*", NULL, R_MAP, "ddp.bucket_size", NULL, RANK_FALLBACK, "" },
+    { "comm_overlap.overlap_moe_expert_parallel_comm", "*", NULL, R_MAP, "model.overlap_moe_expert_parallel_comm", NULL,
+      RANK_FALLBACK, "" },
+    { "comm_overlap.delay_wgrad_compute", "*", NULL, R_MAP, "model.delay_wgrad_compute", NULL, RANK_FALLBACK, "" },
     /* Bridge's mixed-precision config sets the DDP reduce precision */
     { "mixed_precision.grad_reduce_in_fp32", "*", NULL, R_MAP, "ddp.grad_reduce_in_fp32", NULL, RANK_FALLBACK, "" },
     /* the length the data loader feeds is the length trained on */
@@ -515,9 +518,6 @@ static const rule rules[] = {
     { "model.cpu_offloading", "true", NULL, R_CHANGES, NULL, NULL, 0, "offloading to host memory is not modeled" },
     { "model.recompute_method", "block", NULL, R_CHANGES, NULL, NULL, 0,
       "block recompute is not modeled (full recompute is uniform)" },
-    { "*.overlap_moe_expert_parallel_comm", "true", NULL, R_CHANGES, NULL, NULL, 0,
-      "expert-parallel communication overlapped across microbatches is not modeled" },
-    { "*.delay_wgrad_compute", "true", NULL, R_CHANGES, NULL, NULL, 0, "delayed weight gradients are not modeled" },
     { "*.defer_embedding_wgrad_compute", "true", NULL, R_CHANGES, NULL, NULL, 0,
       "deferred embedding weight gradients are not modeled" },
     { "model.fp8_param", "true", NULL, R_CHANGES, NULL, NULL, 0, "fp8 parameters are not modeled (bf16)" },

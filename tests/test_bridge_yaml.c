@@ -188,6 +188,53 @@ Test(bridge_yaml, not_modeled_fields_warn_once_each, .timeout = 60)
     remove_dir();
 }
 
+/* comm_overlap's EP overlap and delayed wgrads reach the model's keys, as
+ * the other comm_overlap fields do: applied first, the model's own fields
+ * win. */
+#define SMALL_MOE(extra)                                                                                   \
+    SMALL_MODEL("  num_moe_experts: 8\n  moe_router_topk: 2\n  moe_ffn_hidden_size: 1024\n"                \
+                "  expert_model_parallel_size: 8\n  moe_token_dispatcher_type: alltoall\n" extra)         \
+    "comm_overlap:\n  overlap_moe_expert_parallel_comm: true\n  delay_wgrad_compute: true\n"
+
+static void expect_line(const char *out, const char *fmt, const char *p, int line)
+{
+    char want[512];
+    snprintf(want, sizeof want, fmt, p, line);
+    cr_expect(strstr(out, want), "want '%s' in:\n%s", want, out);
+}
+
+Test(bridge_yaml, ep_overlap_and_delayed_wgrads_reach_their_keys, .timeout = 60)
+{
+    make_dir();
+    char p[256];
+    result r;
+    yaml_file(p, sizeof p, "overlap.yaml", SMALL_MOE(""));
+    runf(&r, "run %s --explain-config", p);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    expect_line(r.out, "%s:%d: comm_overlap.overlap_moe_expert_parallel_comm: mapped to "
+                       "model.overlap_moe_expert_parallel_comm=true\n", p, 22);
+    expect_line(r.out, "%s:%d: comm_overlap.delay_wgrad_compute: mapped to model.delay_wgrad_compute=true\n", p, 23);
+    runf(&r, "run %s cluster.topology=dgx-h100 cluster.num_gpus=8 --dump-config", p);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    expect_line(r.out, "model.overlap_moe_expert_parallel_comm = true;  # %s:%d\n", p, 22);
+    expect_line(r.out, "model.delay_wgrad_compute = true;  # %s:%d\n", p, 23);
+    /* simulated, so no warning */
+    runf(&r, "run %s cluster.topology=dgx-h100 cluster.num_gpus=8", p);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_expect_null(strstr(r.out, "warning"), "%s", r.out);
+    /* the model section's own fields are the values in effect */
+    yaml_file(p, sizeof p, "own.yaml",
+              SMALL_MOE("  overlap_moe_expert_parallel_comm: false\n  delay_wgrad_compute: false\n"));
+    runf(&r, "run %s cluster.topology=dgx-h100 cluster.num_gpus=8 --dump-config", p);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    expect_line(r.out, "model.overlap_moe_expert_parallel_comm = false;  # %s:%d\n", p, 16);
+    expect_line(r.out, "model.delay_wgrad_compute = false;  # %s:%d\n", p, 17);
+    runf(&r, "run %s --explain-config", p);
+    expect_line(r.out, "%s:%d: comm_overlap.delay_wgrad_compute: mapped to model.delay_wgrad_compute=true "
+                       "(superseded by model.delay_wgrad_compute, line 17)\n", p, 25);
+    remove_dir();
+}
+
 /* Each hostile file: exit 2, one line naming file:line (and the field). */
 Test(bridge_yaml, hostile_files_are_refused_with_file_and_line, .timeout = 120)
 {
