@@ -272,40 +272,41 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
         out->gradients_bytes += buffer * grad_bytes;
 }
 
-/* Per-layer activations (Korthikanti et al. 2022, Table 2 and §4.1),
- * generalised: Q, K, V and the core-attention output at their GQA/MLA
- * widths (with MLA's latents, mla_activation), the MLP at width F (2F for the GLU input), MoE rows after
- * dispatch.  The s^2 score tensors are never stored: attention runs as a
- * fused flash kernel, so "none" and "selective core_attn" store the same.
- * Bytes at 2 per bf16 element, 1 per dropout-mask element. */
-/* What one multi-latent attention layer saves for its backward beyond the
- * norm input, the down projections' input (the input norm's output) and
- * the dropout mask that every attention half keeps, in bf16 elements per
- * token of this rank (s/cp x b), from Megatron Core's MLASelfAttention
- * (multi_latent_attention.py) with the Transformer Engine layer spec:
- *   the latents, split by SP: the down projections are replicated over TP
- *     on this rank's tokens and their outputs stay sequence-sharded into
- *     the up projections, which gather them (and save their local shard):
- *       q_lora_rank (absent without it) + kv_lora_rank, once as the
- *       input of the latent norm fused into the up projection
- *       (qk_layernorm: TELayerNormColumnParallelLinear), once as that
- *       norm's output, the up projection's GEMM input; without
- *       qk_layernorm the up projection's input only;
- *   the up projections' outputs after RoPE, split by TP, the core
- *     attention's inputs: q [s, b, a/t, qk + rope], k [s, b, a/t, qk +
- *     rope] (k_pe broadcast over the heads), v [s, b, a/t, v] (without
- *     q_lora_rank q is the column-parallel projection of the hidden
- *     states, inside the same recompute);
- *   the core attention's output [s, b, a/t, v], split by TP, counted by
- *     the caller as for any attention.
+/* What the attention half of a multi-latent attention layer saves for its
+ * backward, from Megatron Core's MLASelfAttention (multi_latent_attention.py)
+ * with the Transformer Engine layer spec, in bytes per token of this rank
+ * (s/cp x b tokens); "/sp" is /t with SP, else whole:
+ *   2 h / sp        the input norm's input [s/sp, b, h]
+ *   2 h / sp        its output, the down projections' input [s/sp, b, h]
+ *                   (not with layernorm recomputed)
+ *   1 h / sp        the dropout mask of bias-dropout-add [s/sp, b, h]
+ *   2 c (q_lora_rank + kv_lora_rank) / sp
+ *                   the latents [s/sp, b, r]: the down projections are
+ *                   replicated over TP on this rank's tokens, the up
+ *                   projections gather their input and save its local
+ *                   shard; c = 2 with qk_layernorm (the latent norm fused
+ *                   into the up projection, TELayerNormColumnParallelLinear,
+ *                   saves its input and its output), else 1; no q latent
+ *                   without q_lora_rank (the query is then the
+ *                   column-parallel projection of the hidden states)
+ *   2 a (qk + rope) / t   q [s, b, a/t, qk + rope]  } the up projections'
+ *   2 a (qk + rope) / t   k [s, b, a/t, qk + rope]  } outputs after RoPE
+ *   2 a v / t             v [s, b, a/t, v]          } (k_pe broadcast over
+ *                                                     the heads), the core
+ *                                                     attention's inputs
+ *   2 a v / t       the core attention's output [s, b, a/t, v]
  * recompute_modules mla_up_proj runs the up projections and RoPE as a
- * CheckpointWithoutOutput: its forward runs without autograd (the fused
- * norms' outputs are not saved, q, k and v are freed after the core
- * attention) and it saves its inputs: the latents (the norms' inputs,
- * kept anyway) and k_pe [s, b, rope], all-gathered over the sequence
- * under SP and so not split [assumed: k_pe's gather as in
- * get_query_key_value_tensors; without SP its view of the down
- * projection's output is counted at rope width only]. */
+ * CheckpointWithoutOutput: its forward runs without autograd, so the fused
+ * norms' outputs are not saved (c = 1) and q, k, v are freed after the core
+ * attention; it saves its inputs, the latents (the norms' inputs, counted
+ * above) and
+ *   2 rope          k_pe [s, b, rope], all-gathered over the sequence under
+ *                   SP and so not split [assumed: k_pe's gather as in
+ *                   get_query_key_value_tensors; without SP it is a view of
+ *                   the down projection's output, counted at its own width].
+ * mla_activation gives the widths and what is kept; the caller adds them
+ * to the lines every attention half has (the first three, the core
+ * output). */
 typedef struct mla_saved {
     double latent;       /* split by SP */
     double qk, v;        /* per-rank widths before /t: a (qk + rope), a v */
@@ -325,6 +326,13 @@ static mla_saved mla_activation(const model_spec *m, bool up_recomputed)
                         .up_recomputed = up_recomputed };
 }
 
+/* Per-layer activations (Korthikanti et al. 2022, Table 2 and §4.1),
+ * generalised: Q, K, V and the core-attention output at their GQA/MLA
+ * widths (with MLA's latents, mla_activation), the MLP at width F (2F for
+ * the GLU input), MoE rows after dispatch.  The s^2 score tensors are
+ * never stored: attention runs as a fused flash kernel, so "none" and
+ * "selective core_attn" store the same.  Bytes at 2 per bf16 element, 1
+ * per dropout-mask element. */
 /* A layer with the given mixer and MLP (a transformer layer has both; a
  * hybrid one either).  Each half keeps its norm input, its GEMM input
  * after the norm and its dropout mask.  A Mamba-2 mixer keeps what
