@@ -515,7 +515,6 @@ static const rule rules[] = {
     { "model.activation_func", "*", NULL, R_IGNORE, NULL, NULL, 0,
       "an activation parsim costs as any other (one elementwise pass)" },
     /* would change the step; parsim does not simulate them */
-    { "model.cpu_offloading", "true", NULL, R_CHANGES, NULL, NULL, 0, "offloading to host memory is not modeled" },
     { "model.recompute_method", "block", NULL, R_CHANGES, NULL, NULL, 0,
       "block recompute is not modeled (full recompute is uniform)" },
     { "*.defer_embedding_wgrad_compute", "true", NULL, R_CHANGES, NULL, NULL, 0,

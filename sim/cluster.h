@@ -35,6 +35,8 @@ typedef struct gpu_spec {
     double hbm_capacity_bytes;
     double hbm_bw_bytes_per_s;      /* vendor peak */
     int64_t sm_count;               /* streaming multiprocessors (0 = no wave model) */
+    double host_link_bytes_per_s;   /* GPU <-> host memory copy, per GPU and direction
+                                       (0 = not given): CPU offloading's copies */
 } gpu_spec;
 
 /* Achievable fractions of the peaks above, and fixed overheads. */

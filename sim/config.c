@@ -1008,6 +1008,14 @@ static const key_def keys[] = {
            "the other microbatch's compute (EP > 1, alltoall or flex; PP > 1 needs VP)"),
     K_BOOL("model.delay_wgrad_compute", par.delay_wgrad_compute, "false",
            "with overlap_moe_expert_parallel_comm: weight-gradient GEMMs as nodes after the dgrads"),
+    K_BOOL("model.cpu_offloading", par.cpu_offloading, "false",
+           "offload saved activations of the first cpu_offloading_num_layers layers to host memory"),
+    K_INT("model.cpu_offloading_num_layers", par.cpu_offloading_num_layers, "0", RG_GE0, MODEL_MAX_LAYERS,
+          "CPU offloading: layers offloaded, from the first (Megatron: below model.num_layers)"),
+    K_BOOL("model.cpu_offloading_activations", par.cpu_offloading_activations, "true",
+           "CPU offloading: offload the layers' saved activations"),
+    K_BOOL("model.cpu_offloading_weights", par.cpu_offloading_weights, "false",
+           "CPU offloading of weights: not modeled (true is refused)"),
     /* train, ddp, precision */
     K_INT("train.global_batch_size", train.global_batch_size, NULL, RG_GE1, LIMIT_BATCH,
           "sequences per step"),
@@ -1074,6 +1082,8 @@ static const key_def keys[] = {
           "HBM capacity, GB (1e9 bytes)"),
     K_FLT("cluster.gpu.hbm_bw_gbytes_per_s", cluster.gpu.hbm_bw_bytes_per_s, NULL, RG_POS, LIMIT_BW_GBPS, GB,
           "HBM bandwidth peak, GB/s"),
+    K_FLT("cluster.gpu.host_link_gbytes_per_s", cluster.gpu.host_link_bytes_per_s, "0", RG_GE0, LIMIT_BW_GBPS, GB,
+          "GPU <-> host memory copy bandwidth per GPU and direction, GB/s (CPU offloading); 0 = not given"),
     K_INT("cluster.gpu.sm_count", cluster.gpu.sm_count, "0", RG_GE0, LIMIT_SM_COUNT,
           "streaming multiprocessors (GEMM wave quantization; 0 = off)"),
     K_FLT("cluster.compute.gemm_efficiency", cluster.compute.gemm_efficiency, "0", RG_FRAC, 1, 1,
@@ -2038,6 +2048,11 @@ static int check_graphs(const cfg_t *c, run_inputs *in, sim_err *err)
             g->impl = GRAPH_FULL_ITERATION; /* Megatron Bridge's legacy spelling */
         g->modules = 0;
     }
+    /* megatron-features.md §C.3: CUDA graphs are incompatible with CPU
+     * offloading (the hooks copy tensors a graph would capture). */
+    if (g->impl != GRAPH_NONE && in->par.cpu_offloading)
+        return cfg_err_key(c, err, SIM_EINVAL, "model.cpu_offloading", "cannot go with CUDA graphs (model.cuda_graph_impl %s)",
+                           graph_impl_names[g->impl]);
     if (g->impl == GRAPH_NONE || g->impl == GRAPH_FULL_ITERATION)
         return SIM_OK;
     if (g->impl == GRAPH_TE && in->par.recompute_granularity == RECOMPUTE_FULL)

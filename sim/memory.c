@@ -463,9 +463,21 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
     const model_spec *m = &in->model;
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
-    double bytes = 0;
-    for (int64_t l = first; l < first + count; l++)
-        bytes += memory_layer_activation_bytes_at(in, s, l);
+    double bytes = 0, inflight[2] = {0, 0};
+    for (int64_t l = first; l < first + count; l++) {
+        double b = memory_layer_activation_bytes_at(in, s, l);
+        if (!memory_layer_offloaded(s, l))
+            bytes += b;
+        else if (b > inflight[0]) { /* the two largest offloaded layers */
+            inflight[1] = inflight[0];
+            inflight[0] = b;
+        } else if (b > inflight[1]) {
+            inflight[1] = b;
+        }
+    }
+    /* CPU offloading keeps the layer being copied and the one being built
+     * (forward) or used (backward) on the GPU. */
+    bytes += inflight[0] + inflight[1];
 
     const double t = (double)s->tp;
     const double sb = (double)m->seq_length / (double)s->cp * (double)in->train.micro_batch_size;
@@ -494,6 +506,12 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
         }
     }
     return bytes;
+}
+
+bool memory_layer_offloaded(const strategy_t *s, int64_t layer)
+{
+    const parallel_spec *p = &s->par;
+    return p->cpu_offloading && p->cpu_offloading_activations && layer >= 0 && layer < p->cpu_offloading_num_layers;
 }
 
 double memory_chunk_backward_transient_bytes(const run_inputs *in, const strategy_t *s,

@@ -84,9 +84,15 @@ double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
  * layers: a mixer or an MLP). */
 double memory_layer_activation_bytes_at(const run_inputs *in, const strategy_t *s, int64_t layer);
 
+/* Are layer `layer`'s saved activations offloaded to host memory
+ * (model.cpu_offloading: the first cpu_offloading_num_layers layers)? */
+bool memory_layer_offloaded(const strategy_t *s, int64_t layer);
+
 /* Activation bytes one microbatch stores in model chunk `chunk` of `stage`
  * (its layers, plus the embedding on the first and the output layer and
- * loss on the last virtual stage), from forward until its backward ends. */
+ * loss on the last virtual stage), from forward until its backward ends.
+ * With CPU offloading the offloaded layers count only as the two in
+ * flight (the largest two: the one being copied and the next). */
 double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
                                      int64_t stage, int64_t chunk);
 

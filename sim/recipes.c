@@ -63,7 +63,6 @@ static const recipe_rule verdicts[] = {
     { "model.enable_cuda_graph", "false", NULL, RECIPE_SAME, NULL, NULL, "no CUDA graphs" },
     { "model.cuda_graph_scope", "*", "model.cuda_graph_impl=none", RECIPE_SAME, NULL, NULL,
       "no CUDA graphs" },
-    { "model.cpu_offloading", "false", NULL, RECIPE_SAME, NULL, NULL, "no offloading" },
     { "ddp.use_megatron_fsdp", "false", NULL, RECIPE_SAME, NULL, NULL, "no Megatron-FSDP" },
     /* sharding strategies are read only by Megatron-FSDP */
     { "ddp.data_parallel_sharding_strategy", "*", "ddp.use_megatron_fsdp=false", RECIPE_SAME, NULL,

@@ -112,6 +112,34 @@ int strategy_check_ep_overlap(const model_spec *m, const parallel_spec *p, int64
     return SIM_OK;
 }
 
+/* Rule 12: CPU activation offloading.  Megatron's checks
+ * (transformer_config.py, __post_init__): the offloaded layers are fewer
+ * than the layers, no pipeline parallelism, no activation recompute; CUDA
+ * graphs are refused where config reads them (check_graphs).  parsim's own:
+ * weight offloading and the combined 1F1B's overlapped layers are not
+ * modeled, and the copies need the host link's bandwidth. */
+static int check_offload(const model_spec *m, const cluster_spec *c, const parallel_spec *p, sim_err *err)
+{
+    const char *k = "model.cpu_offloading";
+    if (!p->cpu_offloading)
+        return SIM_OK;
+    if (p->cpu_offloading_num_layers >= m->num_layers)
+        return BAD("model.cpu_offloading_num_layers",
+                   "CPU offloading can be done only for layers less than model.num_layers (%" PRId64 "), got %" PRId64,
+                   m->num_layers, p->cpu_offloading_num_layers);
+    if (p->pp > 1)
+        return BAD(k, "has no support for pipeline parallelism (pipeline_model_parallel_size %" PRId64 ")", p->pp);
+    if (p->recompute_granularity != RECOMPUTE_NONE)
+        return BAD(k, "does not work with activation recompute (model.recompute_granularity)");
+    if (p->cpu_offloading_weights)
+        return BAD("model.cpu_offloading_weights", "weight offloading is not modeled (only activations)");
+    if (p->overlap_moe_ep_comm)
+        return BAD(k, "with model.overlap_moe_expert_parallel_comm is not modeled");
+    if (p->cpu_offloading_activations && p->cpu_offloading_num_layers > 0 && !(c->gpu.host_link_bytes_per_s > 0))
+        return BAD("cluster.gpu.host_link_gbytes_per_s", "is needed for CPU offloading (the topology gives none)");
+    return SIM_OK;
+}
+
 /* Rule 1: every size is a positive count (0 means "default" only where
  * the key says so). */
 static int check_sizes(const model_spec *m, const cluster_spec *c, const parallel_spec *p,
@@ -691,6 +719,8 @@ int strategy_resolve(strategy_t *out, const model_spec *m, const cluster_spec *c
     }
 
     if ((rc = strategy_check_ep_overlap(m, &s->par, s->pp, s->v, err)))
+        return rc;
+    if ((rc = check_offload(m, c, &s->par, err)))
         return rc;
 
     /* 10. context-parallel communication */

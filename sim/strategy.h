@@ -96,6 +96,13 @@ typedef struct parallel_spec {
      * GEMMs as nodes of their own after the dgrads. */
     bool overlap_moe_ep_comm;
     bool delay_wgrad_compute;
+    /* CPU activation offloading (Megatron's cpu_offloading): the saved
+     * activations of the first cpu_offloading_num_layers layers go to host
+     * memory between their forward and their backward (wl_offload.c). */
+    bool cpu_offloading;
+    int64_t cpu_offloading_num_layers;
+    bool cpu_offloading_activations;
+    bool cpu_offloading_weights;     /* refused: weight offloading is not modeled */
 } parallel_spec;
 
 typedef struct train_spec {

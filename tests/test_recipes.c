@@ -96,13 +96,13 @@ Test(recipes, unknown_setting_is_listed_and_counted)
 {
     result r;
     csv_table out;
-    validate_with(&r, RECIPE("foo.bar_baz=3;model.cpu_offloading=true"), NULL, &out);
+    validate_with(&r, RECIPE("foo.bar_baz=3;model.fine_grained_activation_offloading=true"), NULL, &out);
     const char *ig = cell(&out, 0, "ignored");
     cr_assert(strstr(ig, "foo.bar_baz=3"), "%s", ig);
-    cr_assert(strstr(ig, "model.cpu_offloading=true"), "%s", ig);
+    cr_assert(strstr(ig, "model.fine_grained_activation_offloading=true"), "%s", ig);
     cr_assert_str_empty(cell(&out, 1, "ignored"));
     cr_assert(strstr(r.out, "1 rows with settings parsim does not model; most frequent: "
-                            "foo.bar_baz (1), model.cpu_offloading (1)"),
+                            "foo.bar_baz (1), model.fine_grained_activation_offloading (1)"),
               "%s", r.out);
     csv_free(&out);
 }
