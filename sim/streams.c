@@ -9,6 +9,7 @@ static const stream_desc table[STREAM_KINDS] = {
     [STREAM_EP] = {"ep", STREAM_ROLE_COMM, "ep"},
     [STREAM_DP] = {"dp", STREAM_ROLE_COMM, "dp"},
     [STREAM_PP] = {"pp", STREAM_ROLE_COMM, "pp"},
+    [STREAM_OFFLOAD] = {"offload", STREAM_ROLE_COMM, "offload"},
     [STREAM_HOST] = {"host", STREAM_ROLE_HOST, "host"},
     [STREAM_HOST_WAIT] = {"host_wait", STREAM_ROLE_DELAY, "host_wait"},
 };

@@ -5,7 +5,8 @@
  * more row here and every output follows.
  *
  * Roles: compute (the stream passes begin and end on; "exposed" means
- * while it is idle), communication (measured: total and exposed time),
+ * while it is idle), communication (measured: total and exposed time;
+ * offload carries CPU offloading's copies between GPU and host memory),
  * host (the CPU thread that issues the GPU work: busy time), delay (no
  * resource: the step's stand-in for a pass that makes the host wait for
  * the GPU carries that wait on it; never measured, reported or traced).
@@ -16,7 +17,7 @@
 #include <stdbool.h>
 
 typedef enum {
-    STREAM_COMPUTE = 0, STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP, STREAM_HOST,
+    STREAM_COMPUTE = 0, STREAM_TP, STREAM_CP, STREAM_EP, STREAM_DP, STREAM_PP, STREAM_OFFLOAD, STREAM_HOST,
     STREAM_HOST_WAIT,
     STREAM_KINDS
 } stream_kind;

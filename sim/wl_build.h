@@ -91,6 +91,20 @@ void wl_tag_layer(wl_opbuf *b, int32_t from, bool bwd, bool delay);
 /* Marks the tagged ops [from, n) as an odd layer of the chunk. */
 void wl_mark_layer(wl_opbuf *b, int32_t from, bool odd);
 
+/* ---- CPU activation offloading (wl_offload.c) ------------------------- */
+
+/* The copies of one chunk's passes while they are built: the first layer
+ * of the chunk and the copy an op must still wait for. */
+typedef struct wl_offload {
+    int64_t first;
+    int32_t pending; /* forward: the D2H of the layer before; backward: the H2D of the next layer down */
+} wl_offload;
+void wl_offload_init(wl_offload *o, int64_t first);
+/* Forward: after layer `layer`'s ops (-1: after the last layer). */
+void wl_offload_fwd_end(const ctx *x, wl_opbuf *f, wl_offload *o, int64_t layer);
+/* Backward: before layer `layer`'s ops (layers in backward order). */
+void wl_offload_bwd_begin(const ctx *x, wl_opbuf *b, wl_offload *o, int64_t layer);
+
 /* ---- host issue (wl_host.c) ------------------------------------------- */
 
 void module(wl_opbuf *b, uint8_t scope, bool sync, double framework_ops);

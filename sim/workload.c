@@ -425,6 +425,8 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         then(&f, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
         then(&b, "host", STREAM_COMPUTE, x->c->compute.pass_overhead_s);
     }
+    wl_offload off;
+    wl_offload_init(&off, first);
     wl_fsdp_pass_begin(x, &f, &fs, false);
     if (first_virtual && !ideal)
         issue_unit(x, &f, NULL, &fs, embedding_fwd);
@@ -433,12 +435,14 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         layer_start[l - first] = f.n;
         append(&f, cached_layer(x, layer_kind(x, l), SCHED_F));
         wl_mark_layer(&f, layer_start[l - first], (l - first) % 2 == 1);
+        wl_offload_fwd_end(x, &f, &off, l);
         wl_fsdp_unit_end(&f, NULL, &fs);
         /* A layer waits for its parameters at its first kernel, not at
          * the host ops that issue it. */
         while (!f.oom && layer_start[l - first] < f.n - 1 && f.ops[layer_start[l - first]].stream == STREAM_HOST)
             layer_start[l - first]++;
     }
+    wl_offload_fwd_end(x, &f, &off, -1);
     if (last_virtual && !ideal)
         issue_into(x, &f, NULL, output_fwd);
     /* A hybrid model's MTP depths follow on the last stage, each with its
@@ -464,6 +468,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
         issue_into(x, &b, split ? &w : NULL, output_bwd);
     wl_fsdp_pass_begin(x, &b, &fs, true);
     for (int64_t l = first + count - 1; l >= first; l--) {
+        wl_offload_bwd_begin(x, &b, &off, l);
         wl_fsdp_unit_begin(&b, &fs);
         int32_t at = b.n;
         append(&b, cached_layer(x, layer_kind(x, l), SCHED_B));

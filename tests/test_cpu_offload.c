@@ -1,6 +1,9 @@
 /* CPU activation offloading (model.cpu_offloading): the activation peak
  * without the offloaded layers but the two in flight, Megatron's refusals
- * as exit 2 naming the key, a Megatron Bridge config's fields applied. */
+ * as exit 2 naming the key, the copies on the offload stream (in the trace
+ * at bytes / host-link bandwidth), the step slower on a slow link and
+ * unchanged when the copies hide behind compute, and the CSV's offload
+ * column. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -121,3 +124,113 @@ Test(cpu_offload, bridge_config_fields_are_applied)
     remove_dir();
 }
 
+/* ---- the copies in time ------------------------------------------------- */
+
+static double step_s(const char *const *kv, double *exposed_offload, double *copy_s, double *layer_bytes)
+{
+    sim x;
+    sim_run(&x, kv);
+    const step_result *r = step_result_get(x.st);
+    double t = r->step_time_s;
+    *exposed_offload = r->exposed_s[STREAM_OFFLOAD];
+    *copy_s = r->comm_s[STREAM_OFFLOAD];
+    *layer_bytes = memory_layer_activation_bytes_at(&x.in, &x.s, 0);
+    sim_free(&x);
+    return t;
+}
+
+/* A slow link makes the step wait for the copies (they run one after the
+ * other on the offload stream: the step is at least their sum); a fast
+ * one hides them behind the next layer's compute: the step of no
+ * offloading, to the picosecond. */
+Test(cpu_offload, step_slower_on_a_slow_link_unchanged_on_a_fast_one)
+{
+    const char *none[] = {BASE, NULL};
+    const char *slow[] = {BASE, "model.cpu_offloading=true", "model.cpu_offloading_num_layers=4",
+                          "cluster.gpu.host_link_gbytes_per_s=2", NULL};
+    const char *fast[] = {BASE, "model.cpu_offloading=true", "model.cpu_offloading_num_layers=4",
+                          "cluster.gpu.host_link_gbytes_per_s=100000", NULL};
+    double e0, c0, e1, c1, e2, c2, bytes;
+    double t0 = step_s(none, &e0, &c0, &bytes);
+    double t1 = step_s(slow, &e1, &c1, &bytes);
+    double t2 = step_s(fast, &e2, &c2, &bytes);
+    cr_expect_eq(c0, 0.0);
+    /* 2 microbatches x 4 layers x (D2H + H2D) */
+    double copies = 2 * 4 * 2 * bytes / 2e9;
+    cr_expect(fabs(c1 - copies) <= 1e-9 * copies, "offload busy %.9g s, want %.9g s", c1, copies);
+    cr_expect_gt(t1, t0);
+    cr_expect_geq(t1, copies, "step %.6g s shorter than its copies %.6g s", t1, copies);
+    cr_expect_gt(e1, 0.0);
+    cr_expect_gt(c2, 0.0);
+    cr_expect_eq(e2, 0.0, "fast link: %.9g s of copies exposed", e2);
+    cr_expect(fabs(t2 - t0) <= 1e-12 * t0, "fast link: step %.12g s, without offloading %.12g s", t2, t0);
+}
+
+/* The copies in the trace: one D2H and one H2D per offloaded layer and
+ * microbatch on the offload thread, each bytes / bandwidth long. */
+Test(cpu_offload, copies_in_the_trace_at_bytes_over_bandwidth)
+{
+    const char *kv[] = {BASE, NULL};
+    double e, c, bytes;
+    step_s(kv, &e, &c, &bytes);
+    make_dir();
+    char p[256];
+    path_in(p, sizeof p, "trace.json");
+    result r;
+    runf(&r, "run " BASE_CLI " model.cpu_offloading=true model.cpu_offloading_num_layers=3 "
+             "cluster.gpu.host_link_gbytes_per_s=50 --trace '%s'", p);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    size_t len;
+    char *text = read_file(p, &len);
+    cr_assert(strstr(text, "\"args\":{\"name\":\"offload\"}"), "no offload thread in the trace");
+    const double want_us = bytes / 50e9 * 1e6;
+    int n[2] = {0, 0};
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        for (int d = 0; d < 2; d++) {
+            char key[64];
+            snprintf(key, sizeof key, "\"ph\":\"X\",\"name\":\"%s\"", d ? "offload_h2d" : "offload_d2h");
+            if (!strstr(line, key) || !strstr(line, "\"pid\":0,"))
+                continue;
+            const char *dur = strstr(line, "\"dur\":");
+            cr_assert_not_null(dur, "%s", line);
+            double us = strtod(dur + 6, NULL);
+            cr_expect(fabs(us - want_us) <= 1e-6 * want_us + 1e-6, "%s: %.6f us, want %.6f", line, us, want_us);
+            n[d]++;
+        }
+    }
+    cr_expect_eq(n[0], 3 * 2, "D2H copies: %d", n[0]);
+    cr_expect_eq(n[1], 3 * 2, "H2D copies: %d", n[1]);
+    free(text);
+    remove_dir();
+}
+
+/* The CSV has an offload_s column from the stream table, after pp_s, and
+ * every row as many fields as the header. */
+Test(cpu_offload, csv_header_and_rows_carry_the_offload_column)
+{
+    for (int with = 0; with < 2; with++) {
+        result r;
+        runf(&r, "run " BASE_CLI " %s --format csv",
+             with ? "model.cpu_offloading=true model.cpu_offloading_num_layers=3" : "");
+        cr_assert_eq(r.status, 0, "%s", r.out);
+        char *nl = strchr(r.out, '\n');
+        cr_assert_not_null(nl);
+        *nl = '\0';
+        cr_assert(strstr(r.out, ",pp_s,offload_s,host_s,"), "%s", r.out);
+        int col = 1, hcols = 1, rcols = 1; /* offload_s is field 1 + the commas before ",offload_s," */
+        for (const char *q = r.out; q < strstr(r.out, ",offload_s,"); q++)
+            col += *q == ',';
+        for (const char *q = r.out; *q; q++)
+            hcols += *q == ',';
+        const char *row = nl + 1, *field = row;
+        for (const char *q = row; *q && *q != '\n'; q++)
+            if (*q == ',' && ++rcols == col + 1)
+                field = q + 1;
+        cr_expect_eq(rcols, hcols, "header %d fields, row %d", hcols, rcols);
+        double v = strtod(field, NULL);
+        if (with)
+            cr_expect_gt(v, 0.0, "offload_s %s", field);
+        else
+            cr_expect_eq(v, 0.0, "offload_s %s", field);
+    }
+}

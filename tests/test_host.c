@@ -269,7 +269,7 @@ Test(host, stream_table_drives_csv_header_and_rows)
             cr_assert(p == NULL || p > nl, "stream %s has a column", d->name);
         }
     }
-    cr_assert_eq(seen, 6); /* tp, cp, ep, dp, pp, host */
+    cr_assert_eq(seen, 7); /* tp, cp, ep, dp, pp, offload, host */
 }
 
 /* Megatron's graph rules are bad input: exit 2 and one line naming the key. */
