@@ -1238,6 +1238,9 @@ static const key_def keys[] = {
     K_BOOL("sim.ideal_pipeline", sim.ideal_pipeline, "false",
            "zero communication, identical work per stage and chunk"),
     K_INT("sim.seed", sim.seed, "1", RG_ANY, 0, "seed for any randomness"),
+    K_BOOL("sim.steady_extension", sim.steady_extension, "true",
+           "derive a step's steady periods from two short simulations where the timeline is verified periodic "
+           "(the same figures, faster); false simulates every microbatch"),
     K_ENUM("sim.pipeline_schedule", par.pipeline_schedule, "\"megatron\"", sched_name_strs, schedule_values,
            "megatron (1F1B or interleaved, as Megatron chooses) | 1f1b | interleaved | zb-h1 | zb-v | dualpipev "
            "(zero-bubble and DualPipeV: beyond Megatron)"),

@@ -34,6 +34,7 @@ typedef struct sim_opts {
     bool ideal_pipeline;   /* zero comm, identical work per stage and chunk */
     int64_t seed;          /* for any randomness; printed with results */
     char params_file[512]; /* sim.params: parameter file loaded as a preset */
+    bool steady_extension; /* a long step from two short samples where verified periodic (step_period.h) */
     bool keep_ops;         /* not a key: keep every kernel a task (for a trace)
                               instead of fusing chains on one stream */
 } sim_opts;

@@ -22,7 +22,7 @@
  * edges.  The event loop then walks each ended task's successors as one
  * contiguous slice instead of chasing pointers through a pool, which is
  * what the hot path wants; the price is a second copy of the edges (4 bytes
- * each) during the run, and that edges cannot be added after eng_run (they
+ * each), which stays after the run for eng_task_succs, and that edges cannot be added after eng_run (they
  * cannot anyway: eng_run runs once).  Counter deltas get the same treatment
  * so that a task's deltas are contiguous.
  *
@@ -135,6 +135,9 @@ struct engine {
      * stream_off[s+1] counts the tasks of stream s. */
     int32_t *by_stream;
     uint32_t *stream_off;
+    /* After eng_run: the CSR of dependency successors (eng_task_succs). */
+    uint32_t *succ_off;
+    int32_t *succ;
     int64_t *counter_value; /* current (after eng_run: final) value */
     int64_t *counter_peak;
 
@@ -214,6 +217,8 @@ void eng_destroy(engine_t *e)
     free(e->stream_tail);
     free(e->by_stream);
     free(e->stream_off);
+    free(e->succ_off);
+    free(e->succ);
     free(e->counter_value);
     free(e->counter_peak);
     free(e);
@@ -727,6 +732,11 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
     }
     if (!sweep)
         rc = run_loop(e, &r, err);
+    /* The successors stay for eng_task_succs. */
+    e->succ_off = r.succ_off;
+    e->succ = r.succ;
+    r.succ_off = NULL;
+    r.succ = NULL;
     run_free(&r);
     if (index_streams(e) != SIM_OK && rc == SIM_OK)
         return sim_err_set(err, SIM_ENOMEM, "engine: out of memory indexing %zu tasks by stream",
@@ -788,6 +798,17 @@ int64_t eng_counter_final(const engine_t *e, int counter)
 }
 
 uint64_t eng_events(const engine_t *e) { return e->events; }
+
+size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ)
+{
+    assert(valid_task(e, t));
+    if (!e->succ_off) {
+        *succ = NULL;
+        return 0;
+    }
+    *succ = e->succ + e->succ_off[t];
+    return e->succ_off[t + 1] - e->succ_off[t];
+}
 
 size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap)
 {

@@ -68,6 +68,11 @@ int64_t eng_counter_final(const engine_t *e, int counter);
 uint64_t eng_events(const engine_t *e);           /* events processed by eng_run:
                                                      task starts + task ends */
 
+/* Dependency successors of t after eng_run (stream order not included:
+ * eng_stream_tasks has it), in the order eng_add_dep saw them: sets *succ
+ * and returns how many. */
+size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ);
+
 /* Tasks of a stream in their run order: fills ids (capacity cap), returns
  * how many the stream has. */
 size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap);

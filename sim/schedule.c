@@ -216,6 +216,14 @@ void sched_plan_init(sched_plan *pl, sched_name name, int64_t p, int64_t v, int6
                        .split = sched_name_splits(name)};
 }
 
+int64_t sched_plan_period(const sched_plan *pl)
+{
+    /* The interleaved table runs microbatches in groups of N per chunk;
+     * the other orders (1F1B, ZB-H1, the V schedules' main phase) advance
+     * one microbatch per step. */
+    return pl->place == SCHED_PLACE_LOOP && pl->v > 1 ? pl->N : 1;
+}
+
 int64_t sched_plan_passes(const sched_plan *pl)
 {
     return sched_plan_kinds(pl) * pl->M * pl->v;

@@ -120,6 +120,11 @@ sched_item sched_one(sched_kind kind, int32_t microbatch, int32_t chunk);
 /* An item of two overlapped passes. */
 sched_item sched_pair(sched_pass a, sched_pass b);
 
+/* Microbatches of one steady period: in the steady phase of every rank
+ * the order repeats, one period later, with every microbatch that many
+ * higher (1, or Megatron's N with interleaving). */
+int64_t sched_plan_period(const sched_plan *pl);
+
 /* Passes one rank runs: kinds x M x v; no schedule has more items. */
 int64_t sched_plan_passes(const sched_plan *pl);
 

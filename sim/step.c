@@ -69,6 +69,7 @@
 #include "memory.h"
 #include "model.h"
 #include "schedule.h"
+#include "step_period.h"
 #include "units.h"
 
 /* Counters per stage: activation bytes held, (microbatch, chunk) passes in
@@ -176,6 +177,11 @@ struct step {
     uint8_t *shifted;
     pair_entry *pairs;
     size_t n_pairs, cap_pairs;
+    sim_time_ps work_ps;    /* every task's duration together (the build's) */
+    /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
+     * (templates' stand-ins and ops), plus the sends and the tail. */
+    size_t ops_per_mb, ops_fixed;
+    bool borrowed;          /* wl and summary belong to another step (a sample of step_period) */
 };
 
 /* The step's graph under construction, with its sticky status. */
@@ -1428,6 +1434,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
         host_flush(&b);
     }
     link_stages(&b);
+    st->work_ps = b.work_ps;
     free(b.items);
     free(b.seq);
     free(b.seq_pair);
@@ -1527,11 +1534,19 @@ static size_t with_shifted(interval *iv, size_t n, const interval *inj, size_t m
     return k;
 }
 
-static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+/* Sums picoseconds; false when the sum would wrap. */
+static bool add_ps(sim_time_ps *x, sim_time_ps d)
 {
-    step_result *res = &st->res;
+    return !__builtin_add_overflow(*x, d, x);
+}
+
+/* The step's figures off the timeline, in integer picoseconds (summed
+ * first, made seconds once by finish(): so that step_period's sums of
+ * them are exact). */
+static int measure(step_t *st, step_meas *res, sim_err *err)
+{
     const engine_t *e = st->eng;
-    const int64_t pp = s->pp, v = s->v, M = s->num_microbatches;
+    const int64_t pp = st->pp, v = st->v, M = st->M;
     size_t n_tasks = eng_num_tasks(e);
     /* Shifted passes bring their ops: the most a stage has, and the longest template. */
     size_t n_inj = 0, longest = 1;
@@ -1560,24 +1575,24 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
     tmpl_scratch w = {0};
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     int rc = SIM_OK;
+    bool fits = true;
     if (!ids || !comp || !comm || !all || !tmp || !inj || !first_at || (n_inj && scratch_init(&w, longest) != SIM_OK) ||
         !res->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
     }
     res->n_stages = pp;
-    res->step_time_s = time_as_s(eng_makespan(e));
+    res->makespan_ps = eng_makespan(e);
+    res->work_ps = st->work_ps;
 
     sim_time_ps pipe_end = 0;
     for (size_t i = 0; i < (size_t)(pp * st->n_kinds * M * v); i++)
         if (st->passes[i].last >= 0 && eng_task_end(e, st->passes[i].last) > pipe_end)
             pipe_end = eng_task_end(e, st->passes[i].last);
-    res->pipeline_s = time_as_s(pipe_end);
+    res->pipe_end_ps = pipe_end;
 
-    double bubble_sum = 0;
     for (int64_t r = 0; r < pp; r++) {
-        stage_result *sr = &res->stages[r];
-        sr->stage = r;
+        step_stage_meas *sr = &res->stages[r];
         /* Busy = union of forward/backward pass spans, in schedule order,
          * which is start order (passes start on the in-order compute
          * stream). */
@@ -1599,10 +1614,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         sim_time_ps busy = 0;
         for (size_t i = 0; i < n; i++)
             busy += all[i].b - all[i].a;
-        sr->busy_s = time_as_s(busy);
-        sr->bubble_s = time_as_s(pipe_end - busy);
-        if (pipe_end > 0)
-            bubble_sum += (double)(pipe_end - busy) / (double)pipe_end;
+        sr->busy_ps = busy;
 
         /* Exposed communication: comm-stream time with the compute stream
          * idle. */
@@ -1620,8 +1632,8 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
             for (size_t i = 0; i < nk; i++)
                 total += comm[i].b - comm[i].a;
             nk = merge(comm, nk);
-            sr->comm_s[k] = time_as_s(total);
-            sr->exposed_s[k] = time_as_s(uncovered(comm, nk, comp, nc));
+            sr->comm_ps[k] = total;
+            sr->exposed_ps[k] = uncovered(comm, nk, comp, nc);
             n_all = unite(all, n_all, comm, nk, tmp);
             memcpy(all, tmp, n_all * sizeof *all);
         }
@@ -1639,7 +1651,7 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
                 if (name != HOST_LEAD && name != HOST_REST)
                     total += eng_task_end(e, ids[i]) - eng_task_start(e, ids[i]);
             }
-            sr->comm_s[k] = time_as_s(total);
+            sr->comm_ps[k] = total;
         }
         /* Passes that stand as one task bring their communication from
          * their summary. */
@@ -1653,33 +1665,79 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
                     if (st->shifted[pi]) { /* its ops are on the timeline; its host from here */
                         for (int k = 0; k < STREAM_KINDS; k++)
                             if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                                sr->comm_s[k] += time_as_s(ps->comm_ps[k]);
+                                fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]);
                         continue;
                     }
-                    exposed_ps += ps->exposed_all_ps;
-                    for (int k = 0; k < STREAM_KINDS; k++) {
-                        sr->comm_s[k] += time_as_s(ps->comm_ps[k]);
-                        sr->exposed_s[k] += time_as_s(ps->exposed_ps[k]);
-                    }
+                    fits = fits && add_ps(&exposed_ps, ps->exposed_all_ps);
+                    for (int k = 0; k < STREAM_KINDS; k++)
+                        fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]) &&
+                               add_ps(&sr->exposed_ps[k], ps->exposed_ps[k]);
                 }
         /* Overlapped pairs that stood as one task: their template's. */
         for (size_t q = 0; q < st->n_pairs; q++) {
             const pair_entry *pe = &st->pairs[q];
             if (pe->stage != r || pe->standing == 0)
                 continue;
-            exposed_ps += pe->sum.exposed_all_ps * (sim_time_ps)pe->standing;
-            for (int k = 0; k < STREAM_KINDS; k++) {
-                sr->comm_s[k] += time_as_s(pe->sum.comm_ps[k]) * (double)pe->standing;
-                sr->exposed_s[k] += time_as_s(pe->sum.exposed_ps[k]) * (double)pe->standing;
-            }
+            sim_time_ps times = (sim_time_ps)pe->standing, x;
+            fits = fits && !__builtin_mul_overflow(pe->sum.exposed_all_ps, times, &x) && add_ps(&exposed_ps, x);
+            for (int k = 0; k < STREAM_KINDS; k++)
+                fits = fits && !__builtin_mul_overflow(pe->sum.comm_ps[k], times, &x) && add_ps(&sr->comm_ps[k], x) &&
+                       !__builtin_mul_overflow(pe->sum.exposed_ps[k], times, &x) && add_ps(&sr->exposed_ps[k], x);
         }
+        sr->exposed_total_ps = exposed_ps;
+        const int act = (int)(r * CTR_PER_STAGE + CTR_ACT), inflight = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
+        sr->act_peak = eng_counter_peak(e, act);
+        sr->inflight_peak = eng_counter_peak(e, inflight);
+        sr->act_final = eng_counter_final(e, act);
+        sr->inflight_final = eng_counter_final(e, inflight);
+    }
+    res->events = eng_events(e);
+    res->tasks = n_tasks;
+    if (!fits)
+        rc = sim_err_set(err, SIM_EINVAL, "the step's communication time together is beyond %.3g s",
+                         LIMIT_DURATION_S);
+done:
+    free(inj);
+    free(first_at);
+    scratch_free(&w);
+    free(ids);
+    free(comp);
+    free(comm);
+    free(all);
+    free(tmp);
+    return rc;
+}
+
+/* The step's result from its figures. */
+static int finish(step_t *st, const step_meas *ms, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    step_result *res = &st->res;
+    const int64_t pp = ms->n_stages;
+    res->stages = calloc((size_t)pp, sizeof *res->stages);
+    if (!res->stages)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
+    res->n_stages = pp;
+    res->step_time_s = time_as_s(ms->makespan_ps);
+    res->pipeline_s = time_as_s(ms->pipe_end_ps);
+    const sim_time_ps pipe_end = ms->pipe_end_ps;
+    double bubble_sum = 0;
+    for (int64_t r = 0; r < pp; r++) {
+        const step_stage_meas *mr = &ms->stages[r];
+        stage_result *sr = &res->stages[r];
+        sr->stage = r;
+        sr->busy_s = time_as_s(mr->busy_ps);
+        sr->bubble_s = time_as_s(pipe_end - mr->busy_ps);
+        if (pipe_end > 0)
+            bubble_sum += (double)(pipe_end - mr->busy_ps) / (double)pipe_end;
         for (int k = 0; k < STREAM_KINDS; k++) {
+            sr->comm_s[k] = time_as_s(mr->comm_ps[k]);
+            sr->exposed_s[k] = time_as_s(mr->exposed_ps[k]);
             if (sr->comm_s[k] > res->comm_s[k])
                 res->comm_s[k] = sr->comm_s[k];
             if (sr->exposed_s[k] > res->exposed_s[k])
                 res->exposed_s[k] = sr->exposed_s[k];
         }
-        double exposed = time_as_s(exposed_ps);
+        double exposed = time_as_s(mr->exposed_total_ps);
         sr->exposed_total_s = exposed;
         if (exposed > res->exposed_total_s)
             res->exposed_total_s = exposed;
@@ -1690,8 +1748,8 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         sr->weights_bytes = sm.weights_bytes;
         sr->gradients_bytes = sm.gradients_bytes;
         sr->optimizer_bytes = sm.optimizer_bytes;
-        sr->activations_peak_bytes = (double)eng_counter_peak(e, (int)(r * CTR_PER_STAGE + CTR_ACT));
-        sr->inflight_microbatches_max = eng_counter_peak(e, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT));
+        sr->activations_peak_bytes = (double)mr->act_peak;
+        sr->inflight_microbatches_max = mr->inflight_peak;
         sr->peak_bytes = sm.weights_bytes + sm.gradients_bytes + sm.optimizer_bytes + sr->activations_peak_bytes +
                          memory_graph_pool_bytes(in, s);
         if (sr->peak_bytes > res->peak_bytes)
@@ -1708,17 +1766,243 @@ static int measure(step_t *st, const run_inputs *in, const strategy_t *s, sim_er
         res->model_tflops_per_gpu = res->model_flops / res->step_time_s / world / TFLOPS;
         res->mfu = res->model_flops / res->step_time_s / world / in->cluster.gpu.peak_bf16_flops_per_s;
     }
-    res->events = eng_events(e);
-    res->tasks = n_tasks;
-done:
-    free(inj);
-    free(first_at);
+    res->events = ms->events;
+    res->tasks = ms->tasks;
+    return SIM_OK;
+}
+
+/* The pass templates of the step, simulated once (their summaries do not
+ * depend on the microbatches), and the tasks per microbatch they bring. */
+static int summarize_all(step_t *st, const run_inputs *in, sim_err *err)
+{
+    const int64_t pp = st->pp, v = st->v;
+    size_t longest = 0;
+    for (int64_t r = 0; r < pp; r++)
+        for (int64_t c = 0; c < v; c++) {
+            const wl_chunk *ch = &st->wl->stages[r].chunks[c];
+            for (int kind = 0; kind < SCHED_KINDS; kind++) {
+                size_t n = (size_t)wl_chunk_pass(ch, (sched_kind)kind)->n_ops;
+                longest = n > longest ? n : longest;
+            }
+        }
+    tmpl_scratch w;
+    if (scratch_init(&w, longest) != SIM_OK)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
+    int rc = SIM_OK;
+    st->ops_per_mb = st->ops_fixed = 0;
+    for (int64_t r = 0; r < pp && rc == SIM_OK; r++)
+        for (int64_t c = 0; c < v && rc == SIM_OK; c++)
+            for (int kind = 0; kind < st->n_kinds && rc == SIM_OK; kind++) {
+                const wl_chunk *ch = &st->wl->stages[r].chunks[c];
+                const wl_pass *p = wl_chunk_pass(ch, (sched_kind)kind);
+                pass_summary *ps = summary_of(st, r, c, kind);
+                /* Middle stages mostly share a template: reuse the summary
+                 * of an identical pass simulated before. */
+                const pass_summary *same = NULL;
+                for (int64_t q = 0; q < r * v + c && !same; q++) {
+                    const wl_chunk *o = &st->wl->stages[q / v].chunks[q % v];
+                    const wl_pass *op = wl_chunk_pass(o, (sched_kind)kind);
+                    if (wl_pass_equal(op, p))
+                        same = summary_of(st, q / v, q % v, kind);
+                }
+                if (same)
+                    *ps = *same;
+                else if ((rc = summarize(p, ps, &w, err)) != SIM_OK)
+                    break;
+                /* A stand-in with host ops: up to 5 tasks, one more with a tail. */
+                if (in->sim.keep_ops || !(ps->collapsible || ps->tail)) {
+                    st->ops_per_mb += (size_t)p->n_ops;
+                } else {
+                    st->ops_per_mb += (size_t)((ps->host ? 5 : 1) + ps->tail);
+                    st->ops_fixed += (size_t)p->n_ops;
+                }
+            }
     scratch_free(&w);
-    free(ids);
-    free(comp);
-    free(comm);
-    free(all);
-    free(tmp);
+    return rc;
+}
+
+/* Engine tasks to expect for M microbatches (a hint; past INT32_MAX the
+ * step cannot be simulated). */
+static double task_hint(const step_t *st, int64_t M)
+{
+    return (double)st->ops_per_mb * (double)M + (double)st->ops_fixed +
+           (double)(st->pp * st->v) * ((double)st->n_kinds * (double)M + 3) + 8 + 4 * (double)st->pp;
+}
+
+/* Builds, runs and measures the step's graph for M microbatches (the
+ * workload and summaries in st already). */
+static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms, sim_err *err)
+{
+    st->M = M;
+    st->plan.M = M;
+    st->rank_passes = st->n_kinds * M * st->v;
+    const size_t n_passes = (size_t)(st->pp * st->rank_passes);
+    st->collapsed = calloc(n_passes, sizeof *st->collapsed);
+    st->paired = calloc(n_passes, sizeof *st->paired);
+    st->shifted = calloc(n_passes, sizeof *st->shifted);
+    st->passes = malloc(n_passes * sizeof *st->passes);
+    st->order = malloc(n_passes * sizeof *st->order);
+    if (!st->collapsed || !st->paired || !st->shifted || !st->passes || !st->order)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    size_t hint = (size_t)task_hint(st, M);
+    st->eng = eng_create((int)(st->pp * STREAM_KINDS), (int)(st->pp * CTR_PER_STAGE), hint, hint * 2);
+    if (!st->eng)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n_passes; i++)
+        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, -1, NULL};
+    int rc = build(st, in, s, err);
+    if (rc == SIM_OK)
+        rc = eng_run(st->eng, err);
+    if (rc == SIM_OK)
+        rc = measure(st, ms, err);
+    return rc;
+}
+
+/* A step of M microbatches simulated in two samples M1 and M1 + P
+ * (step_period.h): SIM_OK with st's result, or 1 to simulate it whole. */
+enum { DECLINED = 1 };
+
+/* A sample of the step at M microbatches sharing st's workload. */
+static step_t *sample_of(const step_t *st)
+{
+    step_t *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->wl = st->wl;
+    x->summary = st->summary;
+    x->borrowed = true;
+    x->pp = st->pp;
+    x->v = st->v;
+    x->plan = st->plan;
+    x->n_kinds = st->n_kinds;
+    x->ops_per_mb = st->ops_per_mb;
+    x->ops_fixed = st->ops_fixed;
+    return x;
+}
+
+/* step_timeline.same_task: a sample's tasks a and b are the same task one
+ * period apart. */
+static bool same_task(const void *ctx, eng_task ta, eng_task tb)
+{
+    const step_t *x = ctx;
+    const step_task_info *a = &x->info[eng_task_tag(x->eng, ta)], *b = &x->info[eng_task_tag(x->eng, tb)];
+    const int64_t P = sched_plan_period(&x->plan);
+    return a->name == b->name && a->chunk == b->chunk && a->whole_pass == b->whole_pass &&
+           a->replaced == b->replaced && a->stage == b->stage && a->stream == b->stream &&
+           (a->microbatch < 0 ? b->microbatch == a->microbatch : (int64_t)b->microbatch == a->microbatch + P);
+}
+
+/* The figures of the sample at M, and whether its timeline is periodic. */
+static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms,
+                  step_period_fit *fit)
+{
+    sim_err quiet;
+    sim_err_clear(&quiet);
+    step_t *x = sample_of(st);
+    int32_t *task_pass = NULL;
+    sched_pass *seq = NULL;
+    bool ok = x && simulate(x, in, s, M, ms, &quiet) == SIM_OK;
+    if (ok && fit) {
+        const size_t n = eng_num_tasks(x->eng), np = (size_t)(x->pp * x->rank_passes);
+        task_pass = malloc((n ? n : 1) * sizeof *task_pass);
+        seq = malloc(np * sizeof *seq);
+        ok = task_pass && seq;
+        for (size_t t = 0; ok && t < n; t++)
+            task_pass[t] = -1;
+        /* Each stage's passes in order, and the tasks each placed. */
+        for (size_t q = 0; ok && q < np; q++) {
+            const size_t pi = (size_t)x->order[q];
+            const pass_ref *ref = &x->passes[pi];
+            seq[q] = (sched_pass){.kind = (uint8_t)(pi / (size_t)(x->v * x->M) % (size_t)x->n_kinds),
+                                  .microbatch = (int32_t)(pi / (size_t)x->v % (size_t)x->M),
+                                  .chunk = (int32_t)(pi % (size_t)x->v)};
+            const eng_task mine[] = {ref->first, ref->span, ref->last, ref->send, ref->lead};
+            if (ref->base >= 0 && ref->last >= ref->base)
+                for (eng_task t = ref->base; t <= ref->last; t++)
+                    task_pass[t] = (int32_t)q;
+            for (size_t k = 0; k < sizeof mine / sizeof *mine; k++)
+                if (mine[k] >= 0)
+                    task_pass[mine[k]] = (int32_t)q;
+        }
+        const step_timeline tl = {.eng = x->eng, .same_task = same_task, .ctx = x, .pp = x->pp, .streams_per_stage = STREAM_KINDS,
+                                  .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass,
+                                  .period_mb = sched_plan_period(&x->plan),
+                                  .period_passes = sched_plan_period(&x->plan) * x->n_kinds * x->v};
+        ok = ok && step_period_fit_find(&tl, fit);
+    }
+    free(task_pass);
+    free(seq);
+    step_destroy(x);
+    return ok ? SIM_OK : DECLINED;
+}
+
+static void meas_free(step_meas *m)
+{
+    free(m->stages);
+    m->stages = NULL;
+}
+
+/* Does schedule plan pl (st's, with M microbatches) run? */
+static bool plan_runs(const step_t *st, int64_t M)
+{
+    sched_plan pl = st->plan;
+    pl.M = M;
+    sim_err quiet;
+    sim_err_clear(&quiet);
+    sched_item *items = malloc((size_t)sched_plan_passes(&pl) * sizeof *items);
+    int64_t n;
+    bool ok = items;
+    for (int64_t r = 0; ok && r < st->pp; r++)
+        ok = sched_plan_build(&pl, r, items, &n, &quiet) == SIM_OK;
+    free(items);
+    return ok;
+}
+
+static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    const int64_t M = st->M, P = sched_plan_period(&st->plan);
+    /* The first sample: a few periods past what the schedule's warm-up and
+     * cool-down need, in M's residue class. */
+    int64_t M1 = 3 * st->pp * st->v + 4 * P;
+    M1 += ((M - M1) % P + P) % P;
+    step_meas a = {0}, b = {0}, out;
+    step_period_fit fit;
+    int rc = DECLINED;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (M1 + 2 * P > M || 2 * M1 + P >= M || !plan_runs(st, M1) || !plan_runs(st, M1 + P))
+            break; /* no gain, or the sample's schedule does not run */
+        meas_free(&a);
+        if (sample(st, in, s, M1, &a, &fit) != SIM_OK)
+            break;
+        if (fit.short_blocks == 0) {
+            rc = SIM_OK;
+            break;
+        }
+        if (fit.short_blocks > (M - M1) / P)
+            break;
+        M1 += fit.short_blocks * P;
+    }
+    if (rc == SIM_OK)
+        rc = sample(st, in, s, M1 + P, &b, NULL);
+    /* The two samples are a step apart in the affine range: their ends are
+     * lambda apart, past the window. */
+    if (rc == SIM_OK &&
+        (b.makespan_ps - a.makespan_ps != fit.lambda_ps || b.pipe_end_ps - a.pipe_end_ps != fit.lambda_ps ||
+         a.makespan_ps + fit.lambda_ps <= fit.window_ps || a.pipe_end_ps + fit.lambda_ps <= fit.window_ps ||
+         !step_period_extend(&a, &b, (M - M1) / P, &out)))
+        rc = DECLINED;
+    /* A step whose work overflows what the build allows fails there: let
+     * the whole simulation say so. */
+    if (rc == SIM_OK && !time_s_fits(2 * time_as_s(out.work_ps))) {
+        meas_free(&out);
+        rc = DECLINED;
+    }
+    if (rc == SIM_OK) {
+        rc = finish(st, &out, in, s, err);
+        meas_free(&out);
+    }
+    meas_free(&a);
+    meas_free(&b);
     return rc;
 }
 
@@ -1750,84 +2034,32 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     int rc = workload_build(&st->wl, in, s, err);
     if (rc == SIM_OK)
         rc = check_activations(st, err);
+    if (rc == SIM_OK) {
+        st->summary = calloc((size_t)(s->pp * s->v * st->n_kinds), sizeof *st->summary);
+        rc = st->summary ? summarize_all(st, in, err) : sim_err_set(err, SIM_ENOMEM, "out of memory");
+    }
     if (rc != SIM_OK) {
         step_destroy(st);
         return rc;
     }
-    /* Pass refs and summaries for the kinds the plan runs (the first
-     * n_kinds of the table). */
-    const size_t n_passes = (size_t)(s->pp * st->n_kinds * s->num_microbatches * s->v);
-    st->summary = calloc((size_t)(s->pp * s->v * st->n_kinds), sizeof *st->summary);
-    st->collapsed = calloc(n_passes, sizeof *st->collapsed);
-    st->paired = calloc(n_passes, sizeof *st->paired);
-    st->shifted = calloc(n_passes, sizeof *st->shifted);
-    st->passes = malloc(n_passes * sizeof *st->passes);
-    st->order = malloc((size_t)(s->pp * st->rank_passes) * sizeof *st->order);
-    if (!st->summary || !st->collapsed || !st->paired || !st->shifted || !st->passes || !st->order) {
-        step_destroy(st);
-        return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    }
-    /* Simulate every pass template once; size the engine from what will
-     * be instantiated: a task per collapsed pass, every op otherwise, plus
-     * sends and the DP/optimizer tail. */
-    size_t ops = 0, longest = 0;
-    for (int64_t r = 0; r < s->pp; r++)
-        for (int64_t c = 0; c < s->v; c++) {
-            const wl_chunk *ch = &st->wl->stages[r].chunks[c];
-            for (int kind = 0; kind < SCHED_KINDS; kind++) {
-                size_t n = (size_t)wl_chunk_pass(ch, (sched_kind)kind)->n_ops;
-                longest = n > longest ? n : longest;
-            }
-        }
-    tmpl_scratch w;
-    if (scratch_init(&w, longest) != SIM_OK) {
-        step_destroy(st);
-        return sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
-    }
-    for (int64_t r = 0; r < s->pp; r++)
-        for (int64_t c = 0; c < s->v; c++)
-            for (int kind = 0; kind < st->n_kinds; kind++) {
-                const wl_chunk *ch = &st->wl->stages[r].chunks[c];
-                const wl_pass *p = wl_chunk_pass(ch, (sched_kind)kind);
-                pass_summary *ps = summary_of(st, r, c, kind);
-                /* Middle stages mostly share a template: reuse the summary
-                 * of an identical pass simulated before. */
-                const pass_summary *same = NULL;
-                for (int64_t q = 0; q < r * s->v + c && !same; q++) {
-                    const wl_chunk *o = &st->wl->stages[q / s->v].chunks[q % s->v];
-                    const wl_pass *op = wl_chunk_pass(o, (sched_kind)kind);
-                    if (wl_pass_equal(op, p))
-                        same = summary_of(st, q / s->v, q % s->v, kind);
-                }
-                if (same)
-                    *ps = *same;
-                else if ((rc = summarize(p, ps, &w, err)) != SIM_OK) {
-                    scratch_free(&w);
-                    step_destroy(st);
-                    return rc;
-                }
-                /* A stand-in with host ops: up to 5 tasks, one more with a tail. */
-                ops += (in->sim.keep_ops || !(ps->collapsible || ps->tail))
-                           ? (size_t)p->n_ops * (size_t)s->num_microbatches
-                           : (size_t)s->num_microbatches * ((ps->host ? 5 : 1) + ps->tail) + (size_t)p->n_ops;
-            }
-    scratch_free(&w);
-    size_t hint = ops + (size_t)(s->pp * s->v * (kinds * s->num_microbatches + 3) + 8 + 4 * s->pp);
-    if (hint > (size_t)INT32_MAX) { /* engine task ids are int32 */
+    double hint = task_hint(st, st->M);
+    if (hint > (double)INT32_MAX) { /* engine task ids are int32 */
         step_destroy(st);
         return sim_err_set(err, SIM_EINVAL,
-                           "the step would have about %zu tasks, more than parsim's engine holds (%d)%s", hint,
+                           "the step would have about %.0f tasks, more than parsim's engine holds (%d)%s", hint,
                            INT32_MAX, in->sim.keep_ops ? ": a trace has a task per kernel, try fewer microbatches" : "");
     }
-    st->eng = eng_create((int)(s->pp * STREAM_KINDS), (int)(s->pp * CTR_PER_STAGE), hint, hint * 2);
-    if (!st->eng) {
-        step_destroy(st);
-        return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    /* A trace reads every task off the engine: only the whole simulation
+     * has them. */
+    rc = in->sim.steady_extension && !in->sim.keep_ops ? run_periodic(st, in, s, err) : DECLINED;
+    if (rc == DECLINED) {
+        step_meas ms = {0};
+        rc = simulate(st, in, s, st->M, &ms, err);
+        if (rc == SIM_OK)
+            rc = finish(st, &ms, in, s, err);
+        meas_free(&ms);
     }
-    for (size_t i = 0; i < n_passes; i++)
-        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, -1, NULL};
-    if ((rc = build(st, in, s, err)) != SIM_OK || (rc = eng_run(st->eng, err)) != SIM_OK ||
-        (rc = measure(st, in, s, err)) != SIM_OK) {
+    if (rc != SIM_OK) {
         step_destroy(st);
         return rc;
     }
@@ -1843,6 +2075,11 @@ const step_result *step_result_get(const step_t *st)
 const engine_t *step_engine(const step_t *st)
 {
     return st->eng;
+}
+
+bool step_extended(const step_t *st)
+{
+    return st->eng == NULL;
 }
 
 void step_task_describe(const step_t *st, eng_task t, step_task_info *out)
@@ -1875,10 +2112,12 @@ void step_destroy(step_t *st)
     if (!st)
         return;
     eng_destroy(st->eng);
-    workload_destroy(st->wl);
+    if (!st->borrowed) {
+        workload_destroy(st->wl);
+        free(st->summary);
+    }
     free(st->info);
     free(st->passes);
-    free(st->summary);
     free(st->collapsed);
     free(st->paired);
     free(st->shifted);

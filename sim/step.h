@@ -72,7 +72,11 @@ typedef struct step_task_info {
     int32_t chunk;         /* -1 if none */
 } step_task_info;
 
+/* The step's engine; NULL when the figures came from two short samples
+ * (sim.steady_extension, step_period.h), which a trace never does. */
 const engine_t *step_engine(const step_t *st);
+/* Did the figures come from two short samples (step_period.h)? */
+bool step_extended(const step_t *st);
 
 /* Pipeline size, chunks per stage and microbatches of the step. */
 void step_shape(const step_t *st, int64_t *pp, int64_t *v, int64_t *M);

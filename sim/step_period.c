@@ -1,0 +1,516 @@
+/* step_period: a long step from two short ones (contract and the argument
+ * in step_period.h). */
+#include "step_period.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PRE (-1)
+
+typedef unsigned __int128 wide;
+
+/* The working state of one fit: per task its block, per stream the tasks
+ * in run order and where each block begins among them. */
+typedef struct fitter {
+    const step_timeline *tl;
+    const engine_t *e;
+    size_t n;
+    int n_streams;
+    int64_t K;
+    int32_t *beta;       /* per task: PRE, 0 .. K-1, or K (the suffix) */
+    int32_t *pos;        /* per task: its place in its stream */
+    eng_task *by_stream; /* all tasks, stream after stream */
+    size_t *stream_at;   /* [s]: first of stream s in by_stream; [n_streams]: n */
+    size_t *block_at;    /* [s * (K + 3) + b + 1]: first place of block b (PRE = -1 .. K) in stream s, and one past */
+    int32_t *n_pred;     /* per task: dependency predecessors */
+    uint8_t *locked;     /* per task after the cut: shifts by exactly lambda */
+} fitter;
+
+static bool pass_equal_shifted(const sched_pass *a, const sched_pass *b, int64_t P)
+{
+    return a->kind == b->kind && a->chunk == b->chunk && (int64_t)b->microbatch == (int64_t)a->microbatch + P;
+}
+
+/* Per stage the longest run where the order repeats one period later:
+ * s0[r] its start, and the blocks it holds.  Returns K, the fewest blocks
+ * of any stage (0: some stage has none). */
+static int64_t steady_blocks(const step_timeline *tl, int64_t *s0)
+{
+    const int64_t L = tl->period_passes, n = tl->rank_passes;
+    int64_t K = INT64_MAX;
+    for (int64_t r = 0; r < tl->pp; r++) {
+        const sched_pass *q = tl->seq + r * n;
+        int64_t best = 0, best_at = 0, run = 0;
+        for (int64_t i = 0; i + L < n; i++) {
+            run = pass_equal_shifted(&q[i], &q[i + L], tl->period_mb) ? run + 1 : 0;
+            if (run > best) {
+                best = run;
+                best_at = i + 1 - run;
+            }
+        }
+        s0[r] = best_at;
+        int64_t k = best > 0 ? (best + L) / L : 0;
+        K = k < K ? k : K;
+    }
+    return K == INT64_MAX ? 0 : K;
+}
+
+static size_t *block_row(const fitter *f, int s)
+{
+    return f->block_at + (size_t)s * (size_t)(f->K + 3);
+}
+
+/* The task of stream s at place p of block b, or -1. */
+static eng_task at_block(const fitter *f, int s, int64_t b, size_t p)
+{
+    const size_t *row = block_row(f, s);
+    if (row[b + 1] + p >= row[b + 2])
+        return -1;
+    return f->by_stream[f->stream_at[s] + row[b + 1] + p];
+}
+
+/* The image of t one block later (-1 if none). */
+static eng_task shift_of(const fitter *f, eng_task t)
+{
+    const int s = eng_task_stream(f->e, t);
+    const int64_t b = f->beta[t];
+    if (b < 0 || b + 1 >= f->K)
+        return -1;
+    return at_block(f, s, b + 1, (size_t)f->pos[t] - block_row(f, s)[b + 1]);
+}
+
+/* Blocks of every task: passes by their place in the stage's order, the
+ * rest by their predecessors (to a fixed point). */
+static bool assign_blocks(fitter *f, const int64_t *s0)
+{
+    const step_timeline *tl = f->tl;
+    const int64_t L = tl->period_passes;
+    for (size_t t = 0; t < f->n; t++) {
+        int32_t pi = tl->task_pass[t];
+        if (pi < 0) {
+            f->beta[t] = PRE;
+            continue;
+        }
+        int64_t r = pi / tl->rank_passes, i = pi % tl->rank_passes;
+        int64_t b = i < s0[r] ? PRE : (i - s0[r]) / L;
+        f->beta[t] = (int32_t)(b > f->K ? f->K : b);
+    }
+    for (int round = 0;; round++) {
+        if (round == 64)
+            return false;
+        bool changed = false;
+        for (size_t t = 0; t < f->n; t++) {
+            const eng_task *succ;
+            size_t k = eng_task_succs(f->e, (eng_task)t, &succ);
+            for (size_t j = 0; j < k; j++)
+                if (tl->task_pass[succ[j]] < 0 && f->beta[succ[j]] < f->beta[t]) {
+                    f->beta[succ[j]] = f->beta[t];
+                    changed = true;
+                }
+        }
+        for (size_t k = 1; k < f->n; k++) {
+            eng_task u = f->by_stream[k - 1], w = f->by_stream[k];
+            if (eng_task_stream(f->e, u) == eng_task_stream(f->e, w) && tl->task_pass[w] < 0 &&
+                f->beta[w] < f->beta[u]) {
+                f->beta[w] = f->beta[u];
+                changed = true;
+            }
+        }
+        if (!changed)
+            return true;
+    }
+}
+
+/* Causal order (blocks never decrease along an edge), and per stream where
+ * each block begins. */
+static bool index_blocks(fitter *f)
+{
+    for (size_t t = 0; t < f->n; t++) {
+        const eng_task *succ;
+        size_t k = eng_task_succs(f->e, (eng_task)t, &succ);
+        for (size_t j = 0; j < k; j++)
+            if (f->beta[succ[j]] < f->beta[t])
+                return false;
+    }
+    const int64_t rows = f->K + 3;
+    for (int s = 0; s < f->n_streams; s++) {
+        size_t a = f->stream_at[s], z = f->stream_at[s + 1];
+        size_t *row = block_row(f, s);
+        for (size_t k = a; k < z; k++) {
+            f->pos[f->by_stream[k]] = (int32_t)(k - a);
+            if (k > a && f->beta[f->by_stream[k]] < f->beta[f->by_stream[k - 1]])
+                return false;
+        }
+        /* row[b + 1]: first place with block >= b, for b = PRE .. K + 1. */
+        size_t k = a;
+        for (int64_t b = PRE; b + 1 < rows; b++) {
+            while (k < z && f->beta[f->by_stream[k]] < b)
+                k++;
+            row[b + 1] = k - a;
+        }
+    }
+    return true;
+}
+
+/* Block b + 1 is block b one period later, for b = 0 .. K-2, stream by
+ * stream and task by task: the last block b for which it is not (-1:
+ * none). */
+static void same_structure(const fitter *f, bool *bad)
+{
+    const step_timeline *tl = f->tl;
+    for (int s = 0; s < f->n_streams; s++) {
+        const size_t *row = block_row(f, s);
+        for (int64_t b = 0; b + 1 < f->K; b++) {
+            size_t n = row[b + 2] - row[b + 1];
+            if (row[b + 3] - row[b + 2] != n) {
+                bad[b] = true;
+            }
+        }
+    }
+    for (size_t t = 0; t < f->n; t++) {
+        eng_task u = shift_of(f, (eng_task)t);
+        if (f->beta[t] < 0 || f->beta[t] + 1 >= f->K)
+            continue;
+        if (u < 0) {
+            bad[f->beta[t]] = true;
+            continue;
+        }
+        if (eng_task_end(f->e, (eng_task)t) - eng_task_start(f->e, (eng_task)t) !=
+                eng_task_end(f->e, u) - eng_task_start(f->e, u) ||
+            !tl->same_task(tl->ctx, (eng_task)t, u)) {
+            bad[f->beta[t]] = true;
+            continue;
+        }
+        const eng_task *sa, *sb;
+        size_t na = eng_task_succs(f->e, (eng_task)t, &sa), nb = eng_task_succs(f->e, u, &sb);
+        if (na != nb || f->n_pred[t] != f->n_pred[u]) {
+            bad[f->beta[t]] = true;
+            continue;
+        }
+        for (size_t j = 0; j < na; j++)
+            if (f->beta[sa[j]] + 1 < f->K && shift_of(f, sa[j]) != sb[j]) {
+                bad[f->beta[t]] = true;
+            }
+    }
+}
+
+/* Keeps the longest run of blocks whose structure repeats: those before
+ * it join the prefix, those after it the suffix.  False when no run of
+ * four blocks remains. */
+static bool regular_blocks(fitter *f)
+{
+    for (int round = 0; round < 4; round++) {
+        if (f->K < 4 || !index_blocks(f))
+            return false;
+        bool *bad = calloc((size_t)f->K, sizeof *bad);
+        if (!bad)
+            return false;
+        same_structure(f, bad);
+        int64_t lo = 0, hi = 0, run_lo = 0; /* blocks lo .. hi */
+        bool all = true;
+        for (int64_t b = 0; b + 1 < f->K; b++) {
+            if (bad[b]) {
+                all = false;
+                run_lo = b + 1;
+            } else if (b + 1 - run_lo > hi - lo) {
+                lo = run_lo;
+                hi = b + 1;
+            }
+        }
+        free(bad);
+        if (all)
+            return true;
+        const int64_t K = hi - lo + 1;
+        for (size_t t = 0; t < f->n; t++) {
+            int64_t b = f->beta[t];
+            f->beta[t] = (int32_t)(b < lo ? PRE : b > hi ? K : b - lo);
+        }
+        f->K = K;
+    }
+    return false;
+}
+
+/* A task's streams that the figures read as intervals (compute and
+ * communication); the others (host, its waits) count by durations only. */
+static bool timed_stream(const fitter *f, eng_task t)
+{
+    const stream_desc *d = streams_desc((stream_kind)(eng_task_stream(f->e, t) % f->tl->streams_per_stage));
+    return d && (d->role == STREAM_ROLE_COMPUTE || d->role == STREAM_ROLE_COMM);
+}
+
+/* Shift of t one block later (its image's start less its own). */
+static sim_time_ps delta_of(const fitter *f, eng_task t)
+{
+    return eng_task_start(f->e, shift_of(f, t)) - eng_task_start(f->e, t);
+}
+
+static bool slack(const fitter *f, eng_task u, eng_task w)
+{
+    return eng_task_end(f->e, u) < eng_task_start(f->e, w);
+}
+
+/* Edge u -> w for cut c.  Only the timed tasks' times reach the figures
+ * (the others count by their durations), and adding a block shifts every
+ * task by at most lambda (each block's inputs shift by no more).  So the
+ * timeline of the timed tasks after the cut repeats, shifted by lambda,
+ * when every edge into a timed task after the cut comes from a task
+ * shifted by lambda too (a timed one after the cut), or ends before its
+ * target starts and is shifted no more (its slack then never shrinks):
+ * a task of the prefix or of the blocks up to the cut (shifted by its
+ * own delta, or by 0 where the target lies in the last block or the
+ * suffix, which shift when a block is added while they stay), or one that
+ * is not timed.  An untimed task after the cut that starts as a task
+ * shifted by lambda ends is shifted by lambda too (no more, and no less:
+ * that predecessor alone pushes it so far): locked. */
+static bool edge_ok(const fitter *f, int64_t c, sim_time_ps lambda, eng_task u, eng_task w)
+{
+    const int64_t bu = f->beta[u], bw = f->beta[w];
+    if (bw <= c || !timed_stream(f, w))
+        return true;
+    if (!timed_stream(f, u))
+        return (bu > c && f->locked[u]) || slack(f, u, w);
+    if (bu > c)
+        return true; /* both shift by lambda */
+    const bool late = bw + 1 >= f->K;
+    sim_time_ps du = bu == PRE || late ? 0 : delta_of(f, u);
+    return du == lambda || (du < lambda && slack(f, u, w));
+}
+
+/* Does the state repeat at cut c?  Sets *lambda, the shift of the timed
+ * streams. */
+static bool cut_ok(const fitter *f, int64_t c, sim_time_ps *lambda)
+{
+    sim_time_ps lam = 0;
+    bool any = false;
+    /* Shifts are stable along the blocks, the timed tasks all by one
+     * lambda, the others by no more. */
+    for (size_t t = 0; t < f->n; t++) {
+        const int64_t b = f->beta[t];
+        if (b <= c || b + 1 >= f->K)
+            continue;
+        eng_task u = shift_of(f, (eng_task)t);
+        if (eng_task_start(f->e, u) < eng_task_start(f->e, (eng_task)t))
+            return false;
+        sim_time_ps d = delta_of(f, (eng_task)t);
+        if (timed_stream(f, (eng_task)t)) {
+            if (any && d != lam) {
+                return false;
+            }
+            lam = d;
+            any = true;
+        }
+    }
+    if (!any || lam == 0)
+        return false;
+    for (size_t t = 0; t < f->n; t++)
+        f->locked[t] = f->beta[t] > c && timed_stream(f, (eng_task)t);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t k = 0; k < f->n; k++) {
+            eng_task u = f->by_stream[k];
+            if (!f->locked[u])
+                continue;
+            const eng_task *succ;
+            size_t n = eng_task_succs(f->e, u, &succ);
+            for (size_t j = 0; j <= n; j++) {
+                eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
+                if (w < 0 || (j == n && eng_task_stream(f->e, w) != eng_task_stream(f->e, u)) || f->locked[w] ||
+                    eng_task_end(f->e, u) != eng_task_start(f->e, w))
+                    continue;
+                f->locked[w] = 1;
+                changed = true;
+            }
+        }
+    }
+    for (size_t t = 0; t < f->n; t++) {
+        const int64_t b = f->beta[t];
+        if (b > c && b + 1 < f->K && delta_of(f, (eng_task)t) > lam)
+            return false;
+    }
+    /* Every edge; and as many cross cut c + 1 as cut c (the image of an
+     * edge across c crosses c + 1: a bijection). */
+    uint64_t across[2] = {0, 0};
+    for (size_t k = 0; k < f->n; k++) {
+        eng_task u = f->by_stream[k];
+        const eng_task *succ;
+        size_t n = eng_task_succs(f->e, u, &succ);
+        for (size_t j = 0; j <= n; j++) {
+            eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
+            if (j == n && (w < 0 || eng_task_stream(f->e, w) != eng_task_stream(f->e, u)))
+                continue;
+            if (!edge_ok(f, c, lam, u, w)) {
+                return false;
+            }
+            for (int x = 0; x < 2; x++)
+                across[x] += f->beta[u] >= 0 && f->beta[u] <= c + x && f->beta[w] > c + x;
+        }
+    }
+    if (across[0] != across[1])
+        return false;
+    *lambda = lam;
+    return true;
+}
+
+/* The first cut whose state repeats one block later; -1 if none. */
+static int64_t find_cut(fitter *f, sim_time_ps *lambda)
+{
+    /* A task without predecessors starts at 0: no cut before it. */
+    int64_t lo = 0;
+    for (size_t t = 0; t < f->n; t++)
+        if (f->n_pred[t] == 0 && f->pos[t] == 0 && f->beta[t] > lo)
+            lo = f->beta[t];
+    for (int64_t c = lo; c + 2 < f->K; c++)
+        if (cut_ok(f, c, lambda))
+            return c;
+    return -1;
+}
+
+/* The window condition on every stage (step_period.h), or the blocks the
+ * sample lacks for it. */
+static void window(const fitter *f, step_period_fit *fit)
+{
+    const int64_t c = fit->cut, K = f->K;
+    const wide lam = fit->lambda_ps;
+    int64_t lack = 0;
+    wide worst = 0;
+    for (int64_t r = 0; r < f->tl->pp; r++) {
+        wide a1 = 0, x0 = ~(wide)0, x1 = 0, c0 = ~(wide)0;
+        bool any_x = false;
+        for (int k = 0; k < f->tl->streams_per_stage; k++) {
+            const int s = (int)(r * f->tl->streams_per_stage + k);
+            for (size_t p = f->stream_at[s]; p < f->stream_at[s + 1]; p++) {
+                eng_task t = f->by_stream[p];
+                const int64_t b = f->beta[t];
+                if (!timed_stream(f, t))
+                    continue;
+                wide st = eng_task_start(f->e, t), en = eng_task_end(f->e, t);
+                if (b <= c)
+                    a1 = en > a1 ? en : a1;
+                else if (b == c + 1) {
+                    any_x = true;
+                    x0 = st < x0 ? st : x0;
+                    x1 = en > x1 ? en : x1;
+                } else if (b == K)
+                    c0 = st < c0 ? st : c0;
+            }
+        }
+        if (!any_x) {
+            lack = INT64_MAX;
+            break;
+        }
+        wide lo = a1 + lam > x1 ? a1 + lam : x1;
+        worst = lo > worst ? lo : worst;
+        /* x0 + (K - c - 1 + e) lambda > lo and c0 + e lambda > lo. */
+        int64_t e = 0;
+        wide have = x0 + (wide)(K - c - 1) * lam;
+        if (have <= lo)
+            e = (int64_t)((lo - have) / lam + 1);
+        if (c0 != ~(wide)0 && c0 <= lo) {
+            int64_t e2 = (int64_t)((lo - c0) / lam + 1);
+            e = e2 > e ? e2 : e;
+        }
+        lack = e > lack ? e : lack;
+    }
+    fit->short_blocks = lack;
+    fit->window_ps = worst > (wide)UINT64_MAX ? UINT64_MAX : (sim_time_ps)worst;
+}
+
+bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
+{
+    const engine_t *e = tl->eng;
+    fitter f = {.tl = tl, .e = e, .n = eng_num_tasks(e), .n_streams = (int)(tl->pp * tl->streams_per_stage)};
+    if (tl->period_passes <= 0 || tl->period_mb <= 0 || f.n == 0)
+        return false;
+    int64_t *s0 = malloc((size_t)tl->pp * sizeof *s0);
+    if (!s0)
+        return false;
+    f.K = steady_blocks(tl, s0);
+    bool ok = f.K >= 4;
+    if (ok) {
+        f.beta = malloc(f.n * sizeof *f.beta);
+        f.pos = malloc(f.n * sizeof *f.pos);
+        f.by_stream = malloc(f.n * sizeof *f.by_stream);
+        f.n_pred = calloc(f.n, sizeof *f.n_pred);
+        f.locked = calloc(f.n, sizeof *f.locked);
+        f.stream_at = malloc(((size_t)f.n_streams + 1) * sizeof *f.stream_at);
+        f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
+        ok = f.beta && f.pos && f.by_stream && f.n_pred && f.locked && f.stream_at && f.block_at;
+    }
+    if (ok) {
+        size_t at = 0;
+        for (int s = 0; s < f.n_streams; s++) {
+            f.stream_at[s] = at;
+            at += eng_stream_tasks(e, s, f.by_stream + at, f.n - at);
+        }
+        f.stream_at[f.n_streams] = at;
+        ok = at == f.n;
+    }
+    for (size_t t = 0; ok && t < f.n; t++) {
+        const eng_task *succ;
+        size_t k = eng_task_succs(e, (eng_task)t, &succ);
+        for (size_t j = 0; j < k; j++)
+            f.n_pred[succ[j]]++;
+    }
+    ok = ok && assign_blocks(&f, s0) && regular_blocks(&f);
+    if (ok) {
+        fit->blocks = f.K;
+        fit->cut = find_cut(&f, &fit->lambda_ps);
+        ok = fit->cut >= 0;
+    }
+    if (ok)
+        window(&f, fit);
+    ok = ok && fit->short_blocks != INT64_MAX;
+    free(s0);
+    free(f.beta);
+    free(f.pos);
+    free(f.by_stream);
+    free(f.n_pred);
+    free(f.locked);
+    free(f.stream_at);
+    free(f.block_at);
+    return ok;
+}
+
+/* *out = a + n (b - a), b >= a; false on overflow or b < a. */
+static bool affine_u(uint64_t a, uint64_t b, int64_t n, uint64_t *out)
+{
+    uint64_t d, m;
+    if (b < a || __builtin_mul_overflow(b - a, (uint64_t)n, &d) || __builtin_add_overflow(a, d, &m))
+        return false;
+    *out = m;
+    return true;
+}
+
+bool step_period_extend(const step_meas *a, const step_meas *b, int64_t n, step_meas *out)
+{
+    if (a->n_stages != b->n_stages || n < 0)
+        return false;
+    step_meas o = {.n_stages = a->n_stages};
+    bool ok = affine_u(a->makespan_ps, b->makespan_ps, n, &o.makespan_ps) &&
+              affine_u(a->pipe_end_ps, b->pipe_end_ps, n, &o.pipe_end_ps) &&
+              affine_u(a->work_ps, b->work_ps, n, &o.work_ps) && affine_u(a->events, b->events, n, &o.events) &&
+              affine_u(a->tasks, b->tasks, n, &o.tasks);
+    o.stages = ok ? calloc((size_t)a->n_stages, sizeof *o.stages) : NULL;
+    ok = ok && o.stages;
+    for (int64_t r = 0; ok && r < a->n_stages; r++) {
+        const step_stage_meas *x = &a->stages[r], *y = &b->stages[r];
+        step_stage_meas *z = &o.stages[r];
+        ok = affine_u(x->busy_ps, y->busy_ps, n, &z->busy_ps) &&
+             affine_u(x->exposed_total_ps, y->exposed_total_ps, n, &z->exposed_total_ps) &&
+             x->act_peak == y->act_peak && x->inflight_peak == y->inflight_peak && x->act_final == y->act_final &&
+             x->inflight_final == y->inflight_final;
+        for (int k = 0; ok && k < STREAM_KINDS; k++)
+            ok = affine_u(x->comm_ps[k], y->comm_ps[k], n, &z->comm_ps[k]) &&
+                 affine_u(x->exposed_ps[k], y->exposed_ps[k], n, &z->exposed_ps[k]);
+        z->act_peak = x->act_peak;
+        z->inflight_peak = x->inflight_peak;
+        z->act_final = x->act_final;
+        z->inflight_final = x->inflight_final;
+    }
+    if (!ok) {
+        free(o.stages);
+        return false;
+    }
+    *out = o;
+    return true;
+}

@@ -1,0 +1,128 @@
+/* step_period: a long step from two short ones, exactly.
+ *
+ * The step's engine is max-plus linear (engine.h: in-order streams,
+ * dependencies, no contention), and in the steady phase of a pipeline
+ * schedule every period (sched_plan_period microbatches) runs the same
+ * passes with the same durations.  Then, once the timeline of one period
+ * is the timeline of the one before shifted by a constant lambda, every
+ * later period is too (A (x) (x + lambda) = A (x) x + lambda), and a step
+ * of M microbatches is a step of fewer with whole periods inserted.  This
+ * module verifies that on a simulated timeline and derives the figures of
+ * the long step from two short ones; it assumes nothing it can check.
+ *
+ * Blocks.  Each stage's pass order is cut where it repeats: the longest
+ * run of positions i with pass i + L equal to pass i one period later (L
+ * the passes of one period); block b of a stage is its b-th L passes from
+ * the start of that run, and K (the blocks every stage has) bounds them:
+ * a pass before its stage's run is in the prefix (PRE), one at or past
+ * block K in the suffix (SUF).  A task that belongs to no pass (a
+ * gather, a reduction, the optimizer, a host rest) takes the latest block
+ * of its predecessors (stream predecessor included).
+ *
+ * What is checked on the timeline of the short step (step_period_fit):
+ *   causal     no dependency or stream edge goes to an earlier block;
+ *   structure  block b + 1 is block b one period later, for every block
+ *              but the last: per stream as many tasks, each with the same
+ *              duration, name, chunk and flags, its microbatch one period
+ *              higher, its dependency successors the same one block later
+ *              (in the order they were added);
+ *   state      at a cut c (after block c), every edge from blocks <= c to
+ *              blocks > c has an image one block later (as many edges
+ *              cross cut c + 1), and the image's source ends exactly
+ *              lambda > 0 later; an edge from the prefix across the cut
+ *              must be slack (its source ends before its target starts,
+ *              so it stays slack as the target moves later), and every
+ *              task after the cut has a predecessor (a task without one
+ *              starts at 0, which does not shift).
+ * The state at cut c + 1 is then the state at cut c plus lambda, so the
+ * timeline after block c + 1 is the timeline after block c shifted: for
+ * every step with more blocks (the builder lays each block out the same,
+ * which the structure check confirms inside the sample and
+ * tests/test_step_period.c across steps), blocks c + 1 .. are copies of
+ * block c + 1 shifted by lambda each, and the suffix follows the last one.
+ *
+ * Figures.  Every figure of step_meas is, per stage, an integral over time
+ * of a function of what covers the instant (busy, exposed, a stream's
+ * busy time), a sum over tasks or passes (communication time, summaries,
+ * tasks, events, work), a peak of a counter, or the latest end (makespan,
+ * pipeline end).  With E the tasks of blocks <= c, X those of block c + 1
+ * (from x0 to x1) and C the suffix's (from c0), the window condition
+ *     max(end(E) + lambda, x1) < min(x0 + (K - c - 1) lambda, c0)
+ * on every stage makes a step of K + 1 blocks differ from one of K by the
+ * integral over one period of the periodic middle, the same for every
+ * later K: so each integral and sum is affine in K, and a peak is
+ * constant once one period adds nothing to its counter (the final values
+ * of the two samples agree).  The latest end grows by lambda once it lies
+ * past the window.  Where the window is short, step_period_fit says by
+ * how many blocks.  Every figure of the long step is then
+ *     f(M) = f(M1) + n (f(M1 + P) - f(M1)),   n = (M - M1) / P,
+ * in integer picoseconds (step.c sums its doubles that way for that
+ * reason), and checked: peaks and finals equal, sums not shrinking, the
+ * ends of the two samples lambda apart.  Anything that fails falls back
+ * to the whole simulation.
+ */
+#ifndef PARSIM_STEP_PERIOD_H
+#define PARSIM_STEP_PERIOD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "schedule.h"
+#include "streams.h"
+
+/* The figures of a step before they become seconds: integer picoseconds
+ * and counts, so that a long step's are exact sums of a short one's. */
+typedef struct step_stage_meas {
+    sim_time_ps busy_ps;
+    sim_time_ps comm_ps[STREAM_KINDS];
+    sim_time_ps exposed_ps[STREAM_KINDS];
+    sim_time_ps exposed_total_ps;
+    int64_t act_peak, inflight_peak;   /* counter peaks */
+    int64_t act_final, inflight_final; /* counter values at the end */
+} step_stage_meas;
+
+typedef struct step_meas {
+    sim_time_ps makespan_ps, pipe_end_ps;
+    sim_time_ps work_ps; /* every task's duration together */
+    uint64_t events, tasks;
+    int64_t n_stages;
+    step_stage_meas *stages;
+} step_meas;
+
+/* One simulated step as the check reads it. */
+typedef struct step_timeline {
+    const engine_t *eng;
+    /* Is task b task a one period later (the same name, chunk and role,
+     * its microbatch period_mb higher)?  Durations and edges are
+     * compared here. */
+    bool (*same_task)(const void *ctx, eng_task a, eng_task b);
+    const void *ctx;
+    int64_t pp;
+    int streams_per_stage;
+    int64_t rank_passes;       /* passes per stage */
+    const sched_pass *seq;     /* [stage * rank_passes + i]: the stage's i-th pass */
+    const int32_t *task_pass;  /* per task: stage * rank_passes + i of its pass, -1 if none */
+    int64_t period_mb;         /* microbatches per period */
+    int64_t period_passes;     /* passes per period on one stage */
+} step_timeline;
+
+typedef struct step_period_fit {
+    int64_t cut;          /* c: blocks after c + 1 are copies */
+    int64_t blocks;       /* K */
+    sim_time_ps lambda_ps;
+    int64_t short_blocks; /* blocks the sample lacks for the window (0: none) */
+    sim_time_ps window_ps; /* max over stages of max(end(E) + lambda, x1) */
+} step_period_fit;
+
+/* True when the timeline is periodic as above (fit says where); false
+ * when a check fails or memory runs out (the caller then simulates the
+ * whole step). */
+bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit);
+
+/* out = a + n (b - a) figure by figure (out->stages allocated, n_stages
+ * of a); false (out untouched) when a and b do not agree as two samples
+ * of the affine range do, or a figure would overflow. */
+bool step_period_extend(const step_meas *a, const step_meas *b, int64_t n, step_meas *out);
+
+#endif
