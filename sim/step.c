@@ -1963,7 +1963,7 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
     const int64_t M = st->M, P = sched_plan_period(&st->plan);
     /* The first sample: a few periods past what the schedule's warm-up and
      * cool-down need, in M's residue class. */
-    int64_t M1 = 3 * st->pp * st->v + 4 * P;
+    int64_t M1 = 2 * st->pp + 6 * P;
     M1 += ((M - M1) % P + P) % P;
     step_meas a = {0}, b = {0}, out;
     step_period_fit fit;

@@ -249,61 +249,75 @@ static bool slack(const fitter *f, eng_task u, eng_task w)
     return eng_task_end(f->e, u) < eng_task_start(f->e, w);
 }
 
-/* Edge u -> w for cut c.  Only the timed tasks' times reach the figures
- * (the others count by their durations), and adding a block shifts every
- * task by at most lambda (each block's inputs shift by no more).  So the
- * timeline of the timed tasks after the cut repeats, shifted by lambda,
- * when every edge into a timed task after the cut comes from a task
- * shifted by lambda too (a timed one after the cut), or ends before its
- * target starts and is shifted no more (its slack then never shrinks):
- * a task of the prefix or of the blocks up to the cut (shifted by its
- * own delta, or by 0 where the target lies in the last block or the
- * suffix, which shift when a block is added while they stay), or one that
- * is not timed.  An untimed task after the cut that starts as a task
- * shifted by lambda ends is shifted by lambda too (no more, and no less:
- * that predecessor alone pushes it so far): locked. */
+/* Edge u -> w for cut c.  Adding a block shifts every task by at most
+ * lambda (each block's inputs shift by no more).  The tasks after the cut
+ * that shift by lambda (locked: the timed ones, the others measured so
+ * in the blocks with an image, or starting as a locked one ends) keep
+ * doing so in every longer step when each edge into one of them comes
+ * from a locked task, or from one shifted by lambda in the sample (a
+ * block up to the cut), or ends before its target starts and is shifted
+ * no more than lambda (its slack then never shrinks): the prefix, the
+ * blocks up to the cut where the target lies in the last block or the
+ * suffix (those shift when a block is added while these stay), an
+ * unlocked task.  Only the timed tasks' times reach the figures (the
+ * others count by their durations), and they are all locked. */
 static bool edge_ok(const fitter *f, int64_t c, sim_time_ps lambda, eng_task u, eng_task w)
 {
     const int64_t bu = f->beta[u], bw = f->beta[w];
-    if (bw <= c || !timed_stream(f, w))
+    if (bw <= c || !f->locked[w])
         return true;
-    if (!timed_stream(f, u))
-        return (bu > c && f->locked[u]) || slack(f, u, w);
     if (bu > c)
-        return true; /* both shift by lambda */
-    const bool late = bw + 1 >= f->K;
-    sim_time_ps du = bu == PRE || late ? 0 : delta_of(f, u);
+        return f->locked[u] || slack(f, u, w);
+    sim_time_ps du = bu == PRE || bw + 1 >= f->K ? 0 : delta_of(f, u);
     return du == lambda || (du < lambda && slack(f, u, w));
 }
 
-/* Does the state repeat at cut c?  Sets *lambda, the shift of the timed
- * streams. */
-static bool cut_ok(const fitter *f, int64_t c, sim_time_ps *lambda)
+/* Shifts of the blocks: per block b (0 .. K-2) the shift of its timed
+ * tasks (UINT64_MAX where they differ) and the largest of any task's. */
+static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most)
 {
-    sim_time_ps lam = 0;
-    bool any = false;
-    /* Shifts are stable along the blocks, the timed tasks all by one
-     * lambda, the others by no more. */
+    for (int64_t b = 0; b + 1 < f->K; b++) {
+        timed[b] = 0;
+        most[b] = 0;
+    }
+    bool *seen = calloc((size_t)f->K, sizeof *seen);
+    if (!seen)
+        return false;
     for (size_t t = 0; t < f->n; t++) {
         const int64_t b = f->beta[t];
-        if (b <= c || b + 1 >= f->K)
+        if (b < 0 || b + 1 >= f->K)
             continue;
         eng_task u = shift_of(f, (eng_task)t);
-        if (eng_task_start(f->e, u) < eng_task_start(f->e, (eng_task)t))
+        if (u < 0 || eng_task_start(f->e, u) < eng_task_start(f->e, (eng_task)t)) {
+            free(seen);
             return false;
+        }
         sim_time_ps d = delta_of(f, (eng_task)t);
+        most[b] = d > most[b] ? d : most[b];
         if (timed_stream(f, (eng_task)t)) {
-            if (any && d != lam) {
-                return false;
-            }
-            lam = d;
-            any = true;
+            if (seen[b] && timed[b] != d)
+                timed[b] = UINT64_MAX;
+            else if (!seen[b])
+                timed[b] = d;
+            seen[b] = true;
         }
     }
-    if (!any || lam == 0)
-        return false;
-    for (size_t t = 0; t < f->n; t++)
-        f->locked[t] = f->beta[t] > c && timed_stream(f, (eng_task)t);
+    for (int64_t b = 0; b + 1 < f->K; b++)
+        if (!seen[b])
+            timed[b] = UINT64_MAX;
+    free(seen);
+    return true;
+}
+
+/* Does the state repeat at cut c, the blocks after it all shifted by
+ * lambda (block_shifts)?  Every edge by edge_ok, the locked tasks found
+ * first. */
+static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
+{
+    for (size_t t = 0; t < f->n; t++) {
+        const int64_t b = f->beta[t];
+        f->locked[t] = b > c && (timed_stream(f, (eng_task)t) || (b + 1 < f->K && delta_of(f, (eng_task)t) == lam));
+    }
     for (bool changed = true; changed;) {
         changed = false;
         for (size_t k = 0; k < f->n; k++) {
@@ -322,14 +336,6 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps *lambda)
             }
         }
     }
-    for (size_t t = 0; t < f->n; t++) {
-        const int64_t b = f->beta[t];
-        if (b > c && b + 1 < f->K && delta_of(f, (eng_task)t) > lam)
-            return false;
-    }
-    /* Every edge; and as many cross cut c + 1 as cut c (the image of an
-     * edge across c crosses c + 1: a bijection). */
-    uint64_t across[2] = {0, 0};
     for (size_t k = 0; k < f->n; k++) {
         eng_task u = f->by_stream[k];
         const eng_task *succ;
@@ -338,16 +344,10 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps *lambda)
             eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
             if (j == n && (w < 0 || eng_task_stream(f->e, w) != eng_task_stream(f->e, u)))
                 continue;
-            if (!edge_ok(f, c, lam, u, w)) {
+            if (!edge_ok(f, c, lam, u, w))
                 return false;
-            }
-            for (int x = 0; x < 2; x++)
-                across[x] += f->beta[u] >= 0 && f->beta[u] <= c + x && f->beta[w] > c + x;
         }
     }
-    if (across[0] != across[1])
-        return false;
-    *lambda = lam;
     return true;
 }
 
@@ -359,10 +359,28 @@ static int64_t find_cut(fitter *f, sim_time_ps *lambda)
     for (size_t t = 0; t < f->n; t++)
         if (f->n_pred[t] == 0 && f->pos[t] == 0 && f->beta[t] > lo)
             lo = f->beta[t];
-    for (int64_t c = lo; c + 2 < f->K; c++)
-        if (cut_ok(f, c, lambda))
-            return c;
-    return -1;
+    sim_time_ps *timed = malloc((size_t)f->K * sizeof *timed), *most = malloc((size_t)f->K * sizeof *most);
+    int64_t cut = -1;
+    if (timed && most && block_shifts(f, timed, most)) {
+        /* The earliest cut after which every block shifts by one lambda
+         * (the timed tasks) and no task by more. */
+        const sim_time_ps lam = timed[f->K - 2];
+        int64_t from = f->K - 2;
+        while (from > 0 && timed[from - 1] == lam && most[from - 1] <= lam)
+            from--;
+        if (lam != UINT64_MAX && lam > 0 && most[f->K - 2] <= lam) {
+            /* Cut c needs blocks c + 1 .. K-2 so: c >= from - 1; a few
+             * more where an edge does not yet shift. */
+            for (int64_t c = from - 1 > lo ? from - 1 : lo; c + 2 < f->K && c < from + 3 && cut < 0; c++)
+                if (cut_ok(f, c, lam)) {
+                    cut = c;
+                    *lambda = lam;
+                }
+        }
+    }
+    free(timed);
+    free(most);
+    return cut;
 }
 
 /* The window condition on every stage (step_period.h), or the blocks the

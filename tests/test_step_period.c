@@ -2,15 +2,19 @@
  * holds every figure of step_result bit for bit as the whole simulation,
  * on layouts across the schedules, MoE, CP, host modeling, FSDP and PP;
  * and where the timeline is too short or not periodic it simulates the
- * whole step, with the same result. */
+ * whole step, with the same result; and step_period_fit_find on
+ * timelines made by hand, periodic and not. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "engine.h"
 #include "step.h"
+#include "step_period.h"
 #include "strategy.h"
+#include "streams.h"
 
 typedef struct layout {
     const char *file;            /* under configs/ */
@@ -83,6 +87,10 @@ static const layout layouts[] = {
                                 "model.context_parallel_size=4", NULL}},
     {"llama3-70b-h100x64.cfg", {"model.virtual_pipeline_model_parallel_size=1", "model.pipeline_model_parallel_size=8",
                                 "model.context_parallel_size=1", NULL}},
+    {"llama3-70b-h100x64.cfg", {"model.virtual_pipeline_model_parallel_size=1", "model.pipeline_model_parallel_size=16",
+                                "model.context_parallel_size=1", NULL}},
+    {"llama3-70b-h100x64.cfg", {"model.virtual_pipeline_model_parallel_size=1", "model.num_layers_in_first_pipeline_stage=17",
+                                "model.num_layers_in_last_pipeline_stage=21", NULL}},       /* uneven */
     {"llama3-70b-h100x64.cfg", {"model.virtual_pipeline_model_parallel_size=1", "ddp.use_megatron_fsdp=true",
                                 "ddp.data_parallel_sharding_strategy=\"optim_grads_params\"", NULL}},
     {"mixtral-8x7b-h100x64.cfg", {NULL}},
@@ -93,7 +101,7 @@ static const layout layouts[] = {
 
 Test(step_period, every_figure_as_the_whole_simulation, .timeout = 600)
 {
-    const char *gbs[] = {"256", "1024"};
+    const char *gbs[] = {"256", "1024", "2048"};
     int extended = 0, n = 0;
     for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++)
         for (size_t g = 0; g < sizeof gbs / sizeof *gbs; g++) {
@@ -114,4 +122,102 @@ Test(step_period, short_steps_simulate_whole)
 {
     const layout l = {"llama3-70b-h100x64.cfg", {"model.virtual_pipeline_model_parallel_size=1", NULL}};
     cr_assert(!same_both_ways(&l, "32"));
+}
+
+/* ---- step_period_fit_find on a timeline made by hand -------------------- */
+
+/* One stage running F0 B0 F1 B1 ... on its compute stream, each F sending
+ * on the pp stream; tag = pass position, tasks named by kind. */
+typedef struct toy {
+    engine_t *e;
+    sched_pass seq[64];
+    int32_t task_pass[256];
+    int32_t tag_mb[256];
+    const char *tag_name[256];
+    int n;
+} toy;
+
+static bool toy_same(const void *ctx, eng_task a, eng_task b)
+{
+    const toy *t = ctx;
+    int32_t x = eng_task_tag(t->e, a), y = eng_task_tag(t->e, b);
+    return t->tag_name[x] == t->tag_name[y] && t->tag_mb[y] == t->tag_mb[x] + 1;
+}
+
+static const char TOY_F[] = "F", TOY_B[] = "B", TOY_SEND[] = "send";
+
+/* M microbatches; with `cycle3` each B lasts 1 ns more than the last,
+ * every third microbatch back to the first: a period of three. */
+static void toy_build(toy *t, int M, bool cycle3)
+{
+    memset(t, 0, sizeof *t);
+    t->e = eng_create(STREAM_KINDS, 2, 64, 64);
+    cr_assert_not_null(t->e);
+    for (int i = 0; i < 2 * M; i++) {
+        const int mb = i / 2, kind = i % 2;
+        t->seq[i] = (sched_pass){.kind = (uint8_t)kind, .microbatch = mb, .chunk = 0};
+        sim_time_ps d = kind == 0 ? 3000 : 5000 + (cycle3 ? 1000 * (sim_time_ps)(mb % 3) : 0);
+        eng_task p = eng_add_task(t->e, STREAM_COMPUTE, d, t->n);
+        t->tag_mb[t->n] = mb;
+        t->tag_name[t->n] = kind == 0 ? TOY_F : TOY_B;
+        t->task_pass[p] = i;
+        t->n++;
+        cr_assert_eq(eng_add_counter_delta(t->e, p, 0, kind == 0 ? 1 : 0, kind == 0 ? 0 : -1), SIM_OK);
+        if (kind == 0) {
+            eng_task s = eng_add_task(t->e, STREAM_PP, 1000, t->n);
+            t->tag_mb[t->n] = mb;
+            t->tag_name[t->n] = TOY_SEND;
+            t->task_pass[s] = i;
+            t->n++;
+            cr_assert_eq(eng_add_dep(t->e, p, s), SIM_OK);
+        }
+    }
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(eng_run(t->e, &err), SIM_OK);
+}
+
+static bool toy_fit(toy *t, int M, step_period_fit *fit)
+{
+    const step_timeline tl = {.eng = t->e, .same_task = toy_same, .ctx = t, .pp = 1,
+                              .streams_per_stage = STREAM_KINDS, .rank_passes = 2 * M, .seq = t->seq,
+                              .task_pass = t->task_pass, .period_mb = 1, .period_passes = 2};
+    return step_period_fit_find(&tl, fit);
+}
+
+Test(step_period, a_periodic_timeline_fits)
+{
+    toy t;
+    step_period_fit fit;
+    toy_build(&t, 12, false);
+    cr_assert(toy_fit(&t, 12, &fit));
+    cr_assert_eq(fit.lambda_ps, 8000); /* F + B: the compute stream is the cycle */
+    cr_assert(fit.cut >= 0 && fit.cut + 2 < fit.blocks);
+    eng_destroy(t.e);
+}
+
+Test(step_period, a_timeline_that_does_not_repeat_each_period_does_not)
+{
+    toy t;
+    step_period_fit fit;
+    /* Periodic, but over three microbatches, not one. */
+    toy_build(&t, 12, true);
+    cr_assert(!toy_fit(&t, 12, &fit));
+    eng_destroy(t.e);
+    /* And a shift that changes along the step: each B longer than the last. */
+    memset(&t, 0, sizeof t);
+    t.e = eng_create(STREAM_KINDS, 2, 64, 64);
+    for (int i = 0; i < 24; i++) {
+        t.seq[i] = (sched_pass){.kind = (uint8_t)(i % 2), .microbatch = i / 2, .chunk = 0};
+        eng_task p = eng_add_task(t.e, STREAM_COMPUTE, i % 2 ? 5000 + 100 * (sim_time_ps)i : 3000, t.n);
+        t.tag_mb[t.n] = i / 2;
+        t.tag_name[t.n] = i % 2 ? TOY_B : TOY_F;
+        t.task_pass[p] = i;
+        t.n++;
+    }
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(eng_run(t.e, &err), SIM_OK);
+    cr_assert(!toy_fit(&t, 12, &fit));
+    eng_destroy(t.e);
 }
