@@ -25,7 +25,12 @@
  *   graph      eng_create -> eng_run (the step's tasks, edges, counters)
  *   engine     eng_run
  *   measure    eng_run returned -> step_run returns (bubble, exposed
- *              communication, memory off the timeline)
+ *              communication, memory off the timeline; with
+ *              sim.steady_extension also the periodicity check of the first
+ *              sample and the extension: a step derived from two samples
+ *              counts two graphs and two engine runs, and a sample that
+ *              fails the check is followed by the whole step's)
+ * and how many steps came from two samples.
  * "other" is the rest of the search (enumeration, strategy_resolve, memory
  * bound, time bound past its workload, ranking).
  *
@@ -82,6 +87,7 @@ typedef struct split {
     uint64_t allocs[PH_N];
     uint64_t alloc_bytes[PH_N];
     uint64_t step_runs, eng_runs, tasks, events;
+    uint64_t extended; /* step_runs whose figures came from two samples (step_period) */
 } split;
 
 static split acc;          /* the current search */
@@ -144,6 +150,8 @@ int __wrap_step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim
     in_step = true;
     acc.step_runs++;
     int rc = __real_step_run(out, in, s, err);
+    if (rc == SIM_OK && step_extended(*out))
+        acc.extended++;
     in_step = false;
     enter(was);
     return rc;
@@ -496,6 +504,8 @@ static void print_outcome(const outcome *r, const char *label)
            r->sp.eng_runs ? (double)r->sp.tasks / (double)r->sp.eng_runs : 0.0,
            r->sp.eng_runs ? (double)r->sp.events / (double)r->sp.eng_runs : 0.0, r->sp.eng_runs,
            (double)r->maxrss_kib / 1024, (double)r->rss_kib / 1024);
+    printf("          steps from two samples (sim.steady_extension): %" PRIu64 " of %" PRIu64 "\n", r->sp.extended,
+           r->sp.step_runs);
     if (count_allocs) {
         uint64_t a = 0, b = 0;
         for (int p = 0; p < PH_N; p++) {

@@ -24,6 +24,8 @@ typedef struct fitter {
     size_t *block_at;    /* [s * (K + 3) + b + 1]: first place of block b (PRE = -1 .. K) in stream s, and one past */
     int32_t *n_pred;     /* per task: dependency predecessors */
     uint8_t *locked;     /* per task after the cut: shifts by exactly lambda */
+    sim_time_ps *start, *end; /* per task, copied from the engine once */
+    int32_t *stream;
 } fitter;
 
 static bool pass_equal_shifted(const sched_pass *a, const sched_pass *b, int64_t P)
@@ -72,7 +74,7 @@ static eng_task at_block(const fitter *f, int s, int64_t b, size_t p)
 /* The image of t one block later (-1 if none). */
 static eng_task shift_of(const fitter *f, eng_task t)
 {
-    const int s = eng_task_stream(f->e, t);
+    const int s = f->stream[t];
     const int64_t b = f->beta[t];
     if (b < 0 || b + 1 >= f->K)
         return -1;
@@ -110,7 +112,7 @@ static bool assign_blocks(fitter *f, const int64_t *s0)
         }
         for (size_t k = 1; k < f->n; k++) {
             eng_task u = f->by_stream[k - 1], w = f->by_stream[k];
-            if (eng_task_stream(f->e, u) == eng_task_stream(f->e, w) && tl->task_pass[w] < 0 &&
+            if (f->stream[u] == f->stream[w] && tl->task_pass[w] < 0 &&
                 f->beta[w] < f->beta[u]) {
                 f->beta[w] = f->beta[u];
                 changed = true;
@@ -175,8 +177,8 @@ static void same_structure(const fitter *f, bool *bad)
             bad[f->beta[t]] = true;
             continue;
         }
-        if (eng_task_end(f->e, (eng_task)t) - eng_task_start(f->e, (eng_task)t) !=
-                eng_task_end(f->e, u) - eng_task_start(f->e, u) ||
+        if (f->end[(eng_task)t] - f->start[(eng_task)t] !=
+                f->end[u] - f->start[u] ||
             !tl->same_task(tl->ctx, (eng_task)t, u)) {
             bad[f->beta[t]] = true;
             continue;
@@ -234,19 +236,19 @@ static bool regular_blocks(fitter *f)
  * communication); the others (host, its waits) count by durations only. */
 static bool timed_stream(const fitter *f, eng_task t)
 {
-    const stream_desc *d = streams_desc((stream_kind)(eng_task_stream(f->e, t) % f->tl->streams_per_stage));
+    const stream_desc *d = streams_desc((stream_kind)(f->stream[t] % f->tl->streams_per_stage));
     return d && (d->role == STREAM_ROLE_COMPUTE || d->role == STREAM_ROLE_COMM);
 }
 
 /* Shift of t one block later (its image's start less its own). */
 static sim_time_ps delta_of(const fitter *f, eng_task t)
 {
-    return eng_task_start(f->e, shift_of(f, t)) - eng_task_start(f->e, t);
+    return f->start[shift_of(f, t)] - f->start[t];
 }
 
 static bool slack(const fitter *f, eng_task u, eng_task w)
 {
-    return eng_task_end(f->e, u) < eng_task_start(f->e, w);
+    return f->end[u] < f->start[w];
 }
 
 /* Edge u -> w for cut c.  Adding a block shifts every task by at most
@@ -288,7 +290,7 @@ static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most)
         if (b < 0 || b + 1 >= f->K)
             continue;
         eng_task u = shift_of(f, (eng_task)t);
-        if (u < 0 || eng_task_start(f->e, u) < eng_task_start(f->e, (eng_task)t)) {
+        if (u < 0 || f->start[u] < f->start[(eng_task)t]) {
             free(seen);
             return false;
         }
@@ -328,8 +330,8 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
             size_t n = eng_task_succs(f->e, u, &succ);
             for (size_t j = 0; j <= n; j++) {
                 eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
-                if (w < 0 || (j == n && eng_task_stream(f->e, w) != eng_task_stream(f->e, u)) || f->locked[w] ||
-                    eng_task_end(f->e, u) != eng_task_start(f->e, w))
+                if (w < 0 || (j == n && f->stream[w] != f->stream[u]) || f->locked[w] ||
+                    f->end[u] != f->start[w])
                     continue;
                 f->locked[w] = 1;
                 changed = true;
@@ -342,7 +344,7 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
         size_t n = eng_task_succs(f->e, u, &succ);
         for (size_t j = 0; j <= n; j++) {
             eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
-            if (j == n && (w < 0 || eng_task_stream(f->e, w) != eng_task_stream(f->e, u)))
+            if (j == n && (w < 0 || f->stream[w] != f->stream[u]))
                 continue;
             if (!edge_ok(f, c, lam, u, w))
                 return false;
@@ -401,7 +403,7 @@ static void window(const fitter *f, step_period_fit *fit)
                 const int64_t b = f->beta[t];
                 if (!timed_stream(f, t))
                     continue;
-                wide st = eng_task_start(f->e, t), en = eng_task_end(f->e, t);
+                wide st = f->start[t], en = f->end[t];
                 if (b <= c)
                     a1 = en > a1 ? en : a1;
                 else if (b == c + 1) {
@@ -450,9 +452,18 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.by_stream = malloc(f.n * sizeof *f.by_stream);
         f.n_pred = calloc(f.n, sizeof *f.n_pred);
         f.locked = calloc(f.n, sizeof *f.locked);
+        f.start = malloc(f.n * sizeof *f.start);
+        f.end = malloc(f.n * sizeof *f.end);
+        f.stream = malloc(f.n * sizeof *f.stream);
         f.stream_at = malloc(((size_t)f.n_streams + 1) * sizeof *f.stream_at);
         f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
-        ok = f.beta && f.pos && f.by_stream && f.n_pred && f.locked && f.stream_at && f.block_at;
+        ok = f.beta && f.pos && f.by_stream && f.n_pred && f.locked && f.start && f.end && f.stream && f.stream_at &&
+             f.block_at;
+        for (size_t t = 0; ok && t < f.n; t++) {
+            f.start[t] = eng_task_start(e, (eng_task)t);
+            f.end[t] = eng_task_end(e, (eng_task)t);
+            f.stream[t] = eng_task_stream(e, (eng_task)t);
+        }
     }
     if (ok) {
         size_t at = 0;
@@ -484,6 +495,9 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     free(f.by_stream);
     free(f.n_pred);
     free(f.locked);
+    free(f.start);
+    free(f.end);
+    free(f.stream);
     free(f.stream_at);
     free(f.block_at);
     return ok;
