@@ -2,7 +2,11 @@
  * (TP 8, PP 16, VP 3, DP 128, GBS 2048, MBS 1), once with every kernel a
  * task and once two-level (the default), and how the wall time grows when
  * PP, microbatches and layers each double, and what modeling the host
- * costs (host on, the default, against a host that issues at no cost).
+ * costs (host on, the default, against a host that issues at no cost),
+ * and what deriving a long step from two short samples saves
+ * (sim.steady_extension, step_period.h) against simulating every
+ * microbatch (tasks and events are the whole step's either way, so events
+ * per second is what the whole simulation would need to match it).
  * Prints wall time, tasks, events and events per second for each case. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -49,9 +53,9 @@ static int run_case(const char *label, const char *const *overrides, int n, bool
             best = dt;
     }
     r = step_result_get(st);
-    printf("%-34s wall %8.4f s  tasks %9llu  events %10llu  %6.1f M events/s  (step %.3f s)\n", label, best,
+    printf("%-34s wall %8.4f s  tasks %9llu  events %10llu  %6.1f M events/s  (step %.3f s)%s\n", label, best,
            (unsigned long long)r->tasks, (unsigned long long)r->events, (double)r->events / best / 1e6,
-           r->step_time_s);
+           r->step_time_s, step_extended(st) ? "  from two samples" : "");
     step_destroy(st);
     cfg_destroy(cfg);
     *wall_out = best;
@@ -137,5 +141,21 @@ int main(void)
         moe[11 + i] = off[i];
     rc |= run_case("qwen3-30b-a3b 256 GPUs, host off", moe, 15, false, &w);
     printf("  host modeling costs %.2fx (%.3f ms vs %.3f ms)\n", wm / w, 1e3 * wm, 1e3 * w);
+
+    /* Long steps: two samples against every microbatch. */
+    const char *llama[] = {"model.name=llama3-70b", "cluster.topology=dgx-h100", "cluster.num_gpus=1024",
+                           "model.tensor_model_parallel_size=8", "model.pipeline_model_parallel_size=8",
+                           "model.seq_length=8192", "train.global_batch_size=8192", "train.micro_batch_size=1",
+                           "ddp.use_distributed_optimizer=true", "ddp.overlap_grad_reduce=true",
+                           "ddp.overlap_param_gather=true", "sim.steady_extension=false"};
+    double wl, we;
+    rc |= run_case("llama3-70b PP 8 1F1B M 512, whole", llama, 12, false, &wl);
+    rc |= run_case("llama3-70b PP 8 1F1B M 512", llama, 11, false, &we);
+    printf("  two samples save %.1fx\n", wl / we);
+    base[8] = "train.global_batch_size=16384";
+    base[n] = "sim.steady_extension=false";
+    rc |= run_case("gpt3-175b M 128 (VP 3), whole", base, n + 1, false, &wl);
+    rc |= run_case("gpt3-175b M 128 (VP 3)", base, n, false, &we);
+    printf("  two samples save %.1fx\n", wl / we);
     return rc;
 }
