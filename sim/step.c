@@ -1694,8 +1694,10 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
     res->events = eng_events(e);
     res->tasks = n_tasks;
     if (!fits)
-        rc = sim_err_set(err, SIM_EINVAL, "the step's communication time together is beyond %.3g s",
-                         LIMIT_DURATION_S);
+        rc = sim_err_set_at(err, SIM_EINVAL, NULL, 0, "train.global_batch_size",
+                            "the step's communication time per stage, summed over its passes, is beyond what "
+                            "parsim counts (%.3g s); fewer microbatches keep it in range",
+                            LIMIT_DURATION_S);
 done:
     free(inj);
     free(first_at);
@@ -1900,15 +1902,23 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
     sim_err_clear(&quiet);
     step_t *x = sample_of(st);
     int32_t *task_pass = NULL;
+    uint8_t *timed = NULL;
     sched_pass *seq = NULL;
     bool ok = x && simulate(x, in, s, M, ms, &quiet) == SIM_OK;
     if (ok && fit) {
         const size_t n = eng_num_tasks(x->eng), np = (size_t)(x->pp * x->rank_passes);
         task_pass = malloc((n ? n : 1) * sizeof *task_pass);
+        timed = malloc((n ? n : 1) * sizeof *timed);
         seq = malloc(np * sizeof *seq);
-        ok = task_pass && seq;
-        for (size_t t = 0; ok && t < n; t++)
+        ok = task_pass && timed && seq;
+        /* measure() reads the times of the compute and communication
+         * streams, and the host lead of a pass placed from its host's
+         * start (SHIFT_HOST); of the other host tasks only durations. */
+        for (size_t t = 0; ok && t < n; t++) {
             task_pass[t] = -1;
+            const stream_desc *d = streams_desc((stream_kind)(eng_task_stream(x->eng, (eng_task)t) % STREAM_KINDS));
+            timed[t] = d->role == STREAM_ROLE_COMPUTE || d->role == STREAM_ROLE_COMM;
+        }
         /* Each stage's passes in order, and the tasks each placed. */
         for (size_t q = 0; ok && q < np; q++) {
             const size_t pi = (size_t)x->order[q];
@@ -1917,6 +1927,8 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                                   .microbatch = (int32_t)(pi / (size_t)x->v % (size_t)x->M),
                                   .chunk = (int32_t)(pi % (size_t)x->v)};
             const eng_task mine[] = {ref->first, ref->span, ref->last, ref->send, ref->lead};
+            if (x->shifted[pi] == SHIFT_HOST && ref->lead >= 0)
+                timed[ref->lead] = 1;
             if (ref->base >= 0 && ref->last >= ref->base)
                 for (eng_task t = ref->base; t <= ref->last; t++)
                     task_pass[t] = (int32_t)q;
@@ -1925,12 +1937,13 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                     task_pass[mine[k]] = (int32_t)q;
         }
         const step_timeline tl = {.eng = x->eng, .same_task = same_task, .ctx = x, .pp = x->pp, .streams_per_stage = STREAM_KINDS,
-                                  .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass,
+                                  .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass, .timed = timed,
                                   .period_mb = sched_plan_period(&x->plan),
                                   .period_passes = sched_plan_period(&x->plan) * x->n_kinds * x->v};
         ok = ok && step_period_fit_find(&tl, fit);
     }
     free(task_pass);
+    free(timed);
     free(seq);
     step_destroy(x);
     return ok ? SIM_OK : DECLINED;

@@ -232,12 +232,10 @@ static bool regular_blocks(fitter *f)
     return false;
 }
 
-/* A task's streams that the figures read as intervals (compute and
- * communication); the others (host, its waits) count by durations only. */
+/* Do the task's times reach the figures (step_timeline.timed)? */
 static bool timed_stream(const fitter *f, eng_task t)
 {
-    const stream_desc *d = streams_desc((stream_kind)(f->stream[t] % f->tl->streams_per_stage));
-    return d && (d->role == STREAM_ROLE_COMPUTE || d->role == STREAM_ROLE_COMM);
+    return f->tl->timed[t] != 0;
 }
 
 /* Shift of t one block later (its image's start less its own). */

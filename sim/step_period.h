@@ -103,6 +103,10 @@ typedef struct step_timeline {
     int64_t rank_passes;       /* passes per stage */
     const sched_pass *seq;     /* [stage * rank_passes + i]: the stage's i-th pass */
     const int32_t *task_pass;  /* per task: stage * rank_passes + i of its pass, -1 if none */
+    /* Per task: its times reach the figures (the compute and
+     * communication streams' tasks, and host tasks a figure reads the
+     * time of); the others count by their durations only. */
+    const uint8_t *timed;
     int64_t period_mb;         /* microbatches per period */
     int64_t period_passes;     /* passes per period on one stage */
 } step_timeline;

@@ -132,6 +132,7 @@ typedef struct toy {
     engine_t *e;
     sched_pass seq[64];
     int32_t task_pass[256];
+    uint8_t timed[256]; /* all: compute and pp tasks */
     int32_t tag_mb[256];
     const char *tag_name[256];
     int n;
@@ -181,7 +182,8 @@ static bool toy_fit(toy *t, int M, step_period_fit *fit)
 {
     const step_timeline tl = {.eng = t->e, .same_task = toy_same, .ctx = t, .pp = 1,
                               .streams_per_stage = STREAM_KINDS, .rank_passes = 2 * M, .seq = t->seq,
-                              .task_pass = t->task_pass, .period_mb = 1, .period_passes = 2};
+                              .task_pass = t->task_pass, .timed = t->timed, .period_mb = 1, .period_passes = 2};
+    memset(t->timed, 1, sizeof t->timed);
     return step_period_fit_find(&tl, fit);
 }
 
