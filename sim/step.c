@@ -53,6 +53,17 @@
  * backward for the next one's).  measure() reads bubble, exposed
  * communication and memory off the timeline.
  *
+ * Long steps.  The pass templates and their summaries do not depend on
+ * the microbatches, so simulate() builds, runs and measures the graph for
+ * any M on one workload: where sim.steady_extension allows and the step is
+ * long enough to gain, run_periodic() simulates two short samples (M1 and
+ * M1 + one period) and derives the step's figures from them when
+ * step_period verifies the first sample's timeline periodic (contract and
+ * argument in step_period.h), else the whole step is simulated.  For the
+ * two ways to agree bit for bit, measure() sums integer picoseconds and
+ * finish() makes them seconds once.  A trace (sim.keep_ops) always
+ * simulates the whole step: it reads every task.
+ *
  * Failures while building are sticky, as in workload's op buffer: the
  * first failed add, dependency or counter delta records its code in
  * builder.rc, and every later call does nothing.  NO_TASK is a legitimate
@@ -1913,7 +1924,8 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
         ok = task_pass && timed && seq;
         /* measure() reads the times of the compute and communication
          * streams, and the host lead of a pass placed from its host's
-         * start (SHIFT_HOST); of the other host tasks only durations. */
+         * start (SHIFT_HOST, below); of the other host tasks only
+         * durations. */
         for (size_t t = 0; ok && t < n; t++) {
             task_pass[t] = -1;
             const stream_desc *d = streams_desc((stream_kind)(eng_task_stream(x->eng, (eng_task)t) % STREAM_KINDS));
@@ -1927,8 +1939,15 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                                   .microbatch = (int32_t)(pi / (size_t)x->v % (size_t)x->M),
                                   .chunk = (int32_t)(pi % (size_t)x->v)};
             const eng_task mine[] = {ref->first, ref->span, ref->last, ref->send, ref->lead};
-            if (x->shifted[pi] == SHIFT_HOST && ref->lead >= 0)
-                timed[ref->lead] = 1;
+            /* Its ops are placed from its GPU's and its host's starts,
+             * unless the host is ahead of its lead there and the pass
+             * then runs as from its GPU start alone (shifts_ahead): a
+             * lead shifted less keeps it so. */
+            if (x->shifted[pi] == SHIFT_HOST && ref->lead >= 0) {
+                const pass_summary *ps = summary_of(x, q / (size_t)x->rank_passes, seq[q].chunk, seq[q].kind);
+                if (!ps->shifts_ahead || eng_task_end(x->eng, ref->lead) > eng_task_start(x->eng, ref->first))
+                    timed[ref->lead] = 1;
+            }
             if (ref->base >= 0 && ref->last >= ref->base)
                 for (eng_task t = ref->base; t <= ref->last; t++)
                     task_pass[t] = (int32_t)q;

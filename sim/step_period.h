@@ -19,33 +19,45 @@
  * gather, a reduction, the optimizer, a host rest) takes the latest block
  * of its predecessors (stream predecessor included).
  *
- * What is checked on the timeline of the short step (step_period_fit):
+ * What is checked on the timeline of the short step (step_period_fit_find):
  *   causal     no dependency or stream edge goes to an earlier block;
- *   structure  block b + 1 is block b one period later, for every block
- *              but the last: per stream as many tasks, each with the same
- *              duration, name, chunk and flags, its microbatch one period
- *              higher, its dependency successors the same one block later
- *              (in the order they were added);
- *   state      at a cut c (after block c), every edge from blocks <= c to
- *              blocks > c has an image one block later (as many edges
- *              cross cut c + 1), and the image's source ends exactly
- *              lambda > 0 later; an edge from the prefix across the cut
- *              must be slack (its source ends before its target starts,
- *              so it stays slack as the target moves later), and every
- *              task after the cut has a predecessor (a task without one
- *              starts at 0, which does not shift).
- * The state at cut c + 1 is then the state at cut c plus lambda, so the
- * timeline after block c + 1 is the timeline after block c shifted: for
- * every step with more blocks (the builder lays each block out the same,
- * which the structure check confirms inside the sample and
- * tests/test_step_period.c across steps), blocks c + 1 .. are copies of
- * block c + 1 shifted by lambda each, and the suffix follows the last one.
+ *   structure  block b + 1 is block b one period later: per stream as many
+ *              tasks, each with the same duration, name, chunk and flags,
+ *              its microbatch one period higher, as many predecessors, its
+ *              dependency successors the same one block later (in the order
+ *              they were added); the longest run of blocks that agree is
+ *              kept, those before it join the prefix, those after it the
+ *              suffix;
+ *   shifts     after a cut c (after block c) every timed task (one whose
+ *              times reach the figures: compute and communication streams,
+ *              and the host leads step.c names) starts lambda > 0 later in
+ *              the next block, and no task shifts by more;
+ *   edges      adding a block shifts every task by at most lambda (each
+ *              block's inputs shift by no more), so the tasks after the cut
+ *              that shift by lambda in the sample (locked: the timed ones,
+ *              untimed ones measured so, and any that starts as a locked
+ *              one ends) keep doing so in every longer step when each edge
+ *              into a locked task comes from a locked task, from a task of
+ *              the blocks up to the cut shifted by lambda, or is slack (its
+ *              source ends before its target starts, and its source shifts
+ *              by less: the prefix, the blocks up to the cut where the target
+ *              lies in the last block or the suffix, an untimed task), for
+ *              its slack then never shrinks; a task after the cut without
+ *              a predecessor (it would start at 0) rules the cut out.
+ * The host, which runs ahead of its GPU at its own pace, is the untimed
+ * part: its tasks count by their durations, and its edges to the GPU stay
+ * slack.  For every step with more blocks (the builder lays each block out
+ * the same, which the structure check confirms inside the sample and
+ * tests/test_step_period.c across steps) the timed tasks of blocks
+ * c + 1 .. are then copies of block c + 1 shifted by lambda each, and the
+ * suffix's follow the last one.  A sample whose transient outlasts it is
+ * taken again with twice the blocks (step.c).
  *
  * Figures.  Every figure of step_meas is, per stage, an integral over time
  * of a function of what covers the instant (busy, exposed, a stream's
  * busy time), a sum over tasks or passes (communication time, summaries,
  * tasks, events, work), a peak of a counter, or the latest end (makespan,
- * pipeline end).  With E the tasks of blocks <= c, X those of block c + 1
+ * pipeline end).  With E the timed tasks of blocks <= c, X those of block c + 1
  * (from x0 to x1) and C the suffix's (from c0), the window condition
  *     max(end(E) + lambda, x1) < min(x0 + (K - c - 1) lambda, c0)
  * on every stage makes a step of K + 1 blocks differ from one of K by the
