@@ -1984,15 +1984,16 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
     step_meas a = {0}, b = {0}, out;
     step_period_fit fit;
     int rc = DECLINED;
-    for (int attempt = 0; attempt < 3; attempt++) {
+    for (int attempt = 0; attempt < 4; attempt++) {
         if (M1 + 2 * P > M || 2 * M1 + P >= M)
             break; /* no gain (a sample whose schedule does not run fails to simulate) */
         meas_free(&a);
         fit.blocks = 0;
         fit.cut = -2;
         if (sample(st, in, s, M1, &a, &fit) != SIM_OK) {
-            /* Blocks that repeat but a transient longer than the sample:
-             * once more with twice the blocks. */
+            /* Blocks that repeat but a transient longer than the sample
+             * (ZB-H1's and the V schedules' settle over tens of blocks):
+             * again with twice the blocks. */
             if (fit.cut != -1 || fit.blocks < 4)
                 break;
             M1 += fit.blocks * P;

@@ -51,7 +51,7 @@
  * tests/test_step_period.c across steps) the timed tasks of blocks
  * c + 1 .. are then copies of block c + 1 shifted by lambda each, and the
  * suffix's follow the last one.  A sample whose transient outlasts it is
- * taken again with twice the blocks (step.c).
+ * taken again with twice the blocks, up to three times (step.c).
  *
  * Figures.  Every figure of step_meas is, per stage, an integral over time
  * of a function of what covers the instant (busy, exposed, a stream's
