@@ -42,7 +42,11 @@
  * the live heap bytes: peak during the search and what is left after
  * search_result_free (0 when nothing leaks or grows).
  *
- *   bench_search [--quick] [--repeat N] [--allocs] [--case NAME]...
+ * --verify simulates every step derived from two samples whole as well and
+ * compares every figure bit for bit (exit status 1 if any differs; the
+ * timings then include the whole simulations).
+ *
+ *   bench_search [--quick] [--repeat N] [--allocs] [--verify] [--case NAME]...
  *     --quick      pinned subsets of each case (hundreds of configurations,
  *                  seconds in all), for CI-size runs
  *     --repeat N   run each case N times, print every run and the median
@@ -95,6 +99,8 @@ static phase cur = PH_OTHER;
 static double cur_since;   /* thread CPU time when cur began */
 static bool in_step;       /* inside step_run */
 static bool count_allocs;  /* --allocs */
+static bool verify;        /* --verify */
+static uint64_t verified, verify_failed;
 
 static double thread_cpu_s(void)
 {
@@ -144,14 +150,42 @@ int __wrap_workload_build(workload_t **out, const run_inputs *in, const strategy
     return rc;
 }
 
+/* --verify: the step simulated whole as well; every figure must be the
+ * same bit for bit. */
+static void verify_whole(const step_t *st, const run_inputs *in, const strategy_t *s)
+{
+    run_inputs whole = *in;
+    whole.sim.steady_extension = false;
+    step_t *w = NULL;
+    sim_err err;
+    sim_err_clear(&err);
+    bool same = __real_step_run(&w, &whole, s, &err) == SIM_OK;
+    if (same) {
+        const step_result *x = step_result_get(st), *y = step_result_get(w);
+        step_result xs = *x, ys = *y;
+        xs.stages = ys.stages = NULL;
+        same = memcmp(&xs, &ys, sizeof xs) == 0 && x->n_stages == y->n_stages;
+        for (int64_t r = 0; same && r < x->n_stages; r++)
+            same = memcmp(&x->stages[r], &y->stages[r], sizeof x->stages[r]) == 0;
+    }
+    __real_step_destroy(w);
+    verified++;
+    if (!same && verify_failed++ < 10)
+        fprintf(stderr, "bench_search: --verify: PP %lld VP %lld M %lld differs from the whole simulation\n",
+                (long long)s->pp, (long long)s->v, (long long)s->num_microbatches);
+}
+
 int __wrap_step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     phase was = enter(PH_TEMPLATES);
     in_step = true;
     acc.step_runs++;
     int rc = __real_step_run(out, in, s, err);
-    if (rc == SIM_OK && step_extended(*out))
+    if (rc == SIM_OK && step_extended(*out)) {
         acc.extended++;
+        if (verify)
+            verify_whole(*out, in, s);
+    }
     in_step = false;
     enter(was);
     return rc;
@@ -534,7 +568,7 @@ static double median(double *v, int n)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: bench_search [--quick] [--repeat N] [--allocs] [--case llama3-70b|dsv3|gpt3]...\n");
+    fprintf(stderr, "usage: bench_search [--quick] [--repeat N] [--allocs] [--verify] [--case llama3-70b|dsv3|gpt3]...\n");
 }
 
 int main(int argc, char **argv)
@@ -546,6 +580,8 @@ int main(int argc, char **argv)
             quick = true;
         else if (!strcmp(argv[i], "--allocs"))
             count_allocs = true;
+        else if (!strcmp(argv[i], "--verify"))
+            verify = true;
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -617,6 +653,12 @@ int main(int argc, char **argv)
         free(rate);
         free(per_phase);
         fflush(stdout);
+    }
+    if (verify) {
+        printf("verify: %" PRIu64 " steps from two samples, %" PRIu64 " differ from the whole simulation\n", verified,
+               verify_failed);
+        if (verify_failed)
+            rc = 1;
     }
     return rc;
 }
