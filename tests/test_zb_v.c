@@ -10,104 +10,11 @@
 #include <string.h>
 
 #include "engine.h"
+#include "pipe_run.h"
 #include "schedule.h"
 #include "scratch.h"
 
-/* ---- the orders run on the engine ---------------------------------------- */
-
-/* One stream per rank running its order; F, B, W take tf, tb, tw (a
- * Megatron order's B takes tb + tw: its backward is whole); no
- * communication.  Counter r counts rank r's chunk passes from the start of
- * their F to the end of the pass that frees them. */
-typedef struct pipe_run {
-    engine_t *e;
-    sched_plan pl;
-    sim_time_ps busy;      /* of every rank (they run the same passes) */
-    int64_t items_paired;  /* items of two passes, all ranks */
-} pipe_run;
-
-static size_t pidx(const sched_plan *pl, int64_t r, int k, int64_t m, int64_t c)
-{
-    return (size_t)(((r * SCHED_KINDS + k) * pl->M + m) * pl->v + c);
-}
-
-static pipe_run run_plan(sched_name name, int64_t p, int64_t v, int64_t M, sim_time_ps tf, sim_time_ps tb,
-                         sim_time_ps tw)
-{
-    pipe_run pr = {0};
-    sched_plan_init(&pr.pl, name, p, v, M, p);
-    const sched_plan *pl = &pr.pl;
-    size_t n = (size_t)(p * SCHED_KINDS * M * v);
-    pr.e = eng_create((int)p, (int)p, n, 3 * n);
-    cr_assert_not_null(pr.e);
-    eng_task *id = malloc(n * sizeof *id);
-    cr_assert_not_null(id);
-    for (size_t i = 0; i < n; i++)
-        id[i] = -1;
-    sched_item *s = calloc((size_t)sched_plan_passes(pl), sizeof *s);
-    cr_assert_not_null(s);
-    const sim_time_ps dur[SCHED_KINDS] = {tf, pl->split ? tb : tb + tw, tw};
-    const sched_kind free_kind = sched_plan_free_kind(pl);
-    for (int64_t r = 0; r < p; r++) {
-        sim_err err;
-        sim_err_clear(&err);
-        int64_t len = 0;
-        cr_assert_eq(sched_plan_build(pl, r, s, &len, &err), SIM_OK, "%s: %s", sched_name_str(name), err.msg);
-        sim_time_ps busy = 0;
-        for (int64_t k = 0; k < len; k++)
-            for (int j = 0; j < s[k].n_passes; j++) {
-                const sched_pass *ps = &s[k].pass[j];
-                pr.items_paired += j == 1;
-                eng_task t = eng_add_task(pr.e, (int)r, dur[ps->kind], 0);
-                cr_assert_geq(t, 0);
-                size_t at = pidx(pl, r, ps->kind, ps->microbatch, ps->chunk);
-                /* Every (kind, microbatch, chunk) once. */
-                cr_assert_eq(id[at], -1, "%s rank %lld: %s%d.%d twice", sched_name_str(name), (long long)r,
-                             sched_kind_of(ps->kind)->name, ps->microbatch, ps->chunk);
-                id[at] = t;
-                busy += dur[ps->kind];
-                if (ps->kind == SCHED_F)
-                    cr_assert_eq(eng_add_counter_delta(pr.e, t, (int)r, 1, 0), SIM_OK);
-                else if (ps->kind == free_kind)
-                    cr_assert_eq(eng_add_counter_delta(pr.e, t, (int)r, 0, -1), SIM_OK);
-            }
-        pr.busy = busy;
-    }
-    free(s);
-    for (int64_t r = 0; r < p; r++)
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t c = 0; c < v; c++)
-                for (int k = 0; k < SCHED_KINDS; k++) {
-                    if (!sched_plan_has(pl, (sched_kind)k)) {
-                        cr_assert_eq(id[pidx(pl, r, k, m, c)], -1);
-                        continue;
-                    }
-                    eng_task t = id[pidx(pl, r, k, m, c)];
-                    cr_assert_geq(t, 0, "%s rank %lld: %s%lld.%lld never runs", sched_name_str(name), (long long)r,
-                                  sched_kind_of((sched_kind)k)->name, (long long)m, (long long)c);
-                    const sched_kind_desc *kd = sched_kind_of((sched_kind)k);
-                    if (kd->after >= 0)
-                        cr_assert_eq(eng_add_dep(pr.e, id[pidx(pl, r, kd->after, m, c)], t), SIM_OK);
-                    int64_t from = sched_vstage(pl, r, c) - kd->send_dir, fr, fc;
-                    if (kd->send_dir != 0 && from >= 0 && from < p * v) {
-                        sched_locate(pl, from, &fr, &fc);
-                        cr_assert_eq(eng_add_dep(pr.e, id[pidx(pl, fr, k, m, fc)], t), SIM_OK);
-                    }
-                }
-    free(id);
-    sim_err err;
-    sim_err_clear(&err);
-    cr_assert_eq(eng_run(pr.e, &err), SIM_OK, "%s p=%lld M=%lld: %s", sched_name_str(name), (long long)p,
-                 (long long)M, err.msg);
-    return pr;
-}
-
-/* Idle time of every rank up to the end of the last pass of all (makespan
- * - busy: the ranks run the same work). */
-static sim_time_ps global_bubble(const pipe_run *pr)
-{
-    return eng_makespan(pr->e) - pr->busy;
-}
+/* ---- the orders run on the engine (pipe_run.h) ---------------------------- */
 
 /* First start and last end of rank r's passes. */
 static void rank_span(const pipe_run *pr, int64_t r, sim_time_ps *first, sim_time_ps *last)
@@ -139,13 +46,6 @@ static sim_time_ps span_idle_max(const pipe_run *pr)
     return most;
 }
 
-static int64_t inflight_max(const pipe_run *pr)
-{
-    int64_t most = 0;
-    for (int64_t r = 0; r < pr->pl.p; r++)
-        most = eng_counter_peak(pr->e, (int)r) > most ? eng_counter_peak(pr->e, (int)r) : most;
-    return most;
-}
 
 /* (F, B, W) chunk-pass times with W <= F, B (W is the weight GEMMs of a
  * backward; F and B hold more), ps. */
@@ -189,8 +89,8 @@ Test(zb_v, zero_bubble_at_equal_times)
                 cr_assert_eq(a, (sim_time_ps)r * t, "p=%lld M=%lld rank %lld starts at %llu", (long long)p,
                              (long long)M, (long long)r, (unsigned long long)a);
             }
-            cr_assert_eq(global_bubble(&zv), (sim_time_ps)(p - 1) * t, "p=%lld M=%lld: %llu", (long long)p,
-                         (long long)M, (unsigned long long)global_bubble(&zv));
+            cr_assert_eq(bubble(&zv), (sim_time_ps)(p - 1) * t, "p=%lld M=%lld: %llu", (long long)p,
+                         (long long)M, (unsigned long long)bubble(&zv));
             cr_assert_eq(inflight_max(&zv), 2 * p, "p=%lld M=%lld: %lld in flight", (long long)p, (long long)M,
                          (long long)inflight_max(&zv));
             cr_assert_eq(zv.items_paired, 0);
@@ -209,7 +109,7 @@ Test(zb_v, zero_bubble_on_many_shapes)
             pipe_run zv = run_plan(SCHED_ZB_V, p, 2, M, t, t, t);
             cr_assert_eq(span_idle_max(&zv), 0, "p=%lld M=%lld: %llu", (long long)p, (long long)M,
                          (unsigned long long)span_idle_max(&zv));
-            cr_assert_eq(global_bubble(&zv), (sim_time_ps)(p - 1) * t, "p=%lld M=%lld", (long long)p, (long long)M);
+            cr_assert_eq(bubble(&zv), (sim_time_ps)(p - 1) * t, "p=%lld M=%lld", (long long)p, (long long)M);
             cr_assert_eq(inflight_max(&zv), 2 * p, "p=%lld M=%lld", (long long)p, (long long)M);
             eng_destroy(zv.e);
         }
@@ -268,14 +168,14 @@ Test(zb_v, bubble_below_interleaved_and_zb_h1)
             pipe_run h1 = run_plan(SCHED_ZB_H1, p, 1, M, 2 * F, 2 * B, 2 * W);
             cr_assert_eq(zv.busy, il.busy);
             cr_assert_eq(zv.busy, h1.busy);
-            cr_assert_lt(global_bubble(&zv), global_bubble(&il), "p=%lld M=%lld F=%llu B=%llu W=%llu: %llu, interleaved %llu",
+            cr_assert_lt(bubble(&zv), bubble(&il), "p=%lld M=%lld F=%llu B=%llu W=%llu: %llu, interleaved %llu",
                          (long long)p, (long long)M, (unsigned long long)F, (unsigned long long)B,
-                         (unsigned long long)W, (unsigned long long)global_bubble(&zv),
-                         (unsigned long long)global_bubble(&il));
-            cr_assert_lt(global_bubble(&zv), global_bubble(&h1), "p=%lld M=%lld F=%llu B=%llu W=%llu: %llu, zb-h1 %llu",
+                         (unsigned long long)W, (unsigned long long)bubble(&zv),
+                         (unsigned long long)bubble(&il));
+            cr_assert_lt(bubble(&zv), bubble(&h1), "p=%lld M=%lld F=%llu B=%llu W=%llu: %llu, zb-h1 %llu",
                          (long long)p, (long long)M, (unsigned long long)F, (unsigned long long)B,
-                         (unsigned long long)W, (unsigned long long)global_bubble(&zv),
-                         (unsigned long long)global_bubble(&h1));
+                         (unsigned long long)W, (unsigned long long)bubble(&zv),
+                         (unsigned long long)bubble(&h1));
             /* ZB-H1's p microbatches of a whole stage = ZB-V's 2p chunk
              * passes. */
             cr_assert_eq(inflight_max(&zv), 2 * inflight_max(&h1));
@@ -305,12 +205,12 @@ Test(zb_v, figures_p4_m12)
                     "in flight %lld",
                     (unsigned long long)want[k].F, (unsigned long long)want[k].B, (unsigned long long)want[k].W,
                     (unsigned long long)idle[0], (unsigned long long)idle[1], (unsigned long long)idle[2],
-                    (unsigned long long)idle[3], (unsigned long long)global_bubble(&zv),
+                    (unsigned long long)idle[3], (unsigned long long)bubble(&zv),
                     (long long)inflight_max(&zv));
         for (int r = 0; r < 4; r++)
             cr_assert_eq(idle[r], want[k].idle[r], "F=%llu B=%llu W=%llu rank %d", (unsigned long long)want[k].F,
                          (unsigned long long)want[k].B, (unsigned long long)want[k].W, r);
-        cr_assert_eq(global_bubble(&zv), want[k].global);
+        cr_assert_eq(bubble(&zv), want[k].global);
         cr_assert_eq(inflight_max(&zv), 8);
         eng_destroy(zv.e);
     }
