@@ -6,6 +6,9 @@
 
 #include <criterion/criterion.h>
 
+#include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
 #include "config.h"
 #include "step.h"
@@ -45,6 +48,25 @@ static inline void sim_rerun_every_kernel(const sim *a, sim *b)
     b->s = a->s;
     b->in.sim.keep_ops = true;
     cr_assert_eq(step_run(&b->st, &b->in, &b->s, &err), SIM_OK, "%s", err.msg);
+}
+
+/* Resolves "KEY=VALUE KEY=VALUE ..." as the command line does into *in and
+ * *s, asserting it succeeds. */
+static inline void sim_resolve_args(const char *args, run_inputs *in, strategy_t *s)
+{
+    sim_err err;
+    sim_err_clear(&err);
+    cfg_t *cfg = cfg_create(PARSIM_SOURCE_DIR);
+    cr_assert_not_null(cfg);
+    char buf[2048], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", args);
+    for (char *kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save))
+        cr_assert_eq(cfg_set_override(cfg, kv, &err), SIM_OK, "%s: %s", kv, err.msg);
+    char msg[1024];
+    int rc = cfg_resolve_all(cfg, in, s, &err);
+    sim_err_format(&err, msg, sizeof msg);
+    cr_assert_eq(rc, SIM_OK, "%s: %s", args, msg);
+    cfg_destroy(cfg);
 }
 
 static inline void sim_free(sim *x)

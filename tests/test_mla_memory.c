@@ -16,6 +16,7 @@
 #include "config.h"
 #include "memory.h"
 #include "strategy.h"
+#include "sim_run.h"
 
 /* Two layers with dense MLPs, no MTP, one microbatch of one sequence. */
 #define ONE_STEP "model.num_layers=2 model.moe_layer_freq=[0,0] model.mtp_num_layers=0 " \
@@ -27,19 +28,7 @@
  * 0's activation bytes; the inputs and strategy in *in, *s. */
 static double any_layer_bytes(const char *args, run_inputs *in, strategy_t *s)
 {
-    sim_err err;
-    sim_err_clear(&err);
-    cfg_t *cfg = cfg_create(PARSIM_SOURCE_DIR);
-    cr_assert_not_null(cfg);
-    char buf[2048], *save = NULL;
-    snprintf(buf, sizeof buf, "%s", args);
-    for (char *kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save))
-        cr_assert_eq(cfg_set_override(cfg, kv, &err), SIM_OK, "%s: %s", kv, err.msg);
-    char msg[1024];
-    int rc = cfg_resolve_all(cfg, in, s, &err);
-    sim_err_format(&err, msg, sizeof msg);
-    cr_assert_eq(rc, SIM_OK, "%s: %s", args, msg);
-    cfg_destroy(cfg);
+    sim_resolve_args(args, in, s);
     return memory_layer_activation_bytes_at(in, s, 0);
 }
 

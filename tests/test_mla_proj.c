@@ -13,6 +13,7 @@
 #include "config.h"
 #include "strategy.h"
 #include "workload.h"
+#include "sim_run.h"
 
 typedef struct pass_info {
     double fwd_flops, bwd_flops;
@@ -33,18 +34,9 @@ static pass_info build(const char *args, run_inputs *in_out)
 {
     sim_err err;
     sim_err_clear(&err);
-    cfg_t *cfg = cfg_create(PARSIM_SOURCE_DIR);
-    cr_assert_not_null(cfg);
-    char buf[2048], *save = NULL;
-    snprintf(buf, sizeof buf, "%s", args);
-    for (char *kv = strtok_r(buf, " ", &save); kv; kv = strtok_r(NULL, " ", &save))
-        cr_assert_eq(cfg_set_override(cfg, kv, &err), SIM_OK, "%s: %s", kv, err.msg);
     run_inputs in;
     strategy_t s;
-    char msg[1024];
-    int rc = cfg_resolve_all(cfg, &in, &s, &err);
-    sim_err_format(&err, msg, sizeof msg);
-    cr_assert_eq(rc, SIM_OK, "%s: %s", args, msg);
+    sim_resolve_args(args, &in, &s);
     in.sim.keep_ops = true;
     workload_t *w = NULL;
     cr_assert_eq(workload_build(&w, &in, &s, &err), SIM_OK, "%s", err.msg);
@@ -54,7 +46,6 @@ static pass_info build(const char *args, run_inputs *in_out)
     if (in_out)
         *in_out = in;
     workload_destroy(w);
-    cfg_destroy(cfg);
     return r;
 }
 
