@@ -96,6 +96,7 @@ typedef struct kt_curve {
 typedef struct kt_flex {
     bool network;                          /* false: inside the NVLink domain; true: across it */
     double ranks;
+    double sms;                            /* SMs the kernels ran on; 0 = not stated */
     double dispatch_bytes_per_s, combine_bytes_per_s;
 } kt_flex;
 typedef struct kernel_table {
@@ -111,7 +112,7 @@ typedef struct kernel_table {
     int n_curves;
     kt_curve curves[KT_MAX_CURVES];
     int n_flex[KT_FLEX_BACKENDS];
-    kt_flex flex[KT_FLEX_BACKENDS][KT_MAX_FLEX]; /* sorted: NVLink first, then by ranks */
+    kt_flex flex[KT_FLEX_BACKENDS][KT_MAX_FLEX]; /* sorted: NVLink first, then by SMs, then by ranks */
     double ssd_efficiency;                 /* Mamba-2 chunked SSD scan / bf16 peak; 0 = not given */
 } kernel_table;
 

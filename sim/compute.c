@@ -200,14 +200,14 @@ double compute_attention_s(const cluster_spec *c, const compute_attn *a, double 
 }
 
 bool compute_flex_s(const cluster_spec *c, kt_flex_backend backend, bool combine, double ranks, double domains,
-                    double bytes, double *seconds)
+                    double sms, double bytes, double *seconds)
 {
     const kernel_table *t = &c->compute.kernels;
     double d_nvl, c_nvl, d_net = 0, c_net = 0;
     double per_domain = domains > 1 ? ranks / domains : ranks;
-    if (!kerneltable_flex_rate(t, backend, false, per_domain, &d_nvl, &c_nvl))
+    if (!kerneltable_flex_rate(t, backend, false, per_domain, sms, &d_nvl, &c_nvl))
         return false;
-    if (domains > 1 && !kerneltable_flex_rate(t, backend, true, ranks, &d_net, &c_net))
+    if (domains > 1 && !kerneltable_flex_rate(t, backend, true, ranks, sms, &d_net, &c_net))
         return false;
     double nvl = combine ? c_nvl : d_nvl, net = combine ? c_net : d_net;
     double t_s = domains > 1 ? fmax(bytes * (1.0 - 1.0 / domains) / net, bytes / domains / nvl) : bytes / nvl;

@@ -64,10 +64,11 @@ double compute_attention_s(const cluster_spec *c, const compute_attn *a, double 
  * (or combine) of `bytes` per GPU over an EP group of `ranks` GPUs across
  * `domains` NVLink domains, at the kernel table's rates: the share bound
  * for other domains at the network rate, the rest at the NVLink rate.
- * false when the table has no rate for the backend and scope (the caller
- * times it as an all-to-all). */
+ * `sms` > 0 reads the points published at the nearest SM count (HybridEP's
+ * moe_hybridep_num_sms), 0 any.  false when the table has no rate for the
+ * backend and scope (the caller times it as an all-to-all). */
 bool compute_flex_s(const cluster_spec *c, kt_flex_backend backend, bool combine, double ranks, double domains,
-                    double bytes, double *seconds);
+                    double sms, double bytes, double *seconds);
 
 /* The Mamba-2 chunked SSD scan of `flops` (forward count), moving `bytes`:
  * at the kernel table's ssd efficiency of the bf16 peak (config refuses

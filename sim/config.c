@@ -928,6 +928,9 @@ static const key_def keys[] = {
           "allgather | alltoall | flex (Megatron Core's default: allgather)"),
     K_ENUM("model.moe_flex_dispatcher_backend", par.moe_flex_backend, "\"deepep\"", flex_backend_names,
            flex_backend_values, "flex dispatcher kernels: deepep | hybridep (rates from the kernel table)"),
+    K_INT("model.moe_hybridep_num_sms", par.moe_hybridep_num_sms, "16", RG_GE1, LIMIT_SM_COUNT,
+          "SMs HybridEP's kernels run on (Megatron Core's default 16): the kernel table's rates at the "
+          "nearest published SM count"),
     K_FLT("model.moe_expert_capacity_factor", par.moe_capacity_factor, "0", RG_GE0, 64, 1,
           "expert capacity as a multiple of the balanced share; tokens beyond it are dropped; "
           "0 = dropless (Megatron's None)"),

@@ -330,6 +330,9 @@ static int read_flex(const rd *r, const config_setting_t *fx, kernel_table *t)
             if (!rc)
                 rc = get_num(r, it, lname, i, "combine_gbytes_per_s", 0, LIMIT_BW_GBPS, true,
                              &p.combine_bytes_per_s);
+            p.sms = 0.0;
+            if (!rc && config_setting_get_member(it, "sms"))
+                rc = get_num(r, it, lname, i, "sms", 1, (double)LIMIT_SM_COUNT, false, &p.sms);
             if (!rc)
                 rc = need_src(r, it, lname, i);
             if (rc)
@@ -338,11 +341,13 @@ static int read_flex(const rd *r, const config_setting_t *fx, kernel_table *t)
             p.dispatch_bytes_per_s *= GB;
             p.combine_bytes_per_s *= GB;
             const kt_flex *prev = i > 0 ? &t->flex[b][i - 1] : NULL;
-            if (prev && (prev->network > p.network || (prev->network == p.network && !(p.ranks > prev->ranks)))) {
+            bool same = prev && prev->network == p.network && prev->sms == p.sms;
+            if (prev && (prev->network > p.network || (prev->network == p.network && prev->sms > p.sms) ||
+                         (same && !(p.ranks > prev->ranks)))) {
                 char key[160];
                 member_key(key, sizeof key, lname, i, "ranks");
                 return fail(r, it, key, "list the nvlink points, then the network points, each by strictly "
-                                        "increasing ranks");
+                                        "increasing ranks (by increasing sms first where they state it)");
             }
             t->flex[b][t->n_flex[b]++] = p;
         }
@@ -493,13 +498,26 @@ double kerneltable_attention_rate(const kernel_table *t, kt_family family, bool 
 }
 
 bool kerneltable_flex_rate(const kernel_table *t, kt_flex_backend backend, bool network, double ranks,
-                           double *dispatch, double *combine)
+                           double sms, double *dispatch, double *combine)
 {
     double xs[KT_MAX_FLEX], ds[KT_MAX_FLEX], cs[KT_MAX_FLEX];
     size_t n = 0;
+    /* one curve: the points of the published SM count nearest sms in log
+     * space (the lower on a tie), or of the largest without sms */
+    double pick = 0.0, best = INFINITY;
     for (int i = 0; i < t->n_flex[backend]; i++) {
         const kt_flex *p = &t->flex[backend][i];
-        if (p->network != network)
+        if (p->network != network || !(p->sms > 0))
+            continue;
+        double d = sms > 0 ? fabs(log2(p->sms / sms)) : -p->sms;
+        if (d < best) {
+            best = d;
+            pick = p->sms;
+        }
+    }
+    for (int i = 0; i < t->n_flex[backend]; i++) {
+        const kt_flex *p = &t->flex[backend][i];
+        if (p->network != network || (pick > 0 && p->sms != pick))
             continue;
         xs[n] = log2(p->ranks);
         ds[n] = p->dispatch_bytes_per_s;

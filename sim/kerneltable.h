@@ -14,7 +14,8 @@
  *                   fa2 | fa3 | fa4, pass = fwd | bwd, causal, window,
  *                   head_dim, seq = [...], tflops = [...], derate, src})
  *   flex.<backend>  ({scope = nvlink | network, ranks, dispatch_gbytes_per_s,
- *                   combine_gbytes_per_s, src}) for deepep and hybridep
+ *                   combine_gbytes_per_s, src[, sms]}) for deepep and hybridep;
+ *                   sms = the SMs the kernels ran on (unstated: any)
  *
  * `derate = true` marks a figure taken at a clock a training job does not
  * hold (locked boost clock, short loops with cool-down): clock_fraction
@@ -65,9 +66,11 @@ double kerneltable_attention_rate(const kernel_table *t, kt_family family, bool 
 /* Dispatch and combine rates (bytes/s per GPU) of a flex backend for an EP
  * group of `ranks` inside one NVLink domain or across domains, linear in
  * log2(ranks) between published points, flat beyond; false when the table
- * has none for that scope. */
+ * has none for that scope.  Where points state their SM count, only those
+ * of one count are read: the nearest sms in log space (the lower on a tie),
+ * the largest when sms is 0; the kernels' bandwidth grows with their SMs. */
 bool kerneltable_flex_rate(const kernel_table *t, kt_flex_backend backend, bool network, double ranks,
-                           double *dispatch, double *combine);
+                           double sms, double *dispatch, double *combine);
 
 const char *kerneltable_family_name(kt_family f);
 

@@ -84,6 +84,7 @@ typedef struct parallel_spec {
     bool tp_comm_overlap;
     moe_dispatcher_kind moe_token_dispatcher; /* how MoE tokens reach the experts */
     int moe_flex_backend;                     /* flex: kt_flex_backend (deepep, hybridep) */
+    int64_t moe_hybridep_num_sms;             /* SMs HybridEP's dispatch/combine kernels run on */
     double moe_capacity_factor;      /* model.moe_expert_capacity_factor; 0 = dropless */
     bool moe_pad_to_capacity;        /* model.moe_pad_expert_input_to_capacity: static
                                         shapes, so no host sync and graphable experts */

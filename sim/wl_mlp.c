@@ -90,14 +90,15 @@ static void beside(wl_opbuf *b, int32_t ex, int32_t from)
 
 /* One EP exchange of the routed rows: the flex dispatcher's kernels at the
  * kernel table's rates where it has them (paced by the placement that
- * spans the most domains), else an all-to-all. */
+ * spans the most domains; HybridEP's at its SM count), else an all-to-all. */
 static double ep_a2a_s(const ctx *x, bool combine, double bytes)
 {
     const strategy_t *s = x->s;
-    double t;
+    kt_flex_backend be = (kt_flex_backend)s->par.moe_flex_backend;
+    double t, sms = be == KT_HYBRIDEP ? (double)s->par.moe_hybridep_num_sms : 0.0;
     if (s->par.moe_token_dispatcher == MOE_DISPATCHER_FLEX &&
-        compute_flex_s(x->c, (kt_flex_backend)s->par.moe_flex_backend, combine, (double)s->ep,
-                       (double)s->places[GROUP_EP].span[s->places[GROUP_EP].worst].domains, bytes, &t))
+        compute_flex_s(x->c, be, combine, (double)s->ep,
+                       (double)s->places[GROUP_EP].span[s->places[GROUP_EP].worst].domains, sms, bytes, &t))
         return t;
     return coll(x, GROUP_EP, COLL_ALL_TO_ALL, bytes);
 }

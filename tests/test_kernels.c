@@ -165,15 +165,15 @@ Test(kernels, flex_backends_take_their_rates)
 {
     const cluster_spec *c = topo("gb200-nvl72");
     double bytes = 1e9, deep, hyb;
-    cr_assert(compute_flex_s(c, KT_DEEPEP, true, 32, 1, bytes, &deep));
-    cr_assert(compute_flex_s(c, KT_HYBRIDEP, true, 32, 1, bytes, &hyb));
+    cr_assert(compute_flex_s(c, KT_DEEPEP, true, 32, 1, 0, bytes, &deep));
+    cr_assert(compute_flex_s(c, KT_HYBRIDEP, true, 32, 1, 0, bytes, &hyb));
     double oh = c->compute.kernel_overhead_s;
     cr_assert_float_eq(bytes / (deep - oh), 190e9, 1e-3 * 190e9); /* Megatron's GB200 blog, EP32 combine */
     cr_assert_float_eq(bytes / (hyb - oh), 465e9, 1e-3 * 465e9);  /* HybridEP Torch API, 32 ranks */
-    cr_assert(compute_flex_s(c, KT_DEEPEP, false, 32, 1, bytes, &deep));
+    cr_assert(compute_flex_s(c, KT_DEEPEP, false, 32, 1, 0, bytes, &deep));
     cr_assert_float_eq(bytes / (deep - oh), 400e9, 1e-3 * 400e9);
     /* A100 has none: the caller times an all-to-all */
-    cr_assert(!compute_flex_s(topo("dgx-a100"), KT_DEEPEP, false, 8, 1, bytes, &deep));
+    cr_assert(!compute_flex_s(topo("dgx-a100"), KT_DEEPEP, false, 8, 1, 0, bytes, &deep));
 
     /* the step sees it: HybridEP's faster combine shortens the EP stream */
     sim d, h;
