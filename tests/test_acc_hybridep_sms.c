@@ -7,20 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "acc_cluster.h"
 #include "compute.h"
 #include "scratch.h"
-#include "sim_run.h"
-
-/* A small MoE run on `topology`: its cluster, as the command line resolves it. */
-static const cluster_spec *cluster_of(sim *x, const char *topology)
-{
-    char kv[128];
-    snprintf(kv, sizeof kv, "cluster.topology=%s", topology);
-    const char *keys[] = { "model.name=qwen3-30b-a3b", kv, "cluster.num_gpus=8", "model.seq_length=1024",
-                           "train.global_batch_size=8", "model.expert_model_parallel_size=8", NULL };
-    sim_run(x, keys);
-    return &x->in.cluster;
-}
 
 /* bytes/s of one exchange of 1 GB, less the launch. */
 static double rate(const cluster_spec *c, bool combine, double ranks, double sms)
