@@ -76,8 +76,8 @@ static int mtp_layer_kind(const ctx *x, int32_t i)
     return kind_of(l->mixer, l->mlp, false);
 }
 
-/* Appends a cached op list; its first GPU op follows the op before it
- * (host ops ahead of it issue it and wait for nothing). */
+/* Appends a cached op list in one copy; its first GPU op follows the op
+ * before it (host ops ahead of it issue it and wait for nothing). */
 static void append(wl_opbuf *dst, const wl_opbuf *src)
 {
     if (src->oom) {
@@ -86,18 +86,37 @@ static void append(wl_opbuf *dst, const wl_opbuf *src)
     }
     if (src->too_long_name)
         too_long(dst, src->too_long_name, src->too_long_s);
-    const int32_t before = dst->n - 1;
-    bool linked = false;
-    for (int32_t i = 0; i < src->n; i++) {
-        int32_t at = then(dst, src->ops[i].name, (stream_kind)src->ops[i].stream, 0.0);
+    if (src->n > 0) {
         if (dst->oom)
             return;
-        wl_op op = src->ops[i];
-        if (!linked && op.stream != STREAM_HOST) {
-            op.dep_back[0] = before >= 0 ? at - before : 0;
-            linked = true;
+        if (src->n > INT32_MAX - dst->n) {
+            dst->oom = 1;
+            return;
         }
-        dst->ops[at] = op;
+        if (dst->n + src->n > dst->cap) {
+            /* Room for the whole list at once, doubling as wl_push does. */
+            int64_t cap = dst->cap ? dst->cap : 64;
+            while (cap < (int64_t)dst->n + src->n)
+                cap *= 2;
+            if (cap > INT32_MAX)
+                cap = INT32_MAX;
+            wl_op *ops = realloc(dst->ops, (size_t)cap * sizeof *ops);
+            if (!ops) {
+                dst->oom = 1;
+                return;
+            }
+            dst->ops = ops;
+            dst->cap = (int32_t)cap;
+        }
+        const int32_t before = dst->n - 1;
+        wl_op *at = dst->ops + dst->n;
+        memcpy(at, src->ops, (size_t)src->n * sizeof *at);
+        for (int32_t i = 0; i < src->n; i++)
+            if (at[i].stream != STREAM_HOST) {
+                at[i].dep_back[0] = before >= 0 ? dst->n + i - before : 0;
+                break;
+            }
+        dst->n += src->n;
     }
     dst->flops += src->flops;
 }
@@ -537,36 +556,48 @@ done:
 
 /* Chunks that hold the same run of layer types, with no embedding or
  * output layer and no bucketing, have the same ops: the twin is copied
- * instead of rebuilt.  Returns an already built chunk (stage, chunk before
- * (r, c) in build order) identical to chunk (stage, chunk), or NULL. */
-static bool plain_chunk(const ctx *x, int64_t stage, int64_t chunk)
+ * instead of rebuilt.  span[q]: the layers of chunk q = stage x v + chunk
+ * and whether it is such a plain chunk (set once per workload: finding a
+ * chunk's virtual stage sets up the schedule's plan). */
+typedef struct chunk_span {
+    int64_t first, count;
+    bool plain;
+} chunk_span;
+
+static chunk_span *chunk_spans(const ctx *x)
 {
     const strategy_t *s = x->s;
-    bool first_virtual = strategy_vstage(s, stage, chunk) == 0,
-         last_virtual = strategy_vstage(s, stage, chunk) == s->pp * s->v - 1;
-    return !first_virtual && !last_virtual && isinf(bucket_params(x, stage, chunk));
+    int64_t n = s->pp * s->v;
+    chunk_span *span = malloc((size_t)n * sizeof *span);
+    if (!span)
+        return NULL;
+    sched_plan plan;
+    strategy_plan(s, &plan);
+    for (int64_t q = 0; q < n; q++) {
+        int64_t vs = sched_vstage(&plan, q / s->v, q % s->v);
+        span[q].first = s->vstage_start[vs];
+        span[q].count = s->vstage_start[vs + 1] - s->vstage_start[vs];
+        span[q].plain = vs != 0 && vs != n - 1 && isinf(bucket_params(x, q / s->v, q % s->v));
+    }
+    return span;
 }
 
-static const wl_chunk *twin_chunk(const ctx *x, const workload_t *w, int64_t stage, int64_t chunk, int64_t r,
-                                  int64_t c)
+/* Returns an already built chunk (before (r, c) in build order) identical
+ * to chunk (stage, chunk), or NULL. */
+static const wl_chunk *twin_chunk(const ctx *x, const workload_t *w, const chunk_span *span, int64_t stage,
+                                  int64_t chunk, int64_t r, int64_t c)
 {
-    if (!plain_chunk(x, stage, chunk))
+    const chunk_span *me = &span[stage * x->s->v + chunk];
+    if (!me->plain || x->ideal)
         return NULL;
-    int64_t first, count;
-    strategy_chunk_layers(x->s, stage, chunk, &first, &count);
     for (int64_t q = 0; q < r * x->s->v + c; q++) {
-        int64_t qs = q / x->s->v, qc = q % x->s->v;
-        if (x->ideal || !plain_chunk(x, qs, qc))
-            continue;
-        int64_t f2, n2;
-        strategy_chunk_layers(x->s, qs, qc, &f2, &n2);
-        if (n2 != count)
+        if (!span[q].plain || span[q].count != me->count)
             continue;
         bool same = true;
-        for (int64_t i = 0; i < count && same; i++)
-            same = layer_kind(x, first + i) == layer_kind(x, f2 + i);
+        for (int64_t i = 0; i < me->count && same; i++)
+            same = layer_kind(x, me->first + i) == layer_kind(x, span[q].first + i);
         if (same)
-            return &w->stages[qs].chunks[qc];
+            return &w->stages[q / x->s->v].chunks[q % x->s->v];
     }
     return NULL;
 }
@@ -637,6 +668,7 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
     *out = NULL;
     layer_cache cache;
     memset(&cache, 0, sizeof cache);
+    chunk_span *span = NULL;
     int rc = SIM_ENOMEM;
     workload_t *w = calloc(1, sizeof *w);
     if (!w)
@@ -651,6 +683,8 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
     x.cache = &cache;
     x.nodes = s->par.overlap_moe_ep_comm;
     x.delay_wgrad = s->par.delay_wgrad_compute;
+    if (!(span = chunk_spans(&x)))
+        goto fail;
     /* One activation (forward) or its gradient (backward) per microbatch
      * crosses each stage boundary: (s/cp [/t with SP]) x b x h in bf16. */
     double p2p_bytes = x.T_sp * x.h * 2.0;
@@ -666,7 +700,7 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
         st->p2p_s = s->pp > 1 ? p2p_s : 0.0;
         for (int64_t c = 0; c < s->v; c++) {
             int64_t rr = x.ideal ? 0 : r, cc = x.ideal ? 0 : c;
-            const wl_chunk *twin = twin_chunk(&x, w, rr, cc, r, c);
+            const wl_chunk *twin = twin_chunk(&x, w, span, rr, cc, r, c);
             rc = twin ? copy_chunk(twin, &st->chunks[c]) : build_chunk(&x, rr, cc, &st->chunks[c], err);
             if (rc != SIM_OK)
                 goto fail;
@@ -694,10 +728,12 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
             goto fail;
     }
     cache_free(&cache);
+    free(span);
     *out = w;
     return SIM_OK;
 fail:
     cache_free(&cache);
+    free(span);
     workload_destroy(w);
     if (rc == SIM_ENOMEM)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the workload");
