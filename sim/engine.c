@@ -810,6 +810,17 @@ size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ)
     return e->succ_off[t + 1] - e->succ_off[t];
 }
 
+size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids)
+{
+    assert(stream >= 0 && stream < e->n_streams);
+    if (!e->by_stream) {
+        *ids = NULL;
+        return 0;
+    }
+    *ids = e->by_stream + e->stream_off[stream];
+    return e->stream_off[stream + 1] - e->stream_off[stream];
+}
+
 size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap)
 {
     assert(stream >= 0 && stream < e->n_streams);

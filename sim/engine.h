@@ -77,4 +77,10 @@ size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ);
  * how many the stream has. */
 size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap);
 
+/* The same tasks without a copy: after a successful eng_run, sets *ids to
+ * the engine's own run-order slice of the stream (valid until
+ * eng_destroy) and returns its length; before, sets *ids to NULL and
+ * returns 0 (eng_stream_tasks reads them then). */
+size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids);
+
 #endif

@@ -379,6 +379,21 @@ static size_t unite(const interval *a, size_t na, const interval *b, size_t nb, 
     return merge(out, n);
 }
 
+/* *u becomes the union of *u and c (both disjoint, sorted, without empty
+ * intervals), built in *spare and the two buffers swapped (both of the
+ * same room) instead of copied back; returns its length.  An empty c
+ * leaves *u as it is, which is what merging it would give. */
+static size_t unite_into(interval **u, size_t nu, const interval *c, size_t nc, interval **spare)
+{
+    if (nc == 0)
+        return nu;
+    size_t n = unite(*u, nu, c, nc, *spare);
+    interval *x = *u;
+    *u = *spare;
+    *spare = x;
+    return n;
+}
+
 /* Length of the part of union u not covered by union c (both disjoint,
  * sorted). */
 static sim_time_ps uncovered(const interval *u, size_t nu, const interval *c, size_t nc)
@@ -399,12 +414,23 @@ static sim_time_ps uncovered(const interval *u, size_t nu, const interval *c, si
     return total;
 }
 
-static size_t stream_intervals(const step_t *st, int stream, eng_task *ids, size_t cap, interval *out)
+/* The tasks of a stream in run order: the engine's own slice after its
+ * run, else copied into ids (room cap). */
+static size_t stream_ids(const engine_t *e, int stream, eng_task *ids, size_t cap, const eng_task **out)
+{
+    size_t n = eng_stream_view(e, stream, out);
+    if (*out)
+        return n;
+    n = eng_stream_tasks(e, stream, ids, cap);
+    *out = ids;
+    return n < cap ? n : cap;
+}
+
+static size_t stream_intervals(const step_t *st, int stream, eng_task *buf, size_t cap, interval *out)
 {
     const engine_t *e = st->eng;
-    size_t n = eng_stream_tasks(e, stream, ids, cap), k = 0;
-    if (n > cap)
-        n = cap;
+    const eng_task *ids;
+    size_t n = stream_ids(e, stream, buf, cap, &ids), k = 0;
     for (size_t i = 0; i < n; i++)
         if (!st->info[eng_task_tag(e, ids[i])].replaced)
             out[k++] = (interval){eng_task_start(e, ids[i]), eng_task_end(e, ids[i])};
@@ -679,8 +705,7 @@ static int summarize(const wl_pass *p, pass_summary *out, tmpl_scratch *w, sim_e
             out->comm_ps[k] += w->comm[i].b - w->comm[i].a;
         nk = merge(w->comm, nk);
         out->exposed_ps[k] = uncovered(w->comm, nk, w->comp, nc);
-        n_all = unite(w->all, n_all, w->comm, nk, w->tmp);
-        memcpy(w->all, w->tmp, n_all * sizeof *w->all);
+        n_all = unite_into(&w->all, n_all, w->comm, nk, &w->tmp);
     }
     out->exposed_all_ps = uncovered(w->all, n_all, w->comp, nc);
     /* It begins and ends on the compute stream (host ops that issue its
@@ -1645,8 +1670,7 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
             nk = merge(comm, nk);
             sr->comm_ps[k] = total;
             sr->exposed_ps[k] = uncovered(comm, nk, comp, nc);
-            n_all = unite(all, n_all, comm, nk, tmp);
-            memcpy(all, tmp, n_all * sizeof *all);
+            n_all = unite_into(&all, n_all, comm, nk, &tmp);
         }
         sim_time_ps exposed_ps = uncovered(all, n_all, comp, nc);
         /* Host busy time: its tasks, but the stand-ins of collapsed
@@ -1655,12 +1679,13 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
                 continue;
-            size_t nk = eng_stream_tasks(e, stream_of(r, (stream_kind)k), ids, n_tasks);
+            const eng_task *hid;
+            size_t nk = stream_ids(e, stream_of(r, (stream_kind)k), ids, n_tasks, &hid);
             sim_time_ps total = 0;
-            for (size_t i = 0; i < nk && i < n_tasks; i++) {
-                const char *name = st->info[eng_task_tag(e, ids[i])].name;
+            for (size_t i = 0; i < nk; i++) {
+                const char *name = st->info[eng_task_tag(e, hid[i])].name;
                 if (name != HOST_LEAD && name != HOST_REST)
-                    total += eng_task_end(e, ids[i]) - eng_task_start(e, ids[i]);
+                    total += eng_task_end(e, hid[i]) - eng_task_start(e, hid[i]);
             }
             sr->comm_ps[k] = total;
         }
