@@ -810,6 +810,13 @@ size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ)
     return e->succ_off[t + 1] - e->succ_off[t];
 }
 
+bool eng_succ_rows(const engine_t *e, const uint32_t **off, const eng_task **succ)
+{
+    *off = e->succ_off;
+    *succ = e->succ_off ? e->succ : NULL;
+    return e->succ_off != NULL;
+}
+
 size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids)
 {
     assert(stream >= 0 && stream < e->n_streams);

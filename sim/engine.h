@@ -21,6 +21,7 @@
 #ifndef PARSIM_ENGINE_H
 #define PARSIM_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -72,6 +73,11 @@ uint64_t eng_events(const engine_t *e);           /* events processed by eng_run
  * eng_stream_tasks has it), in the order eng_add_dep saw them: sets *succ
  * and returns how many. */
 size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ);
+
+/* Every task's dependency successors at once, the rows of what
+ * eng_task_succs returns (t's are succ[off[t] .. off[t + 1])): true after
+ * eng_run, else false with both NULL (no task has any then). */
+bool eng_succ_rows(const engine_t *e, const uint32_t **off, const eng_task **succ);
 
 /* Tasks of a stream in their run order: fills ids (capacity cap), returns
  * how many the stream has. */

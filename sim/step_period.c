@@ -26,7 +26,20 @@ typedef struct fitter {
     uint8_t *locked;     /* per task after the cut: shifts by exactly lambda */
     sim_time_ps *start, *end; /* per task, copied from the engine once */
     int32_t *stream;
+    const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
+    const eng_task *succ;
 } fitter;
+
+/* eng_task_succs off the rows held in f. */
+static size_t succs(const fitter *f, eng_task t, const eng_task **succ)
+{
+    if (!f->succ_off) {
+        *succ = NULL;
+        return 0;
+    }
+    *succ = f->succ + f->succ_off[t];
+    return f->succ_off[t + 1] - f->succ_off[t];
+}
 
 static bool pass_equal_shifted(const sched_pass *a, const sched_pass *b, int64_t P)
 {
@@ -103,7 +116,7 @@ static bool assign_blocks(fitter *f, const int64_t *s0)
         bool changed = false;
         for (size_t t = 0; t < f->n; t++) {
             const eng_task *succ;
-            size_t k = eng_task_succs(f->e, (eng_task)t, &succ);
+            size_t k = succs(f, (eng_task)t, &succ);
             for (size_t j = 0; j < k; j++)
                 if (tl->task_pass[succ[j]] < 0 && f->beta[succ[j]] < f->beta[t]) {
                     f->beta[succ[j]] = f->beta[t];
@@ -129,7 +142,7 @@ static bool index_blocks(fitter *f)
 {
     for (size_t t = 0; t < f->n; t++) {
         const eng_task *succ;
-        size_t k = eng_task_succs(f->e, (eng_task)t, &succ);
+        size_t k = succs(f, (eng_task)t, &succ);
         for (size_t j = 0; j < k; j++)
             if (f->beta[succ[j]] < f->beta[t])
                 return false;
@@ -184,7 +197,7 @@ static void same_structure(const fitter *f, bool *bad)
             continue;
         }
         const eng_task *sa, *sb;
-        size_t na = eng_task_succs(f->e, (eng_task)t, &sa), nb = eng_task_succs(f->e, u, &sb);
+        size_t na = succs(f, (eng_task)t, &sa), nb = succs(f, u, &sb);
         if (na != nb || f->n_pred[t] != f->n_pred[u]) {
             bad[f->beta[t]] = true;
             continue;
@@ -325,7 +338,7 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
             if (!f->locked[u])
                 continue;
             const eng_task *succ;
-            size_t n = eng_task_succs(f->e, u, &succ);
+            size_t n = succs(f, u, &succ);
             for (size_t j = 0; j <= n; j++) {
                 eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
                 if (w < 0 || (j == n && f->stream[w] != f->stream[u]) || f->locked[w] ||
@@ -339,7 +352,7 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
     for (size_t k = 0; k < f->n; k++) {
         eng_task u = f->by_stream[k];
         const eng_task *succ;
-        size_t n = eng_task_succs(f->e, u, &succ);
+        size_t n = succs(f, u, &succ);
         for (size_t j = 0; j <= n; j++) {
             eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
             if (j == n && (w < 0 || f->stream[w] != f->stream[u]))
@@ -437,6 +450,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
 {
     const engine_t *e = tl->eng;
     fitter f = {.tl = tl, .e = e, .n = eng_num_tasks(e), .n_streams = (int)(tl->pp * tl->streams_per_stage)};
+    eng_succ_rows(e, &f.succ_off, &f.succ);
     if (tl->period_passes <= 0 || tl->period_mb <= 0 || f.n == 0)
         return false;
     int64_t *s0 = malloc((size_t)tl->pp * sizeof *s0);
@@ -474,7 +488,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     }
     for (size_t t = 0; ok && t < f.n; t++) {
         const eng_task *succ;
-        size_t k = eng_task_succs(e, (eng_task)t, &succ);
+        size_t k = succs(&f, (eng_task)t, &succ);
         for (size_t j = 0; j < k; j++)
             f.n_pred[succ[j]]++;
     }
