@@ -252,6 +252,8 @@ static void fail(builder *b, int rc)
 static void dep(builder *b, eng_task before, eng_task after);
 static void host_flush(builder *b);
 
+#define WORK_SURE_PS ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
+
 /* Adds a task and records what it is.  NO_TASK once the build has failed. */
 static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
                     int32_t chunk)
@@ -261,10 +263,15 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
         return NO_TASK;
     if (k == STREAM_HOST && b->rest_pending)
         host_flush(b); /* a pending host rest comes first on its stream */
-    double work_s = time_as_s(b->work_ps) + time_as_s(d);
-    if (!time_s_fits(work_s)) {
-        fail(b, wl_duration_err(b->err, work_s, "the step's kernels and transfers together"));
-        return NO_TASK;
+    /* Below WORK_SURE_PS each (less than half of LIMIT_DURATION_S, with
+     * room for the rounding of time_as_s), the sum in seconds fits for
+     * certain: the check in double is only needed past it. */
+    if (b->work_ps > WORK_SURE_PS || d > WORK_SURE_PS) {
+        double work_s = time_as_s(b->work_ps) + time_as_s(d);
+        if (!time_s_fits(work_s)) {
+            fail(b, wl_duration_err(b->err, work_s, "the step's kernels and transfers together"));
+            return NO_TASK;
+        }
     }
     b->work_ps += d; /* at most LIMIT_DURATION_S: no wrap */
     if (st->n_info == st->cap_info) {
