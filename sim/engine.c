@@ -783,6 +783,16 @@ sim_time_ps eng_task_end(const engine_t *e, eng_task t)
     return T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps;
 }
 
+void eng_task_times(const engine_t *e, sim_time_ps *start, sim_time_ps *end, int32_t *stream)
+{
+    for (size_t t = 0; t < e->n_tasks; t++) {
+        const eng__task *T = &e->tasks[t];
+        start[t] = T->start_ps;
+        end[t] = T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps;
+        stream[t] = T->stream;
+    }
+}
+
 sim_time_ps eng_makespan(const engine_t *e) { return e->makespan_ps; }
 
 int64_t eng_counter_peak(const engine_t *e, int counter)

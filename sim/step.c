@@ -193,6 +193,7 @@ struct step {
      * (templates' stand-ins and ops), plus the sends and the tail. */
     size_t ops_per_mb, ops_fixed;
     bool borrowed;          /* wl and summary belong to another step (a sample of step_period) */
+    int64_t period_mb;      /* a sample's: sched_plan_period of its plan, for same_task */
 };
 
 /* The step's graph under construction, with its sticky status. */
@@ -1931,7 +1932,7 @@ static bool same_task(const void *ctx, eng_task ta, eng_task tb)
 {
     const step_t *x = ctx;
     const step_task_info *a = &x->info[eng_task_tag(x->eng, ta)], *b = &x->info[eng_task_tag(x->eng, tb)];
-    const int64_t P = sched_plan_period(&x->plan);
+    const int64_t P = x->period_mb;
     return a->name == b->name && a->chunk == b->chunk && a->whole_pass == b->whole_pass &&
            a->replaced == b->replaced && a->stage == b->stage && a->stream == b->stream &&
            (a->microbatch < 0 ? b->microbatch == a->microbatch : (int64_t)b->microbatch == a->microbatch + P);
@@ -1958,10 +1959,14 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
          * streams, and the host lead of a pass placed from its host's
          * start (SHIFT_HOST, below); of the other host tasks only
          * durations. */
+        uint8_t timed_kind[STREAM_KINDS];
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            const stream_role role = streams_desc((stream_kind)k)->role;
+            timed_kind[k] = role == STREAM_ROLE_COMPUTE || role == STREAM_ROLE_COMM;
+        }
         for (size_t t = 0; ok && t < n; t++) {
             task_pass[t] = -1;
-            const stream_desc *d = streams_desc((stream_kind)(eng_task_stream(x->eng, (eng_task)t) % STREAM_KINDS));
-            timed[t] = d->role == STREAM_ROLE_COMPUTE || d->role == STREAM_ROLE_COMM;
+            timed[t] = timed_kind[eng_task_stream(x->eng, (eng_task)t) % STREAM_KINDS];
         }
         /* Each stage's passes in order, and the tasks each placed. */
         for (size_t q = 0; ok && q < np; q++) {
@@ -1987,6 +1992,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                 if (mine[k] >= 0)
                     task_pass[mine[k]] = (int32_t)q;
         }
+        x->period_mb = sched_plan_period(&x->plan);
         const step_timeline tl = {.eng = x->eng, .same_task = same_task, .ctx = x, .pp = x->pp, .streams_per_stage = STREAM_KINDS,
                                   .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass, .timed = timed,
                                   .period_mb = sched_plan_period(&x->plan),

@@ -471,11 +471,8 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
         ok = f.beta && f.pos && f.by_stream && f.n_pred && f.locked && f.start && f.end && f.stream && f.stream_at &&
              f.block_at;
-        for (size_t t = 0; ok && t < f.n; t++) {
-            f.start[t] = eng_task_start(e, (eng_task)t);
-            f.end[t] = eng_task_end(e, (eng_task)t);
-            f.stream[t] = eng_task_stream(e, (eng_task)t);
-        }
+        if (ok)
+            eng_task_times(e, f.start, f.end, f.stream);
     }
     if (ok) {
         size_t at = 0;
