@@ -230,8 +230,8 @@ eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t 
     assert(stream >= 0 && stream < e->n_streams);
     if (e->ran || stream < 0 || stream >= e->n_streams)
         return -1;
-    if (grow((void **)&e->tasks, &e->cap_tasks, e->n_tasks + 1, sizeof *e->tasks,
-             MAX_TASKS) != SIM_OK)
+    if (e->n_tasks == e->cap_tasks && grow((void **)&e->tasks, &e->cap_tasks, e->n_tasks + 1, sizeof *e->tasks,
+                                           MAX_TASKS) != SIM_OK)
         return -1;
     eng_task id = (eng_task)e->n_tasks++;
     int32_t tail = e->stream_tail[stream];
@@ -265,8 +265,8 @@ int eng_add_dep(engine_t *e, eng_task before, eng_task after)
         return SIM_EINVAL;
     if (e->tasks[after].pending == INT32_MAX)
         return SIM_ENOMEM;
-    if (grow((void **)&e->edges, &e->cap_edges, e->n_edges + 1, sizeof *e->edges,
-             MAX_EDGES) != SIM_OK)
+    if (e->n_edges == e->cap_edges && grow((void **)&e->edges, &e->cap_edges, e->n_edges + 1, sizeof *e->edges,
+                                           MAX_EDGES) != SIM_OK)
         return SIM_ENOMEM;
     e->edges[e->n_edges++] = (eng__edge){before, after};
     e->tasks[after].pending++;
@@ -279,8 +279,8 @@ int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start
     assert(valid_task(e, t) && counter >= 0 && counter < e->n_counters);
     if (e->ran || !valid_task(e, t) || counter < 0 || counter >= e->n_counters)
         return SIM_EINVAL;
-    if (grow((void **)&e->deltas, &e->cap_deltas, e->n_deltas + 1, sizeof *e->deltas,
-             MAX_DELTAS) != SIM_OK)
+    if (e->n_deltas == e->cap_deltas && grow((void **)&e->deltas, &e->cap_deltas, e->n_deltas + 1,
+                                             sizeof *e->deltas, MAX_DELTAS) != SIM_OK)
         return SIM_ENOMEM;
     e->deltas[e->n_deltas++] = (eng__delta){t, counter, at_start, at_end};
     return SIM_OK;
