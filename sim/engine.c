@@ -789,7 +789,8 @@ void eng_task_times(const engine_t *e, sim_time_ps *start, sim_time_ps *end, int
         const eng__task *T = &e->tasks[t];
         start[t] = T->start_ps;
         end[t] = T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps;
-        stream[t] = T->stream;
+        if (stream)
+            stream[t] = T->stream;
     }
 }
 

@@ -64,7 +64,7 @@ int32_t eng_task_tag(const engine_t *e, eng_task t);
 sim_time_ps eng_task_start(const engine_t *e, eng_task t);
 sim_time_ps eng_task_end(const engine_t *e, eng_task t);
 /* Every task's start, end (as eng_task_start, eng_task_end) and stream at
- * once into arrays of eng_num_tasks entries. */
+ * once into arrays of eng_num_tasks entries (stream may be NULL). */
 void eng_task_times(const engine_t *e, sim_time_ps *start, sim_time_ps *end, int32_t *stream);
 sim_time_ps eng_makespan(const engine_t *e);      /* latest end */
 int64_t eng_counter_peak(const engine_t *e, int counter);

@@ -434,14 +434,17 @@ static size_t stream_ids(const engine_t *e, int stream, eng_task *ids, size_t ca
     return n < cap ? n : cap;
 }
 
-static size_t stream_intervals(const step_t *st, int stream, eng_task *buf, size_t cap, interval *out)
+/* The intervals of a stream's tasks but the replaced, off every task's
+ * start t0 and end t1. */
+static size_t stream_intervals(const step_t *st, int stream, const sim_time_ps *t0, const sim_time_ps *t1,
+                               eng_task *buf, size_t cap, interval *out)
 {
     const engine_t *e = st->eng;
     const eng_task *ids;
     size_t n = stream_ids(e, stream, buf, cap, &ids), k = 0;
     for (size_t i = 0; i < n; i++)
         if (!st->info[eng_task_tag(e, ids[i])].replaced)
-            out[k++] = (interval){eng_task_start(e, ids[i]), eng_task_end(e, ids[i])};
+            out[k++] = (interval){t0[ids[i]], t1[ids[i]]};
     return k;
 }
 
@@ -1608,6 +1611,8 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
     }
     const size_t room = n_tasks + n_inj + 1;
     eng_task *ids = malloc((n_tasks + 1) * sizeof *ids);
+    /* Every task's start and end, read off the engine once. */
+    sim_time_ps *t0 = malloc((n_tasks + 1) * sizeof *t0), *t1 = malloc((n_tasks + 1) * sizeof *t1);
     interval *comp = malloc(room * sizeof *comp);
     interval *comm = malloc(room * sizeof *comm);
     /* The two passes of an overlapped pair can be one task: a stage's
@@ -1620,19 +1625,20 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     int rc = SIM_OK;
     bool fits = true;
-    if (!ids || !comp || !comm || !all || !tmp || !inj || !first_at || (n_inj && scratch_init(&w, longest) != SIM_OK) ||
+    if (!ids || !t0 || !t1 || !comp || !comm || !all || !tmp || !inj || !first_at || (n_inj && scratch_init(&w, longest) != SIM_OK) ||
         !res->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
     }
+    eng_task_times(e, t0, t1, NULL);
     res->n_stages = pp;
     res->makespan_ps = eng_makespan(e);
     res->work_ps = st->work_ps;
 
     sim_time_ps pipe_end = 0;
     for (size_t i = 0; i < (size_t)(pp * st->n_kinds * M * v); i++)
-        if (st->passes[i].last >= 0 && eng_task_end(e, st->passes[i].last) > pipe_end)
-            pipe_end = eng_task_end(e, st->passes[i].last);
+        if (st->passes[i].last >= 0 && t1[st->passes[i].last] > pipe_end)
+            pipe_end = t1[st->passes[i].last];
     res->pipe_end_ps = pipe_end;
 
     for (int64_t r = 0; r < pp; r++) {
@@ -1648,8 +1654,7 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
             const size_t pi = (size_t)st->order[r * st->rank_passes + i];
             const pass_ref *p = &st->passes[pi];
             if (p->span >= 0)
-                all[n++] = (interval){st->shifted[pi] ? first_at[i] : eng_task_start(e, p->span),
-                                      eng_task_end(e, p->last)};
+                all[n++] = (interval){st->shifted[pi] ? first_at[i] : t0[p->span], t1[p->last]};
         }
         /* The passes of an overlapped pair start in either order. */
         if (st->n_pairs > 0)
@@ -1662,7 +1667,7 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
 
         /* Exposed communication: comm-stream time with the compute stream
          * idle. */
-        size_t nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), ids, n_tasks, comp);
+        size_t nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), t0, t1, ids, n_tasks, comp);
         nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
         nc = merge(comp, nc);
         size_t n_all = 0;
@@ -1670,7 +1675,7 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
             if (!streams_is_comm((stream_kind)k))
                 continue;
             /* A stream's tasks come in run order, so sorted by start. */
-            size_t nk = stream_intervals(st, stream_of(r, (stream_kind)k), ids, n_tasks, comm);
+            size_t nk = stream_intervals(st, stream_of(r, (stream_kind)k), t0, t1, ids, n_tasks, comm);
             nk = with_shifted(comm, nk, inj + at[k], at[k + 1] - at[k], tmp);
             sim_time_ps total = 0;
             for (size_t i = 0; i < nk; i++)
@@ -1693,7 +1698,7 @@ static int measure(step_t *st, step_meas *res, sim_err *err)
             for (size_t i = 0; i < nk; i++) {
                 const char *name = st->info[eng_task_tag(e, hid[i])].name;
                 if (name != HOST_LEAD && name != HOST_REST)
-                    total += eng_task_end(e, hid[i]) - eng_task_start(e, hid[i]);
+                    total += t1[hid[i]] - t0[hid[i]];
             }
             sr->comm_ps[k] = total;
         }
@@ -1747,6 +1752,8 @@ done:
     free(first_at);
     scratch_free(&w);
     free(ids);
+    free(t0);
+    free(t1);
     free(comp);
     free(comm);
     free(all);
