@@ -407,15 +407,22 @@ static int run_prepare(engine_t *e, run *r)
     e->edges = NULL;
     e->cap_edges = 0;
 
-    /* The same for the deltas, into a new array. */
+    /* The same for the deltas, into a new array; deltas added in task
+     * order (the usual way) are sorted already, and a stable sort would
+     * leave them as they are: then only the offsets. */
     if (e->n_deltas) {
+        bool in_order = true;
+        for (size_t k = 0; k < e->n_deltas; k++) {
+            r->delta_off[e->deltas[k].task + 1]++;
+            in_order = in_order && (k == 0 || e->deltas[k].task >= e->deltas[k - 1].task);
+        }
+        for (size_t t = 0; t < n; t++)
+            r->delta_off[t + 1] += r->delta_off[t];
+        if (in_order)
+            return SIM_OK;
         eng__delta *sorted = malloc(e->n_deltas * sizeof *sorted);
         if (!sorted)
             return SIM_ENOMEM;
-        for (size_t k = 0; k < e->n_deltas; k++)
-            r->delta_off[e->deltas[k].task + 1]++;
-        for (size_t t = 0; t < n; t++)
-            r->delta_off[t + 1] += r->delta_off[t];
         for (size_t k = 0; k < e->n_deltas; k++)
             sorted[r->delta_off[e->deltas[k].task]++] = e->deltas[k];
         memmove(r->delta_off + 1, r->delta_off, n * sizeof *r->delta_off);
