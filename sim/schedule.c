@@ -16,7 +16,6 @@
 #include "schedule.h"
 
 #include <assert.h>
-#include <pthread.h>
 #include <stdlib.h>
 
 static const sched_kind_desc kinds[SCHED_KINDS] = {
@@ -646,38 +645,6 @@ static int build_zb_v(const sched_plan *pl, sched_pass *order, sim_err *err)
     return SIM_OK;
 }
 
-/* The step asks for the orders rank after rank, and each needs the whole
- * list schedule: each thread keeps the orders of every rank of the last
- * (p, M) it built, freed when the thread ends (or at exit for the main
- * thread), so that a step costs one list schedule, not p. */
-typedef struct zbv_cache {
-    int64_t p, M;
-    sched_pass *order;
-} zbv_cache;
-
-static pthread_once_t zbv_once = PTHREAD_ONCE_INIT;
-static pthread_key_t zbv_key;
-static bool zbv_key_ok;
-
-static void zbv_cache_free(void *c)
-{
-    if (c) {
-        free(((zbv_cache *)c)->order);
-        free(c);
-    }
-}
-
-static void zbv_cache_exit(void)
-{
-    zbv_cache_free(pthread_getspecific(zbv_key));
-    pthread_setspecific(zbv_key, NULL);
-}
-
-static void zbv_key_init(void)
-{
-    zbv_key_ok = pthread_key_create(&zbv_key, zbv_cache_free) == 0 && atexit(zbv_cache_exit) == 0;
-}
-
 static void zbv_copy(const sched_pass *order, int64_t rank, int64_t len, sched_item *out, int64_t *n)
 {
     for (int64_t i = 0; i < len; i++)
@@ -685,40 +652,40 @@ static void zbv_copy(const sched_pass *order, int64_t rank, int64_t len, sched_i
     *n = len;
 }
 
-static int zbv_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err)
+/* ZB-V's list schedule orders every rank at once: with `keep` the orders
+ * of the last (p, M) stay there for the caller's next rank, so a step
+ * costs one list schedule, not p. */
+static int zbv_plan_build(const sched_plan *pl, int64_t rank, sched_orders *keep, sched_item *out, int64_t *n,
+                          sim_err *err)
 {
     const int64_t len = 6 * pl->M;
-    pthread_once(&zbv_once, zbv_key_init);
-    zbv_cache *c = zbv_key_ok ? pthread_getspecific(zbv_key) : NULL;
-    if (c && c->p == pl->p && c->M == pl->M) {
-        zbv_copy(c->order, rank, len, out, n);
+    if (keep && keep->order && keep->p == pl->p && keep->M == pl->M) {
+        zbv_copy(keep->order, rank, len, out, n);
         return SIM_OK;
     }
-    zbv_cache fresh = {.p = pl->p, .M = pl->M};
+    sched_pass *order = NULL;
     size_t bytes; /* p*len < 2^29 * 3 * 2^31 passes: the product is checked */
-    if (!__builtin_mul_overflow((size_t)(pl->p * len), sizeof *fresh.order, &bytes))
-        fresh.order = malloc(bytes);
-    if (!fresh.order)
+    if (!__builtin_mul_overflow((size_t)(pl->p * len), sizeof *order, &bytes))
+        order = malloc(bytes);
+    if (!order)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the zb-v schedule (%lld ranks, %lld microbatches)",
                            (long long)pl->p, (long long)pl->M);
-    int rc = build_zb_v(pl, fresh.order, err);
-    if (rc != SIM_OK) {
-        free(fresh.order);
-        return rc;
-    }
-    zbv_copy(fresh.order, rank, len, out, n);
-    /* Kept for the next rank where the thread can keep it. */
-    if (!c && zbv_key_ok && (c = calloc(1, sizeof *c)) != NULL && pthread_setspecific(zbv_key, c) != 0) {
-        free(c);
-        c = NULL;
-    }
-    if (c) {
-        free(c->order);
-        *c = fresh;
+    int rc = build_zb_v(pl, order, err);
+    if (rc == SIM_OK)
+        zbv_copy(order, rank, len, out, n);
+    if (rc == SIM_OK && keep) {
+        sched_orders_free(keep);
+        *keep = (sched_orders){.p = pl->p, .M = pl->M, .order = order};
     } else {
-        free(fresh.order);
+        free(order);
     }
-    return SIM_OK;
+    return rc;
+}
+
+void sched_orders_free(sched_orders *keep)
+{
+    free(keep->order);
+    *keep = (sched_orders){0};
 }
 
 int64_t sched_plan_first_b(const sched_plan *pl, int64_t rank, int64_t *fwd)
@@ -789,6 +756,12 @@ static int build_combined(const sched_plan *pl, int64_t rank, sched_item *out, i
 
 int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err)
 {
+    return sched_plan_build_kept(pl, rank, NULL, out, n, err);
+}
+
+int sched_plan_build_kept(const sched_plan *pl, int64_t rank, sched_orders *keep, sched_item *out, int64_t *n,
+                          sim_err *err)
+{
     if (pl->combined && !pl->split && pl->place == SCHED_PLACE_LOOP)
         return build_combined(pl, rank, out, n, err);
     const int64_t p = pl->p, v = pl->v, M = pl->M;
@@ -811,7 +784,7 @@ int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_
             return sim_err_set(err, SIM_EINVAL, "the %s schedule needs at least 2 x %lld microbatches, got %lld",
                                sched_name_str(pl->name), (long long)p, (long long)M);
         if (pl->name == SCHED_ZB_V)
-            return zbv_plan_build(pl, rank, out, n, err);
+            return zbv_plan_build(pl, rank, keep, out, n, err);
         return build_dualpipev(p, M, rank, out, sched_plan_passes(pl), n, err);
     default: {
         int rc = sched_build(p, v, M, pl->N, rank, out, err);

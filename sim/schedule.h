@@ -134,6 +134,19 @@ int64_t sched_plan_passes(const sched_plan *pl);
  * schedules need v = 2, p >= 2 and M >= 2p; SIM_ENOMEM. */
 int sched_plan_build(const sched_plan *pl, int64_t rank, sched_item *out, int64_t *n, sim_err *err);
 
+/* Orders a schedule builds for every rank at once (ZB-V's list schedule),
+ * kept by the caller between its sched_plan_build_kept calls for the ranks
+ * of one plan: zero-initialised, freed with sched_orders_free. */
+typedef struct sched_orders {
+    int64_t p, M;
+    sched_pass *order;
+} sched_orders;
+
+/* sched_plan_build, reusing and refreshing *keep (NULL: nothing kept). */
+int sched_plan_build_kept(const sched_plan *pl, int64_t rank, sched_orders *keep, sched_item *out, int64_t *n,
+                          sim_err *err);
+void sched_orders_free(sched_orders *keep);
+
 /* What rank `rank` runs before its first B (for memory bounds, without
  * building the order): fwd[c] (v entries) gets its forwards of chunk c;
  * returns the chunk of that first B.  The plan must be one that

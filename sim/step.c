@@ -1447,8 +1447,9 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
         !b.bucket_task)
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
+    sched_orders kept = {0};
     for (int64_t r = 0; r < s->pp && b.rc == SIM_OK; r++) {
-        int rc = sched_plan_build(&st->plan, r, b.items, &b.n_items, err);
+        int rc = sched_plan_build_kept(&st->plan, r, &kept, b.items, &b.n_items, err);
         if (rc != SIM_OK) {
             fail(&b, rc);
             break;
@@ -1489,6 +1490,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     free(b.first_f_done);
     free(b.last_grad);
     free(b.bucket_task);
+    sched_orders_free(&kept);
     if (b.w)
         scratch_free(b.w);
     if (b.rc == SIM_ENOMEM)
