@@ -21,12 +21,12 @@ typedef struct pipe_run {
     int64_t items_paired;  /* items of two passes, all ranks */
 } pipe_run;
 
-static size_t pidx(const sched_plan *pl, int64_t r, int k, int64_t m, int64_t c)
+static inline size_t pidx(const sched_plan *pl, int64_t r, int k, int64_t m, int64_t c)
 {
     return (size_t)(((r * SCHED_KINDS + k) * pl->M + m) * pl->v + c);
 }
 
-static pipe_run run_plan(sched_name name, int64_t p, int64_t v, int64_t M, sim_time_ps tf, sim_time_ps tb,
+static inline pipe_run run_plan(sched_name name, int64_t p, int64_t v, int64_t M, sim_time_ps tf, sim_time_ps tb,
                          sim_time_ps tw)
 {
     pipe_run pr = {0};
@@ -99,12 +99,12 @@ static pipe_run run_plan(sched_name name, int64_t p, int64_t v, int64_t M, sim_t
 
 /* Idle time of every rank up to the end of the last pass (all ranks run
  * the same work, so it is the same on each). */
-static sim_time_ps bubble(const pipe_run *pr)
+static inline sim_time_ps bubble(const pipe_run *pr)
 {
     return eng_makespan(pr->e) - pr->busy;
 }
 
-static int64_t inflight_max(const pipe_run *pr)
+static inline int64_t inflight_max(const pipe_run *pr)
 {
     int64_t most = 0;
     for (int64_t r = 0; r < pr->pl.p; r++)

@@ -11,6 +11,7 @@
 
 #include "engine.h"
 #include "pipe_run.h"
+#include "pipe_trace.h"
 #include "schedule.h"
 #include "scratch.h"
 
@@ -271,96 +272,28 @@ Test(zb_v, refusals_name_the_rule)
 
 /* ---- parsim run ---------------------------------------------------------------- */
 
-/* Four stages, 16 microbatches, the ideal pipeline (no communication,
- * every stage and chunk the same work). */
-#define IDEAL                                                                                                  \
-    "run model.name=llama3-8b model.pipeline_model_parallel_size=4 model.seq_length=1024 "                     \
-    "cluster.topology=dgx-h100 cluster.num_gpus=4 train.global_batch_size=16 train.micro_batch_size=1 "        \
-    "sim.ideal_pipeline=true "
-enum { P = 4, MB = 16 };
-
-/* "12.345678" µs as picoseconds (the trace writes them exactly). */
-static int64_t us_ps(const char *s)
-{
-    char *end;
-    long long whole = strtoll(s, &end, 10), frac = 0;
-    cr_assert_eq(*end, '.', "time %s", s);
-    for (int i = 1; i <= 6; i++) {
-        cr_assert(end[i] >= '0' && end[i] <= '9', "time %s", s);
-        frac = frac * 10 + (end[i] - '0');
-    }
-    return whole * 1000000 + frac;
-}
-
-/* The largest value of "key": N in the JSON report. */
-static double json_max(const char *out, const char *key)
-{
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    double most = -1;
-    for (const char *at = strstr(out, pat); at; at = strstr(at + 1, pat)) {
-        double x = strtod(at + strlen(pat), NULL);
-        most = x > most ? x : most;
-    }
-    cr_assert_geq(most, 0, "no %s in %s", key, out);
-    return most;
-}
-
+static trace_rd tr;
 static result res;
 
 Test(zb_v, parsim_run_trace_and_inflight)
 {
-    make_dir();
-    char path[128];
-    path_in(path, sizeof path, "trace.json");
-    runf(&res, IDEAL "sim.pipeline_schedule=zb-v --format json --trace '%s'", path);
-    cr_assert_eq(res.status, 0, "%s", res.out);
-    size_t len;
-    char *text = read_file(path, &len);
-    static int seen[P][MB][2][SCHED_KINDS];
-    int64_t first[P], last[P], busy[P], dur[SCHED_KINDS] = {-1, -1, -1};
+    run_schedule("zb-v", "", &tr, &res);
+    expect_each_once(&tr, "zb-v", 2, true);
+    /* The order the engine harness runs, here with parsim's passes: its
+     * most idle stage as there. */
+    const int64_t F = kind_ps(&tr, SCHED_F), B = kind_ps(&tr, SCHED_B), W = kind_ps(&tr, SCHED_W);
+    cr_assert(W > 0 && W <= F && W <= B, "F %lld B %lld W %lld", (long long)F, (long long)B, (long long)W);
+    int64_t first[P], last[P], busy[P], most = 0;
     for (int r = 0; r < P; r++) {
         first[r] = INT64_MAX;
         last[r] = busy[r] = 0;
     }
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-        char *at = strstr(line, "\"ph\":\"X\",\"name\":\"");
-        if (!at)
-            continue;
-        at += strlen("\"ph\":\"X\",\"name\":\"");
-        int kind = -1;
-        for (int k = 0; k < SCHED_KINDS; k++)
-            if (!strncmp(at, sched_kind_of((sched_kind)k)->name, 1) && at[1] == '"')
-                kind = k;
-        if (kind < 0)
-            continue;
-        char *pid = strstr(at, "\"pid\":"), *ts = strstr(at, "\"ts\":"), *d = strstr(at, "\"dur\":"),
-             *mb = strstr(at, "\"microbatch\":"), *ch = strstr(at, "\"chunk\":");
-        cr_assert(pid && ts && d && mb && ch, "%s", line);
-        int stage = atoi(pid + 6), m = atoi(mb + 13), c = atoi(ch + 8);
-        cr_assert(stage >= 0 && stage < P && m >= 0 && m < MB && c >= 0 && c < 2, "%s", line);
-        seen[stage][m][c][kind]++;
-        int64_t a = us_ps(ts + 5), x = us_ps(d + 6);
-        cr_assert(dur[kind] < 0 || dur[kind] == x, "%s passes of %lld and %lld ps", sched_kind_of((sched_kind)kind)->name,
-                  (long long)dur[kind], (long long)x);
-        dur[kind] = x;
-        first[stage] = a < first[stage] ? a : first[stage];
-        last[stage] = a + x > last[stage] ? a + x : last[stage];
-        busy[stage] += x;
+    for (int i = 0; i < tr.n; i++) {
+        const tpass *p = &tr.p[i];
+        first[p->stage] = p->a < first[p->stage] ? p->a : first[p->stage];
+        last[p->stage] = p->b > last[p->stage] ? p->b : last[p->stage];
+        busy[p->stage] += p->b - p->a;
     }
-    free(text);
-    remove_dir();
-    for (int r = 0; r < P; r++)
-        for (int m = 0; m < MB; m++)
-            for (int c = 0; c < 2; c++)
-                for (int k = 0; k < SCHED_KINDS; k++)
-                    cr_assert_eq(seen[r][m][c][k], 1, "stage %d %s%d.%d runs %d times", r,
-                                 sched_kind_of((sched_kind)k)->name, m, c, seen[r][m][c][k]);
-    /* The order the engine harness runs, here with parsim's passes: its
-     * most idle stage as there. */
-    const int64_t F = dur[SCHED_F], B = dur[SCHED_B], W = dur[SCHED_W];
-    cr_assert(W > 0 && W <= F && W <= B, "F %lld B %lld W %lld", (long long)F, (long long)B, (long long)W);
-    int64_t most = 0;
     for (int r = 0; r < P; r++)
         most = last[r] - first[r] - busy[r] > most ? last[r] - first[r] - busy[r] : most;
     cr_assert_eq(most, 2 * (P - 1) * ((F > B ? F : B) - W), "F %lld B %lld W %lld: %lld ps", (long long)F,
