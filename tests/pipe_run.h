@@ -27,7 +27,7 @@ static inline size_t pidx(const sched_plan *pl, int64_t r, int k, int64_t m, int
 }
 
 static inline pipe_run run_plan(sched_name name, int64_t p, int64_t v, int64_t M, sim_time_ps tf, sim_time_ps tb,
-                         sim_time_ps tw)
+                                sim_time_ps tw)
 {
     pipe_run pr = {0};
     sched_plan_init(&pr.pl, name, p, v, M, p);
