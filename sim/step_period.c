@@ -94,6 +94,11 @@ static eng_task shift_of(const fitter *f, eng_task t)
     return at_block(f, s, b + 1, (size_t)f->pos[t] - block_row(f, s)[b + 1]);
 }
 
+/* Rounds of the fixed point below: a task outside the passes takes its
+ * block from chains of such tasks (gathers, reductions, host rests), a few
+ * long; a sample still moving after this many is simulated whole. */
+enum { BLOCK_ROUNDS_MAX = 64 };
+
 /* Blocks of every task: passes by their place in the stage's order, the
  * rest by their predecessors (to a fixed point). */
 static bool assign_blocks(fitter *f, const int64_t *s0)
@@ -111,7 +116,7 @@ static bool assign_blocks(fitter *f, const int64_t *s0)
         f->beta[t] = (int32_t)(b > f->K ? f->K : b);
     }
     for (int round = 0;; round++) {
-        if (round == 64)
+        if (round == BLOCK_ROUNDS_MAX)
             return false;
         bool changed = false;
         for (size_t t = 0; t < f->n; t++) {

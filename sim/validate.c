@@ -1744,7 +1744,7 @@ int validate_predict_many(const vcase *cases, const bool *select, size_t n, cons
 {
     vpool p = {.cases = cases, .select = select, .data_dir = data_dir, .extra = extra, .preds = preds,
                .prog = prog};
-    pool_job job = {.jobs = jobs > 64 ? 64 : jobs, .n = n, .fn = vpool_row, .ctx = &p,
+    pool_job job = {.jobs = jobs, .n = n, .fn = vpool_row, .ctx = &p,
                     .stop_on_error = true, .on_done = prog ? vpool_done : NULL};
     return pool_run(&job, NULL);
 }
