@@ -188,6 +188,20 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
             then(b, name, STREAM_EP, ep_a2a_s(x, coll_ag == COLL_REDUCE_SCATTER, a2a_bytes));               \
     } while (0)
     bool etp_comm = !allgather && has(x, GROUP_ETP);
+    /* The alltoall dispatcher's small collectives beside the token
+     * exchanges (megatron-formulas.md §4.3): dropless, the preprocess
+     * all-gathers every rank's tokens per expert (E int64) over ETP x EP
+     * before the D2H copy of the split sizes, which the sync waits for; it
+     * is synchronous, so the compute stream waits for it (and the EP
+     * stream's ops stay the exchanges that delimit a layer's nodes); its
+     * launch is one of framework_ops.moe_preprocess.  The dispatch sends
+     * the routing probabilities by an all-to-all of their own (T_sp k of
+     * them, fp32 [assumed: the router's dtype]), and the backward returns
+     * their gradient the same way.  The flex dispatcher fuses both into
+     * its kernels. */
+    bool a2a = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLTOALL && has(x, GROUP_EP);
+    bool counts = a2a && !s->par.moe_pad_to_capacity;
+    double count_bytes = (double)m->num_moe_experts * 8.0 * (double)(s->ep * s->etp);
     /* The shared experts' half beside the exchange just emitted. */
     double Fsh = (double)m->moe_shared_expert_intermediate_size;
     bool shared = shared_overlapped(x);
@@ -216,12 +230,22 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         then(b, "router", STREAM_COMPUTE, gemm(x, b, x->T_sp, (double)m->num_moe_experts, x->h));
         then(b, "router_score", STREAM_COMPUTE, mem(x, router_score_bytes(x, false)));
         module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, false));
+        if (counts) {
+            int32_t ag = then(b, "ep_count_ag", STREAM_COMPUTE,
+                              net_collective_worst_s(x->c, &x->tp_ep_places, COLL_ALL_GATHER, count_bytes));
+            if (!b->oom)
+                b->ops[ag].launches = 0;
+        }
         if (lat > 0)
             then(b, "latent_down", STREAM_COMPUTE, gemm(x, b, x->T_sp, lat, x->h));
         then(b, "permute", STREAM_COMPUTE, mem(x, 4.0 * sent * w));
         /* Dropless: the dispatch needs the token counts on the host; padded
          * to capacity, the shapes are static and nothing waits. */
         module(b, WL_SCOPE_MOE, !s->par.moe_pad_to_capacity, moe_ops(x, false));
+        /* before the tokens' exchange here: the shared experts sit beside
+         * that one, and the experts wait for both either way */
+        if (a2a)
+            then(b, "ep_dispatch_probs", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, sent * 4.0));
         EP_EXCHANGE(gather, COLL_ALL_TO_ALL, COLL_ALL_GATHER);
         SHARED_BESIDE(dense_fc1_fwd(x, b, Fsh, "shared_fc1", "shared_act"));
         if (etp_comm)
@@ -258,6 +282,8 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         expert_gemm(x, b, "expert_fc1_wgrad", ggemm(x, b, E_loc, Fe * glu, w, rows / E_loc));
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * w * 2.0));
+        if (a2a)
+            then(b, "ep_dispatch_probs_bwd", STREAM_EP, coll(x, GROUP_EP, COLL_ALL_TO_ALL, sent * 4.0));
         EP_EXCHANGE(allgather ? "ep_reduce_scatter_bwd" : "ep_dispatch_bwd", COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
         SHARED_BESIDE(dense_fc1_bwd(x, b, Fsh));
         module(b, WL_SCOPE_MOE_PREPROCESS, false, host_ops(x, HOST_OPS_MOE_PREPROCESS, true));

@@ -1,0 +1,120 @@
+/* The alltoall dispatcher's small collectives (megatron-formulas.md §4.3):
+ * dropless, the all-gather of the tokens per expert before the D2H copy
+ * of the split sizes that the host syncs on, and the routing
+ * probabilities' all-to-all beside the tokens' (and its gradient's in the
+ * backward).  The flex dispatcher fuses both; drop-and-pad needs no
+ * counts. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "net.h"
+#include "sim_run.h"
+#include "streams.h"
+#include "workload.h"
+
+/* Qwen3-30B-A3B on 8 B200s, EP 8, two MoE layers, one microbatch of 4096
+ * tokens; `extra` (NULL or one KEY=VALUE) changes the dispatcher. */
+typedef struct built {
+    sim x;
+    workload_t *w;
+} built;
+
+static void build(built *b, const char *extra, const char *extra2)
+{
+    const char *kv[] = {"model.name=qwen3-30b-a3b", "cluster.topology=dgx-b200", "cluster.num_gpus=8",
+                        "model.expert_model_parallel_size=8", "model.num_layers=2", "model.seq_length=4096",
+                        "train.global_batch_size=8", "mixed_precision=bf16",
+                        "model.moe_token_dispatcher_type=alltoall", extra, extra2, NULL};
+    if (!extra)
+        kv[9] = NULL;
+    else if (!extra2)
+        kv[10] = NULL;
+    sim_run(&b->x, kv);
+    run_inputs in = b->x.in;
+    in.sim.keep_ops = true;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(workload_build(&b->w, &in, &b->x.s, &err), SIM_OK, "%s", err.msg);
+}
+
+static void built_free(built *b)
+{
+    workload_destroy(b->w);
+    sim_free(&b->x);
+}
+
+static const wl_pass *pass(const built *b, bool bwd)
+{
+    const wl_chunk *c = &b->w->stages[0].chunks[0];
+    return bwd ? &c->bwd : &c->fwd;
+}
+
+/* Index of the n-th op named `name` in p (from 0), or -1. */
+static int32_t nth(const wl_pass *p, const char *name, int n)
+{
+    for (int32_t i = 0; i < p->n_ops; i++)
+        if (strcmp(p->ops[i].name, name) == 0 && n-- == 0)
+            return i;
+    return -1;
+}
+
+static int count(const wl_pass *p, const char *name)
+{
+    int k = 0;
+    while (nth(p, name, k) >= 0)
+        k++;
+    return k;
+}
+
+/* Does op i wait, directly or through the ops before it, for op j? */
+static bool waits_for(const wl_pass *p, int32_t i, int32_t j)
+{
+    if (i == j)
+        return true;
+    for (int d = 0; d < 2; d++)
+        if (p->ops[i].dep_back[d] && i - p->ops[i].dep_back[d] >= j && waits_for(p, i - p->ops[i].dep_back[d], j))
+            return true;
+    return false;
+}
+
+Test(dispatch_host, dropless_layer_gathers_counts_before_its_sync)
+{
+    built b;
+    build(&b, NULL, NULL);
+    const wl_pass *f = pass(&b, false);
+    const cluster_spec *c = &b.x.in.cluster;
+    const strategy_t *s = &b.x.s;
+    cr_assert_eq(count(f, "ep_count_ag"), 2, "one count all-gather per MoE layer");
+    cr_assert_eq(count(f, "ep_dispatch_probs"), 2, "one probs all-to-all per MoE layer");
+    cr_assert_eq(count(pass(&b, true), "ep_dispatch_probs_bwd"), 2, "and its gradient's");
+    cr_assert_eq(count(f, "d2h_sync"), 2, "one host sync per dispatch");
+    double ag = net_collective_worst_s(c, &s->places[GROUP_EP], COLL_ALL_GATHER, 128.0 * 8.0 * 8.0);
+    double probs = net_collective_worst_s(c, &s->places[GROUP_EP], COLL_ALL_TO_ALL, 4096.0 * 8.0 * 4.0);
+    for (int l = 0; l < 2; l++) {
+        int32_t g = nth(f, "ep_count_ag", l), y = nth(f, "d2h_sync", l), pr = nth(f, "ep_dispatch_probs", l),
+                d = nth(f, "ep_dispatch", l);
+        cr_assert(g >= 0 && y > g && pr > y && d > pr, "layer %d: all-gather %d, sync %d, probs %d, dispatch %d", l,
+                  g, y, pr, d);
+        cr_expect(waits_for(f, y, g), "layer %d: the sync waits for the counts' all-gather", l);
+        cr_expect_eq(f->ops[g].stream, STREAM_COMPUTE, "a synchronous collective holds the compute stream");
+        cr_expect_eq(f->ops[g].launches, 0u, "its launch is a framework op of the preprocess");
+        cr_expect_eq(f->ops[pr].stream, STREAM_EP);
+        cr_expect_float_eq((double)f->ops[g].duration_ps * 1e-12, ag, 1e-11);
+        cr_expect_float_eq((double)f->ops[pr].duration_ps * 1e-12, probs, 1e-11);
+    }
+    built_free(&b);
+}
+
+Test(dispatch_host, flex_fuses_them_and_drop_and_pad_needs_no_counts)
+{
+    built b;
+    build(&b, "model.moe_token_dispatcher_type=flex", NULL);
+    cr_expect_eq(count(pass(&b, false), "ep_count_ag"), 0);
+    cr_expect_eq(count(pass(&b, false), "ep_dispatch_probs"), 0);
+    cr_expect_eq(count(pass(&b, true), "ep_dispatch_probs_bwd"), 0);
+    built_free(&b);
+    build(&b, "model.moe_expert_capacity_factor=1", "model.moe_pad_expert_input_to_capacity=true");
+    cr_expect_eq(count(pass(&b, false), "ep_count_ag"), 0, "static shapes: no counts to gather");
+    cr_expect_eq(count(pass(&b, false), "ep_dispatch_probs"), 2);
+    built_free(&b);
+}
