@@ -10,7 +10,7 @@
 #include "net.h"
 #include "sim_run.h"
 #include "streams.h"
-#include "workload.h"
+#include "wl_kept.h"
 
 /* Qwen3-30B-A3B on 8 B200s, EP 8, two MoE layers, one microbatch of 4096
  * tokens; `extra` (NULL or one KEY=VALUE) changes the dispatcher. */
@@ -30,11 +30,7 @@ static void build(built *b, const char *extra, const char *extra2)
     else if (!extra2)
         kv[10] = NULL;
     sim_run(&b->x, kv);
-    run_inputs in = b->x.in;
-    in.sim.keep_ops = true;
-    sim_err err;
-    sim_err_clear(&err);
-    cr_assert_eq(workload_build(&b->w, &in, &b->x.s, &err), SIM_OK, "%s", err.msg);
+    b->w = wl_kept(&b->x);
 }
 
 static void built_free(built *b)

@@ -9,18 +9,14 @@
 #include "compute.h"
 #include "sim_run.h"
 #include "streams.h"
-#include "workload.h"
+#include "wl_kept.h"
 
 /* The forward pass of the one stage of a run (overrides kv, NULL-terminated),
  * every op kept; *w is the caller's to destroy. */
 static const wl_pass *forward_of(sim *x, workload_t **w, const char *const *kv)
 {
     sim_run(x, kv);
-    run_inputs in = x->in;
-    in.sim.keep_ops = true;
-    sim_err err;
-    sim_err_clear(&err);
-    cr_assert_eq(workload_build(w, &in, &x->s, &err), SIM_OK, "%s", err.msg);
+    *w = wl_kept(x);
     return &(*w)->stages[0].chunks[0].fwd;
 }
 

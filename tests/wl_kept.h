@@ -1,0 +1,20 @@
+/* Test helper: the workload of a resolved run (sim_run.h) with every op
+ * kept (no pass stands as one task), for tests that read a pass's ops. */
+#ifndef PARSIM_TESTS_WL_KEPT_H
+#define PARSIM_TESTS_WL_KEPT_H
+
+#include "sim_run.h"
+#include "workload.h"
+
+static inline workload_t *wl_kept(const sim *x)
+{
+    run_inputs in = x->in;
+    in.sim.keep_ops = true;
+    workload_t *w = NULL;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(workload_build(&w, &in, &x->s, &err), SIM_OK, "%s", err.msg);
+    return w;
+}
+
+#endif
