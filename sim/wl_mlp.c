@@ -123,6 +123,18 @@ static void expert_cast(const ctx *x, wl_opbuf *b, double elements)
         set_launches(b, b->n - 1, local_experts(x));
 }
 
+/* A sort of the routed rows between the exchange and the experts (moe_fwd):
+ * one copy kernel of `bytes`, whose launches framework_ops.moe_experts
+ * counts. */
+static void sort_chunks(const ctx *x, wl_opbuf *b, bool on, const char *name, double bytes)
+{
+    if (!on)
+        return;
+    int32_t i = then(b, name, STREAM_COMPUTE, mem(x, bytes));
+    if (!b->oom)
+        b->ops[i].launches = 0;
+}
+
 /* The router's elementwise work on this rank's T_sp x E fp32 logits
  * (Megatron's TopKRouter, unfused): the score function (softmax or
  * sigmoid: read the logits, write the scores), with an expert bias the
@@ -201,6 +213,13 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
      * its kernels. */
     bool a2a = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLTOALL && has(x, GROUP_EP);
     bool counts = a2a && !s->par.moe_pad_to_capacity;
+    /* Its dispatch postprocess sorts the received rows, grouped by source
+     * rank, into local-expert order, and the combine preprocess sorts them
+     * back (sort_chunk when num_local_experts > 1, §4.3; with drop-and-pad
+     * a transpose and contiguous copy): each a read and a write of the rows,
+     * the probabilities with the first; the backward sorts the gradients the
+     * same two ways. */
+    bool sorts = s->par.moe_token_dispatcher == MOE_DISPATCHER_ALLTOALL && local_experts(x) > 1;
     double count_bytes = (double)m->num_moe_experts * 8.0 * (double)(s->ep * s->etp);
     /* The shared experts' half beside the exchange just emitted. */
     double Fsh = (double)m->moe_shared_expert_intermediate_size;
@@ -250,11 +269,13 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         SHARED_BESIDE(dense_fc1_fwd(x, b, Fsh, "shared_fc1", "shared_act"));
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * w * 2.0));
+        sort_chunks(x, b, sorts, "sort_chunks", 4.0 * rows * w + 8.0 * rows);
         expert_cast(x, b, rows * w);
         expert_gemm(x, b, "expert_fc1", ggemm(x, b, E_loc, rows / E_loc, Fe * glu, w));
         then(b, "expert_act", STREAM_COMPUTE, mem(x, 2.0 * rows * Fe * (glu + 1.0)));
         expert_cast(x, b, rows * Fe);
         expert_gemm(x, b, "expert_fc2", ggemm(x, b, E_loc, rows / E_loc, w, Fe));
+        sort_chunks(x, b, sorts, "sort_chunks_back", 4.0 * rows * w);
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * w * 2.0));
         EP_EXCHANGE(scatter, COLL_ALL_TO_ALL, COLL_REDUCE_SCATTER);
@@ -273,6 +294,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         SHARED_BESIDE(dense_fc2_bwd(x, b, Fsh));
         if (etp_comm)
             then(b, "etp_ag", STREAM_EP, coll(x, GROUP_ETP, COLL_ALL_GATHER, rows * w * 2.0));
+        sort_chunks(x, b, sorts, "sort_chunks_back_bwd", 4.0 * rows * w);
         expert_cast(x, b, rows * w);
         expert_gemm(x, b, "expert_fc2_dgrad", ggemm(x, b, E_loc, rows / E_loc, Fe, w));
         expert_gemm(x, b, "expert_fc2_wgrad", ggemm(x, b, E_loc, Fe, w, rows / E_loc));
@@ -280,6 +302,7 @@ static void moe_fwd(const ctx *x, wl_opbuf *b, bool bwd)
         expert_cast(x, b, rows * Fe * glu);
         expert_gemm(x, b, "expert_fc1_dgrad", ggemm(x, b, E_loc, rows / E_loc, w, Fe * glu));
         expert_gemm(x, b, "expert_fc1_wgrad", ggemm(x, b, E_loc, Fe * glu, w, rows / E_loc));
+        sort_chunks(x, b, sorts, "sort_chunks_bwd", 4.0 * rows * w + 8.0 * rows);
         if (etp_comm)
             then(b, "etp_rs", STREAM_EP, coll(x, GROUP_ETP, COLL_REDUCE_SCATTER, rows * w * 2.0));
         if (a2a)

@@ -1,12 +1,14 @@
-/* The alltoall dispatcher's small collectives (megatron-formulas.md §4.3):
- * dropless, the all-gather of the tokens per expert before the D2H copy
- * of the split sizes that the host syncs on, and the routing
+/* The alltoall dispatcher's small collectives and sorts (megatron-formulas.md
+ * §4.3): dropless, the all-gather of the tokens per expert before the D2H
+ * copy of the split sizes that the host syncs on, and the routing
  * probabilities' all-to-all beside the tokens' (and its gradient's in the
- * backward).  The flex dispatcher fuses both; drop-and-pad needs no
- * counts. */
+ * backward); with several local experts the sort of the received rows
+ * into expert order and back.  The flex dispatcher fuses them; drop-and-pad
+ * needs no counts. */
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "compute.h"
 #include "net.h"
 #include "sim_run.h"
 #include "streams.h"
@@ -112,5 +114,45 @@ Test(dispatch_host, flex_fuses_them_and_drop_and_pad_needs_no_counts)
     build(&b, "model.moe_expert_capacity_factor=1", "model.moe_pad_expert_input_to_capacity=true");
     cr_expect_eq(count(pass(&b, false), "ep_count_ag"), 0, "static shapes: no counts to gather");
     cr_expect_eq(count(pass(&b, false), "ep_dispatch_probs"), 2);
+    built_free(&b);
+}
+
+/* 16 local experts: the received rows (4096 tokens x top-8, hidden 2048,
+ * bf16) are sorted into expert order before the experts, with their fp32
+ * probabilities, and back after them; the backward sorts the gradients
+ * both ways. */
+Test(dispatch_host, received_rows_are_sorted_by_local_expert_and_back)
+{
+    built b;
+    build(&b, NULL, NULL);
+    const wl_pass *f = pass(&b, false), *bw = pass(&b, true);
+    const cluster_spec *c = &b.x.in.cluster;
+    double rows = 4096.0 * 8.0, w = 2048.0;
+    static const struct {
+        const char *name;
+        bool bwd;
+        double bytes;
+    } sorts[] = {
+        {"sort_chunks", false, 4.0 * 4096.0 * 8.0 * 2048.0 + 8.0 * 4096.0 * 8.0},
+        {"sort_chunks_back", false, 4.0 * 4096.0 * 8.0 * 2048.0},
+        {"sort_chunks_back_bwd", true, 4.0 * 4096.0 * 8.0 * 2048.0},
+        {"sort_chunks_bwd", true, 4.0 * 4096.0 * 8.0 * 2048.0 + 8.0 * 4096.0 * 8.0},
+    };
+    cr_assert_float_eq(sorts[1].bytes, 4.0 * rows * w, 1.0);
+    for (size_t k = 0; k < sizeof sorts / sizeof sorts[0]; k++) {
+        const wl_pass *p = sorts[k].bwd ? bw : f;
+        cr_assert_eq(count(p, sorts[k].name), 2, "%s: one per MoE layer", sorts[k].name);
+        const wl_op *op = &p->ops[nth(p, sorts[k].name, 0)];
+        cr_expect_float_eq((double)op->duration_ps * 1e-12, compute_memory_s(c, sorts[k].bytes), 1e-11, "%s",
+                           sorts[k].name);
+        cr_expect_eq(op->launches, 0u, "%s: its launches are framework ops of the experts", sorts[k].name);
+    }
+    int32_t d = nth(f, "ep_dispatch", 0), s0 = nth(f, "sort_chunks", 0), fc1 = nth(f, "expert_fc1", 0),
+            fc2 = nth(f, "expert_fc2", 0), back = nth(f, "sort_chunks_back", 0), cb = nth(f, "ep_combine", 0);
+    cr_expect(d < s0 && s0 < fc1 && fc2 < back && back < cb, "dispatch %d, sort %d, fc1 %d, fc2 %d, back %d, combine %d",
+              d, s0, fc1, fc2, back, cb);
+    built_free(&b);
+    build(&b, "model.moe_token_dispatcher_type=flex", NULL);
+    cr_expect_eq(count(pass(&b, false), "sort_chunks"), 0, "flex permutes inside its kernels");
     built_free(&b);
 }
