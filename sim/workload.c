@@ -14,7 +14,7 @@
  * Layers of one type (dense/MoE x full/sliding-window attention) have the
  * same ops: each is built once into a layer cache, fused there, and
  * appended per layer; chunks that hold the same run of layer types and no
- * embedding, output or bucketing are copied from a twin.  Fusing merges an
+ * embedding, output or bucketing share a twin's ops.  Fusing merges an
  * op into the one before it where nothing else can tell (same stream,
  * single dependency, nothing waits on the first), keeping the ops that
  * release a DP bucket or wait for a parameter all-gather as ends.
@@ -555,7 +555,7 @@ done:
 }
 
 /* Chunks that hold the same run of layer types, with no embedding or
- * output layer and no bucketing, have the same ops: the twin is copied
+ * output layer and no bucketing, have the same ops: the twin's are shared
  * instead of rebuilt.  span[q]: the layers of chunk q = stage x v + chunk
  * and whether it is such a plain chunk (set once per workload: finding a
  * chunk's virtual stage sets up the schedule's plan). */
@@ -602,27 +602,12 @@ static const wl_chunk *twin_chunk(const ctx *x, const workload_t *w, const chunk
     return NULL;
 }
 
-static int copy_chunk(const wl_chunk *from, wl_chunk *to)
+/* A twin shares its twin's ops and buckets (nothing reads a chunk's ops
+ * but to copy or sweep them). */
+static void share_chunk(const wl_chunk *from, wl_chunk *to)
 {
     *to = *from;
-    to->fwd.ops = malloc(((size_t)from->fwd.n_ops + 1) * sizeof *to->fwd.ops);
-    to->bwd.ops = malloc(((size_t)from->bwd.n_ops + 1) * sizeof *to->bwd.ops);
-    to->wgt.ops = malloc(((size_t)from->wgt.n_ops + 1) * sizeof *to->wgt.ops);
-    to->buckets = malloc(((size_t)from->n_buckets + 1) * sizeof *to->buckets);
-    if (!to->fwd.ops || !to->bwd.ops || !to->wgt.ops || !to->buckets) {
-        free(to->fwd.ops);
-        free(to->bwd.ops);
-        free(to->wgt.ops);
-        free(to->buckets);
-        memset(to, 0, sizeof *to);
-        return SIM_ENOMEM;
-    }
-    memcpy(to->fwd.ops, from->fwd.ops, (size_t)from->fwd.n_ops * sizeof *to->fwd.ops);
-    memcpy(to->bwd.ops, from->bwd.ops, (size_t)from->bwd.n_ops * sizeof *to->bwd.ops);
-    if (from->wgt.n_ops > 0) /* no W pass (NULL ops) unless the backward is split */
-        memcpy(to->wgt.ops, from->wgt.ops, (size_t)from->wgt.n_ops * sizeof *to->wgt.ops);
-    memcpy(to->buckets, from->buckets, (size_t)from->n_buckets * sizeof *to->buckets);
-    return SIM_OK;
+    to->twin = true;
 }
 
 /* Adam on the local shard: read grad, master, m, v; write master, m, v
@@ -701,7 +686,10 @@ int workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, 
         for (int64_t c = 0; c < s->v; c++) {
             int64_t rr = x.ideal ? 0 : r, cc = x.ideal ? 0 : c;
             const wl_chunk *twin = twin_chunk(&x, w, span, rr, cc, r, c);
-            rc = twin ? copy_chunk(twin, &st->chunks[c]) : build_chunk(&x, rr, cc, &st->chunks[c], err);
+            if (twin)
+                share_chunk(twin, &st->chunks[c]);
+            else
+                rc = build_chunk(&x, rr, cc, &st->chunks[c], err);
             if (rc != SIM_OK)
                 goto fail;
         }
@@ -744,6 +732,8 @@ bool wl_pass_equal(const wl_pass *a, const wl_pass *b)
 {
     if (a->n_ops != b->n_ops)
         return false;
+    if (a->ops == b->ops)
+        return true;
     for (int32_t i = 0; i < a->n_ops; i++) {
         const wl_op *p = &a->ops[i], *q = &b->ops[i];
         if (p->name != q->name || p->duration_ps != q->duration_ps || p->stream != q->stream || p->node != q->node ||
@@ -762,6 +752,8 @@ void workload_destroy(workload_t *w)
             wl_stage *st = &w->stages[r];
             if (st->chunks)
                 for (int64_t c = 0; c < w->v; c++) {
+                    if (st->chunks[c].twin)
+                        continue;
                     free(st->chunks[c].fwd.ops);
                     free(st->chunks[c].bwd.ops);
                     free(st->chunks[c].wgt.ops);

@@ -64,6 +64,8 @@ typedef struct wl_chunk {
                                 (no ops when the backward is whole) */
     wl_bucket *buckets;      /* in the order they become ready */
     int32_t n_buckets;
+    bool twin;               /* ops and buckets are an earlier identical
+                                chunk's (shared, freed with that one) */
     int64_t act_bytes;           /* stored from forward start to backward end */
     int64_t bwd_transient_bytes; /* alive during the backward only */
 } wl_chunk;
@@ -135,7 +137,8 @@ void workload_destroy(workload_t *w);
 int wl_duration_err(sim_err *err, double seconds, const char *what);
 
 /* Same ops, field by field (names compared as the static strings they
- * are); flops are not compared. */
+ * are; the same list, as a twin chunk's, at once); flops are not
+ * compared. */
 bool wl_pass_equal(const wl_pass *a, const wl_pass *b);
 
 /* An op list under construction (one pass template).  Failures are
