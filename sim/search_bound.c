@@ -114,14 +114,28 @@ typedef struct pass_figures {
     sim_time_ps work, span, critical; /* critical: chunk 0 only (fill and drain) */
 } pass_figures;
 
-static void pass_cost(const wl_pass *p, const wl_pass *above, bool chunk0, pass_figures *f, sim_time_ps *buf)
+/* The figures are a function of the pass's ops alone, so an equal
+ * template of an earlier layout (wl_cache.h) has them too; the critical
+ * path is kept for every pass so that a kept entry serves chunk 0 too. */
+static int pass_cost(const wl_pass *p, const wl_pass *above, bool chunk0, pass_figures *f, sim_time_ps *buf,
+                     wl_cache *cache, sim_err *err)
 {
     if (above && above->n_ops == p->n_ops &&
-        (p->n_ops == 0 || memcmp(above->ops, p->ops, (size_t)p->n_ops * sizeof *p->ops) == 0))
-        return; /* *f still holds the figures of `above` */
-    f->work = stream_sum(p, STREAM_COMPUTE);
-    f->span = compute_span(p, buf);
-    f->critical = chunk0 ? pass_critical(p, buf) : 0;
+        (p->n_ops == 0 || above->ops == p->ops || memcmp(above->ops, p->ops, (size_t)p->n_ops * sizeof *p->ops) == 0))
+        return SIM_OK; /* *f still holds the figures of `above` */
+    const void *kept = cache ? wl_cache_get(cache, p, WL_CACHE_BOUND, sizeof *f) : NULL;
+    if (kept) {
+        memcpy(f, kept, sizeof *f);
+    } else {
+        f->work = stream_sum(p, STREAM_COMPUTE);
+        f->span = compute_span(p, buf);
+        f->critical = chunk0 || cache ? pass_critical(p, buf) : 0;
+        if (cache && wl_cache_put(cache, p, WL_CACHE_BOUND, f, sizeof *f) != SIM_OK)
+            return sim_err_set(err, SIM_ENOMEM, "out of memory keeping a pass's figures");
+    }
+    if (!chunk0)
+        f->critical = 0;
+    return SIM_OK;
 }
 
 int search_time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, double *compute_s,
@@ -131,6 +145,15 @@ int search_time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
     int rc = workload_build(&wl, in, s, err);
     if (rc != SIM_OK)
         return rc;
+    rc = search_time_bound_of(wl, s, NULL, lb_s, compute_s, err);
+    workload_destroy(wl);
+    return rc;
+}
+
+int search_time_bound_of(const workload_t *wl, const strategy_t *s, wl_cache *cache, double *lb_s,
+                         double *compute_s, sim_err *err)
+{
+    int rc = SIM_OK;
     const int64_t p = s->pp, v = s->v, M = s->num_microbatches;
     int32_t most = 0;
     for (int64_t r = 0; r < p; r++)
@@ -141,10 +164,8 @@ int search_time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
                     most = wl_chunk_pass(ch, (sched_kind)k)->n_ops;
         }
     sim_time_ps *buf = malloc((size_t)(most + 1) * sizeof *buf);
-    if (!buf) {
-        workload_destroy(wl);
+    if (!buf)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    }
     /* Does the last backward of a stage run chunk 0 (so that the drain
      * through the stages before it follows)?  It is virtual microbatch
      * M*v-1 of the backward order. */
@@ -159,7 +180,6 @@ int search_time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
     pass_figures (*cost)[SCHED_KINDS] = calloc((size_t)v, sizeof *cost);
     if (!cost) {
         free(buf);
-        workload_destroy(wl);
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     sim_time_ps fill = 0, drain = 0, best_lb = 0, most_compute = 0;
@@ -172,15 +192,17 @@ int search_time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
             break;
         for (int64_t c = 0; c < v; c++) {
             const wl_chunk *ch = &ws->chunks[c], *above = r > 0 ? &wl->stages[r - 1].chunks[c] : NULL;
-            for (int k = 0; k < SCHED_KINDS; k++) {
-                pass_cost(wl_chunk_pass(ch, (sched_kind)k), above ? wl_chunk_pass(above, (sched_kind)k) : NULL,
-                          c == 0, &cost[c][k], buf);
+            for (int k = 0; k < SCHED_KINDS && rc == SIM_OK; k++) {
+                rc = pass_cost(wl_chunk_pass(ch, (sched_kind)k), above ? wl_chunk_pass(above, (sched_kind)k) : NULL,
+                               c == 0, &cost[c][k], buf, cache, err);
                 work = ps_add(work, cost[c][k].work);
                 /* Overlapped pairs fill each other's gaps: only the
                  * compute work stays a bound. */
                 span = ps_add(span, s->par.overlap_moe_ep_comm ? cost[c][k].work : cost[c][k].span);
             }
         }
+        if (rc != SIM_OK)
+            break;
         work = ps_mul(work, (sim_time_ps)M);
         span = ps_mul(span, (sim_time_ps)M);
         if (ps_add(work, opt) > most_compute)
@@ -203,7 +225,6 @@ int search_time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, d
     }
     free(cost);
     free(buf);
-    workload_destroy(wl);
     if (rc != SIM_OK)
         return rc;
     *lb_s = time_as_s(best_lb);

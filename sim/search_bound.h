@@ -19,6 +19,8 @@
 #include "config.h"
 #include "err.h"
 #include "strategy.h"
+#include "wl_cache.h"
+#include "workload.h"
 
 /* The step-time lower bound (*lb_s) and the compute-stream work of the
  * busiest stage, optimizer included (*compute_s), both in seconds.
@@ -26,5 +28,11 @@
  * the stage), SIM_ENOMEM, or workload_build's error. */
 int search_time_bound(const run_inputs *in, const strategy_t *s, double *lb_s, double *compute_s,
                       sim_err *err);
+
+/* The same from a workload already built for (in, s) (search shares it
+ * with the step), with the pass figures kept in cache (NULL: none) across
+ * layouts. */
+int search_time_bound_of(const workload_t *wl, const strategy_t *s, wl_cache *cache, double *lb_s,
+                         double *compute_s, sim_err *err);
 
 #endif

@@ -193,6 +193,7 @@ struct step {
      * (templates' stand-ins and ops), plus the sends and the tail. */
     size_t ops_per_mb, ops_fixed;
     bool borrowed;          /* wl and summary belong to another step (a sample of step_period) */
+    bool wl_lent;           /* wl belongs to the caller (step_run_reuse) */
     int64_t period_mb;      /* a sample's: sched_plan_period of its plan, for same_task */
 };
 
@@ -1828,7 +1829,7 @@ static int finish(step_t *st, const step_meas *ms, const run_inputs *in, const s
 
 /* The pass templates of the step, simulated once (their summaries do not
  * depend on the microbatches), and the tasks per microbatch they bring. */
-static int summarize_all(step_t *st, const run_inputs *in, sim_err *err)
+static int summarize_all(step_t *st, const run_inputs *in, wl_cache *cache, sim_err *err)
 {
     const int64_t pp = st->pp, v = st->v;
     size_t longest = 0;
@@ -1860,10 +1861,20 @@ static int summarize_all(step_t *st, const run_inputs *in, sim_err *err)
                     if (wl_pass_equal(op, p))
                         same = summary_of(st, q / v, q % v, kind);
                 }
+                /* A summary depends on the template's ops alone: one
+                 * simulated for an equal template of an earlier step
+                 * (wl_cache.h) is this one's, byte for byte. */
+                const void *kept = !same && cache ? wl_cache_get(cache, p, WL_CACHE_STEP, sizeof *ps) : NULL;
                 if (same)
                     *ps = *same;
+                else if (kept)
+                    memcpy(ps, kept, sizeof *ps);
                 else if ((rc = summarize(p, ps, &w, err)) != SIM_OK)
                     break;
+                else if (cache && wl_cache_put(cache, p, WL_CACHE_STEP, ps, sizeof *ps) != SIM_OK) {
+                    rc = sim_err_set(err, SIM_ENOMEM, "out of memory keeping a pass summary");
+                    break;
+                }
                 /* A stand-in with host ops: up to 5 tasks, one more with a tail. */
                 if (in->sim.keep_ops || !(ps->collapsible || ps->tail)) {
                     st->ops_per_mb += (size_t)p->n_ops;
@@ -2080,6 +2091,14 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
 
 int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
+    return step_run_reuse(out, in, s, NULL, NULL, err);
+}
+
+_Static_assert(sizeof(pass_summary) <= WL_CACHE_VALUE_MAX, "a pass summary fits a cache slot");
+
+int step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, workload_t *wl, wl_cache *cache,
+                   sim_err *err)
+{
     *out = NULL;
     step_t *st = calloc(1, sizeof *st);
     if (!st)
@@ -2103,12 +2122,14 @@ int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *e
     }
     st->rank_passes = kinds * s->num_microbatches * s->v;
     st->n_kinds = kinds;
-    int rc = workload_build(&st->wl, in, s, err);
+    st->wl = wl;
+    st->wl_lent = wl != NULL;
+    int rc = wl ? SIM_OK : workload_build(&st->wl, in, s, err);
     if (rc == SIM_OK)
         rc = check_activations(st, err);
     if (rc == SIM_OK) {
         st->summary = calloc((size_t)(s->pp * s->v * st->n_kinds), sizeof *st->summary);
-        rc = st->summary ? summarize_all(st, in, err) : sim_err_set(err, SIM_ENOMEM, "out of memory");
+        rc = st->summary ? summarize_all(st, in, cache, err) : sim_err_set(err, SIM_ENOMEM, "out of memory");
     }
     if (rc != SIM_OK) {
         step_destroy(st);
@@ -2185,7 +2206,8 @@ void step_destroy(step_t *st)
         return;
     eng_destroy(st->eng);
     if (!st->borrowed) {
-        workload_destroy(st->wl);
+        if (!st->wl_lent)
+            workload_destroy(st->wl);
         free(st->summary);
     }
     free(st->info);

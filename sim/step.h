@@ -16,6 +16,7 @@
 #include "config.h"
 #include "engine.h"
 #include "strategy.h"
+#include "wl_cache.h"
 #include "workload.h"
 
 typedef struct stage_result {
@@ -57,6 +58,13 @@ typedef struct step step_t;
  * the engine holds), SIM_ENOMEM, or SIM_ESIM from the engine; err says
  * which. */
 int step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
+/* step_run for a caller that runs many steps (search's workers), with the
+ * same results: wl, when not NULL, is workload_build's for these very
+ * inputs, lent (the step reads it; the caller frees it after
+ * step_destroy); cache, when not NULL, keeps pass summaries across steps
+ * (wl_cache.h). */
+int step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, workload_t *wl, wl_cache *cache,
+                   sim_err *err);
 const step_result *step_result_get(const step_t *st);
 void step_destroy(step_t *st);
 
