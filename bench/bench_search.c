@@ -15,8 +15,10 @@
  * the peak and current RSS after the search.
  *
  * The split comes from link-time hooks (-Wl,--wrap, CMakeLists.txt) on the
- * public functions the search calls: workload_build (the time bound builds
- * the workload once, step_run again), step_run, eng_create, eng_run and
+ * public functions the search calls: workload_build ("workload": the one
+ * build of a layout, for its time bound and, in an exhaustive search, its
+ * step too; "workload(step)": one inside step_run, where the step builds
+ * its own), step_run and step_run_reuse, eng_create, eng_run and
  * step_destroy.  Each hook reads the thread's CPU clock on entry and exit,
  * so the search runs its own code unchanged (nothing in parsim knows about
  * the timers) and the figures hold on a loaded machine.  Inside step_run:
@@ -83,7 +85,7 @@ typedef enum {
 } phase;
 
 static const char *const phase_name[PH_N] = {
-    "other", "workload(bound)", "workload(step)", "templates", "graph", "engine", "measure", "free",
+    "other", "workload", "workload(step)", "templates", "graph", "engine", "measure", "free",
 };
 
 typedef struct split {
@@ -134,9 +136,18 @@ int __real_workload_build(workload_t **out, const run_inputs *in, const strategy
 int __wrap_workload_build(workload_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
 int __real_step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
 int __wrap_step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err);
+int __real_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, workload_t *wl, wl_cache *cache,
+                          sim_err *err);
+int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, workload_t *wl, wl_cache *cache,
+                          sim_err *err);
 void __real_step_destroy(step_t *st);
 void __wrap_step_destroy(step_t *st);
 engine_t *__real_eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep_hint);
+int __wrap_step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    return __wrap_step_run_reuse(out, in, s, NULL, NULL, err);
+}
+
 engine_t *__wrap_eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep_hint);
 int __real_eng_run(engine_t *e, sim_err *err);
 int __wrap_eng_run(engine_t *e, sim_err *err);
@@ -175,12 +186,13 @@ static void verify_whole(const step_t *st, const run_inputs *in, const strategy_
                 (long long)s->pp, (long long)s->v, (long long)s->num_microbatches);
 }
 
-int __wrap_step_run(step_t **out, const run_inputs *in, const strategy_t *s, sim_err *err)
+int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, workload_t *wl, wl_cache *cache,
+                          sim_err *err)
 {
     phase was = enter(PH_TEMPLATES);
     in_step = true;
     acc.step_runs++;
-    int rc = __real_step_run(out, in, s, err);
+    int rc = __real_step_run_reuse(out, in, s, wl, cache, err);
     if (rc == SIM_OK && step_extended(*out)) {
         acc.extended++;
         if (verify)

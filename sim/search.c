@@ -10,14 +10,22 @@
  *   2. prepare    (parallel) per combination: strategy_resolve, the memory
  *                 lower bound, then for the survivors the workload and the
  *                 time lower bound.  Each result goes into its own slot.
+ *                 Exhaustive (every survivor is simulated whatever the
+ *                 bounds): the step too, on the same workload, its figures
+ *                 kept aside for phase 3.
  *   3. simulate   (parallel) the survivors in ascending order of the time
  *                 bound, SEARCH_BATCH at a time; between batches the bound
  *                 threshold (the K-th best key so far) is updated on one
  *                 thread.  Batch boundaries do not depend on the jobs, so
  *                 neither does which candidates are simulated.
+ *                 Exhaustive: the figures kept aside, taken in this order.
  *   4. rank       sort, Pareto front, the rules-of-thumb baseline.
  * Nothing here keeps state between calls; workers share only the
- * read-only base inputs and write disjoint slots.
+ * read-only base inputs and write disjoint slots.  Each worker keeps, for
+ * the call, a copy of the base inputs (a candidate sets its own fields in
+ * it) and a bounded cache of pass figures (wl_cache.h: exact, keyed by the
+ * templates themselves), so that layouts sharing templates simulate and
+ * bound each once.
  */
 #include "search.h"
 
@@ -32,6 +40,8 @@
 #include "search_rank.h"
 #include "search_space.h"
 #include "step.h"
+#include "wl_cache.h"
+#include "workload.h"
 
 static double now_s(void)
 {
@@ -88,10 +98,11 @@ bool search_pinned(const search_opts *o, search_dim d)
 
 /* ---- candidates ------------------------------------------------------------ */
 
-int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs *in, strategy_t *s,
-                       sim_err *err)
+/* The candidate's inputs in `in`, a copy of the base: the fields a
+ * candidate sets are the only ones that differ (so a worker copies the
+ * large base once, not per candidate). */
+static int cand_inputs_into(const search_cand *c, run_inputs *in, strategy_t *s, sim_err *err)
 {
-    *in = *base;
     in->cluster.num_gpus = c->world;
     in->par = c->par;
     in->train = c->train;
@@ -99,49 +110,29 @@ int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs 
     return strategy_resolve(s, &in->model, &in->cluster, &in->par, &in->train, &in->ddp, err);
 }
 
+int search_cand_inputs(const run_inputs *base, const search_cand *c, run_inputs *in, strategy_t *s,
+                       sim_err *err)
+{
+    *in = *base;
+    return cand_inputs_into(c, in, s, err);
+}
+
 double search_key(const search_opts *o, const search_cand *c)
 {
     return o->rank == SEARCH_RANK_TIME ? c->step_time_s : c->step_time_s * (double)c->world;
 }
 
-/* ---- phase 2: prepare ---------------------------------------------------- */
+/* ---- the simulated figures ---------------------------------------------- */
 
-static void prepare(const run_inputs *base, search_cand *c, double cap)
-{
-    run_inputs in;
-    strategy_t s;
-    sim_err err;
-    sim_err_clear(&err);
-    int rc = search_cand_inputs(base, c, &in, &s, &err);
-    if (rc != SIM_OK) {
-        c->status = rc == SIM_EINVAL ? SEARCH_ILLEGAL : SEARCH_FAILED;
-        c->err_code = rc;
-        return;
-    }
-    c->dp = s.dp;
-    c->edp = s.edp;
-    c->num_microbatches = s.num_microbatches;
-    /* Without data parallelism anywhere, the distributed optimizer (and
-     * Megatron-FSDP) shards over one rank: off simulates exactly as on. */
-    if ((!c->ddp.use_distributed_optimizer || (c->ddp.use_megatron_fsdp && !base->ddp.use_megatron_fsdp)) &&
-        s.dp * s.cp == 1 && s.edp == 1) {
-        c->status = SEARCH_DUPLICATE;
-        return;
-    }
-    c->peak_lb_bytes = memory_peak_lower_bound(&in, &s);
-    if (c->peak_lb_bytes > cap) {
-        c->status = SEARCH_PRUNED_MEMORY;
-        return;
-    }
-    if (search_time_bound(&in, &s, &c->time_lb_s, &c->compute_s, &err) != SIM_OK) {
-        c->status = SEARCH_FAILED;
-        c->err_code = err.code;
-        return;
-    }
-    c->status = SEARCH_READY;
-}
-
-/* ---- phase 3: simulate --------------------------------------------------- */
+/* An exhaustive search simulates each candidate while it prepares it, on
+ * the same workload: the figures go into the candidate, its status and
+ * error (cand_pre) aside until phase 3 takes them in bound order, so that
+ * the tally, the batch and the ranking see what they saw when phase 3
+ * simulated. */
+typedef struct cand_pre {
+    search_status status;
+    int err_code;
+} cand_pre;
 
 static void sim_fill(search_cand *c, const step_result *r, double cap)
 {
@@ -157,34 +148,138 @@ static void sim_fill(search_cand *c, const step_result *r, double cap)
     c->status = r->peak_bytes > cap ? SEARCH_OVER_MEMORY : SEARCH_FEASIBLE;
 }
 
-static int simulate(const run_inputs *base, search_cand *c, double cap)
+/* The figures sim_fill sets, as before any simulation. */
+static void sim_clear(search_cand *c)
 {
-    run_inputs in;
-    strategy_t s;
+    c->step_time_s = c->tokens_per_s_per_gpu = c->mfu = c->bubble_fraction = c->bubble_s = c->peak_bytes = 0;
+    memset(c->exposed_s, 0, sizeof c->exposed_s);
+    c->exposed_total_s = 0;
+}
+
+/* Simulates the step of resolved inputs (on wl when not NULL: lent) into
+ * c's figures and status. */
+static int run_step(const run_inputs *in, const strategy_t *s, workload_t *wl, wl_cache *cache, double cap,
+                    search_cand *c)
+{
     sim_err err;
     sim_err_clear(&err);
     step_t *st = NULL;
-    int rc = search_cand_inputs(base, c, &in, &s, &err);
-    if (rc == SIM_OK)
-        rc = step_run(&st, &in, &s, &err);
-    if (rc != SIM_OK) {
+    int rc = step_run_reuse(&st, in, s, wl, cache, &err);
+    if (rc == SIM_OK) {
+        sim_fill(c, step_result_get(st), cap);
+    } else {
         c->status = SEARCH_FAILED;
         c->err_code = rc;
-        return rc;
     }
-    sim_fill(c, step_result_get(st), cap);
     step_destroy(st);
-    return SIM_OK;
+    if (!wl && cache) /* the step's own workload is gone */
+        wl_cache_forget(cache);
+    return rc;
+}
+
+/* ---- phase 2: prepare ---------------------------------------------------- */
+
+/* With pre (exhaustive), a candidate that passes pruning is simulated on
+ * the workload its bound came from (its status and error into *pre; it
+ * stays SEARCH_READY). */
+static void prepare(run_inputs *in, bool base_fsdp, search_cand *c, double cap, wl_cache *cache, cand_pre *pre)
+{
+    strategy_t s;
+    sim_err err;
+    sim_err_clear(&err);
+    int rc = cand_inputs_into(c, in, &s, &err);
+    if (rc != SIM_OK) {
+        c->status = rc == SIM_EINVAL ? SEARCH_ILLEGAL : SEARCH_FAILED;
+        c->err_code = rc;
+        return;
+    }
+    c->dp = s.dp;
+    c->edp = s.edp;
+    c->num_microbatches = s.num_microbatches;
+    /* Without data parallelism anywhere, the distributed optimizer (and
+     * Megatron-FSDP) shards over one rank: off simulates exactly as on. */
+    if ((!c->ddp.use_distributed_optimizer || (c->ddp.use_megatron_fsdp && !base_fsdp)) &&
+        s.dp * s.cp == 1 && s.edp == 1) {
+        c->status = SEARCH_DUPLICATE;
+        return;
+    }
+    c->peak_lb_bytes = memory_peak_lower_bound(in, &s);
+    if (c->peak_lb_bytes > cap) {
+        c->status = SEARCH_PRUNED_MEMORY;
+        return;
+    }
+    workload_t *wl = NULL;
+    if (workload_build(&wl, in, &s, &err) != SIM_OK ||
+        search_time_bound_of(wl, &s, cache, &c->time_lb_s, &c->compute_s, &err) != SIM_OK) {
+        workload_destroy(wl);
+        if (cache)
+            wl_cache_forget(cache);
+        c->status = SEARCH_FAILED;
+        c->err_code = err.code;
+        return;
+    }
+    c->status = SEARCH_READY;
+    if (pre) {
+        run_step(in, &s, wl, cache, cap, c);
+        *pre = (cand_pre){c->status, c->err_code};
+        c->status = SEARCH_READY;
+        c->err_code = 0;
+    }
+    workload_destroy(wl);
+    if (cache)
+        wl_cache_forget(cache);
+}
+
+/* ---- phase 3: simulate --------------------------------------------------- */
+
+/* in: a copy of the base (cand_inputs_into). */
+static int simulate(run_inputs *in, search_cand *c, double cap, wl_cache *cache)
+{
+    strategy_t s;
+    sim_err err;
+    sim_err_clear(&err);
+    int rc = cand_inputs_into(c, in, &s, &err);
+    if (rc == SIM_OK)
+        return run_step(in, &s, NULL, cache, cap, c);
+    c->status = SEARCH_FAILED;
+    c->err_code = rc;
+    return rc;
 }
 
 /* ---- phases 2 and 3 on the pool ------------------------------------------ */
 
-/* Workers share the read-only base and write only their own slot. */
+/* Workers share the read-only base and write only their own slot; each
+ * keeps its own cache of pass figures (made on its first item). */
 typedef struct phase_ctx {
     const run_inputs *base;
     search_cand *c;
     double cap;
+    cand_pre *pre;        /* exhaustive: per candidate, simulated in phase 2 */
+    wl_cache **cache;     /* [worker] */
+    run_inputs **in;      /* [worker]: a copy of base, the candidate's fields set */
 } phase_ctx;
+
+static wl_cache *worker_cache(phase_ctx *x, int worker)
+{
+    if (!x->cache[worker])
+        x->cache[worker] = wl_cache_create(WL_CACHE_BYTES);
+    return x->cache[worker];
+}
+
+/* worker_cache and worker_inputs: NULL when out of memory (the candidate
+ * then fails with SIM_ENOMEM). */
+static run_inputs *worker_inputs(phase_ctx *x, int worker)
+{
+    if (!x->in[worker] && (x->in[worker] = malloc(sizeof *x->in[worker])))
+        *x->in[worker] = *x->base;
+    return x->in[worker];
+}
+
+static void oom_cand(search_cand *c)
+{
+    c->status = SEARCH_FAILED;
+    c->err_code = SIM_ENOMEM;
+}
 
 /* A candidate that failed for want of memory fails the search: its layout
  * was not judged, so no ranking without it is right.  Other failures are
@@ -198,18 +293,41 @@ static int cand_status(const search_cand *c, sim_err *err)
 
 static int prep_one(void *arg, int worker, size_t i, sim_err *err)
 {
-    (void)worker;
     phase_ctx *x = arg;
-    prepare(x->base, &x->c[i], x->cap);
+    run_inputs *in = worker_inputs(x, worker);
+    wl_cache *cache = worker_cache(x, worker);
+    if (in && cache)
+        prepare(in, x->base->ddp.use_megatron_fsdp, &x->c[i], x->cap, cache, x->pre ? &x->pre[i] : NULL);
+    else
+        oom_cand(&x->c[i]);
     return cand_status(&x->c[i], err);
 }
 
 static int sim_one(void *arg, int worker, size_t i, sim_err *err)
 {
-    (void)worker;
     phase_ctx *x = arg;
-    simulate(x->base, &x->c[i], x->cap);
+    run_inputs *in = x->pre ? NULL : worker_inputs(x, worker);
+    wl_cache *cache = x->pre ? NULL : worker_cache(x, worker);
+    if (x->pre) {
+        x->c[i].status = x->pre[i].status;
+        if (x->pre[i].status == SEARCH_FAILED)
+            x->c[i].err_code = x->pre[i].err_code;
+    } else if (in && cache)
+        simulate(in, &x->c[i], x->cap, cache);
+    else
+        oom_cand(&x->c[i]);
     return cand_status(&x->c[i], err);
+}
+
+static void phase_free(phase_ctx *x)
+{
+    for (int w = 0; w < POOL_MAX_WORKERS; w++) {
+        wl_cache_destroy(x->cache ? x->cache[w] : NULL);
+        free(x->in ? x->in[w] : NULL);
+    }
+    free(x->cache);
+    free(x->in);
+    free(x->pre);
 }
 
 /* ---- the run ------------------------------------------------------------------ */
@@ -232,9 +350,14 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
     if ((rc = search_space_enumerate(base, o, out->worlds, out->n_worlds, &all, &n_all, cnt, err)) != SIM_OK)
         return rc;
 
-    phase_ctx px = {.base = base, .c = all, .cap = cap};
+    phase_ctx px = {.base = base, .c = all, .cap = cap, .cache = calloc(POOL_MAX_WORKERS, sizeof *px.cache),
+                    .in = calloc(POOL_MAX_WORKERS, sizeof *px.in)};
+    if (o->exhaustive)
+        px.pre = malloc((n_all + 1) * sizeof *px.pre);
+    const double t_prep = now_s();
     pool_job job = {.jobs = o->jobs, .n = n_all, .fn = prep_one, .ctx = &px};
-    if (pool_run(&job, NULL) != SIM_OK) {
+    if (!px.cache || !px.in || (o->exhaustive && !px.pre) || pool_run(&job, NULL) != SIM_OK) {
+        phase_free(&px);
         free(all);
         return sim_err_set(err, SIM_ENOMEM, "out of memory preparing layouts");
     }
@@ -263,8 +386,12 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
         default: n_ready++; break;
         }
         if (c->status >= SEARCH_PRUNED_MEMORY && c->status != SEARCH_FAILED &&
-            (out->closest.status == SEARCH_ILLEGAL || c->peak_lb_bytes < out->closest.peak_lb_bytes))
+            (out->closest.status == SEARCH_ILLEGAL || c->peak_lb_bytes < out->closest.peak_lb_bytes)) {
+            /* as it was before phase 3 simulated it (exhaustive: the
+             * figures are in already) */
             out->closest = *c;
+            sim_clear(&out->closest);
+        }
     }
 
     /* Phase 3: ascending time bound, in batches. */
@@ -278,6 +405,7 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
     search_topk best = {.v = malloc(K * sizeof *best.v), .k = K};
     size_t *front = malloc((n_ready + 1) * sizeof *front);
     if (!order || !batch || !best.v || !front) {
+        phase_free(&px);
         free(order);
         free(batch);
         free(best.v);
@@ -291,7 +419,8 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
             order[k++] = (search_ranked){search_rank_bound_key(o, &all[i]), all[i].world, all[i].peak_lb_bytes, all[i].order, i};
     qsort(order, n_ready, sizeof *order, search_rank_cmp);
 
-    double ts = now_s();
+    /* Exhaustive: the simulations ran with phase 2. */
+    double ts = o->exhaustive ? t_prep : now_s();
     size_t n_front = 0;
     size_t next = 0;
     bool done = false;
@@ -320,6 +449,7 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
             break;
         pool_job sjob = {.jobs = o->jobs, .n = nb, .items = batch, .fn = sim_one, .ctx = &px};
         if (pool_run(&sjob, NULL) != SIM_OK) {
+            phase_free(&px);
             free(order);
             free(batch);
             free(best.v);
@@ -347,6 +477,7 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
         cnt->skipped_bound++;
     }
     free(front);
+    phase_free(&px);
     out->sim_wall_s = now_s() - ts;
     free(batch);
     free(best.v);
@@ -406,7 +537,7 @@ int search_run(const run_inputs *base, const search_opts *o, search_result *out,
             b->peak_lb_bytes = memory_peak_lower_bound(&in, &s);
             int brc = search_time_bound(&in, &s, &b->time_lb_s, &b->compute_s, &e2);
             if (brc == SIM_OK)
-                brc = simulate(base, b, cap);
+                brc = simulate(&in, b, cap, NULL);
             if (brc == SIM_ENOMEM) {
                 search_result_free(out);
                 return sim_err_set(err, SIM_ENOMEM, "out of memory simulating the rules-of-thumb layout");

@@ -202,7 +202,8 @@ typedef struct search_result {
     int n_worlds;
     double capacity_bytes;     /* HBM per GPU */
     double wall_s;             /* whole search */
-    double sim_wall_s;         /* simulation phase */
+    double sim_wall_s;         /* simulation phase (exhaustive: with the
+                                  preparation it runs in) */
 } search_result;
 
 /* Runs the search.  base: resolved inputs (model, cluster, training and
