@@ -930,8 +930,9 @@ static void decompose(const sweep_t *sw, int64_t index, int64_t *pick)
 }
 
 /* Builds, resolves and simulates one configuration; the failure of an
- * invalid one is left in e. */
-static int simulate(const sweep_t *sw, const int64_t *pick, FILE *rep, sim_err *e)
+ * invalid one is left in e.  cache (NULL: none): the worker's pass
+ * summaries, kept across its configurations as in search (wl_cache.h). */
+static int simulate(const sweep_t *sw, const int64_t *pick, wl_cache *cache, FILE *rep, sim_err *e)
 {
     cfg_t *c = cfg_create(sw->data_dir);
     if (!c)
@@ -950,15 +951,24 @@ static int simulate(const sweep_t *sw, const int64_t *pick, FILE *rep, sim_err *
         rc = cfg_resolve_all(c, &in, &s, e);
     step_t *st = NULL;
     if (rc == SIM_OK)
-        rc = step_run(&st, &in, &s, e);
+        rc = step_run_reuse(&st, &in, &s, NULL, cache, e);
     if (rc == SIM_OK)
         report_csv_row(rep, &in, &s, step_result_get(st));
     step_destroy(st);
+    if (cache) /* the step's workload is gone */
+        wl_cache_forget(cache);
     cfg_destroy(c);
     return rc;
 }
 
+static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, char **row, size_t *len, sim_err *err);
+
 int sweep_row(const sweep_t *sw, int64_t index, char **row, size_t *len, sim_err *err)
+{
+    return row_with(sw, index, NULL, row, len, err);
+}
+
+static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, char **row, size_t *len, sim_err *err)
 {
     *row = NULL;
     *len = 0;
@@ -970,7 +980,7 @@ int sweep_row(const sweep_t *sw, int64_t index, char **row, size_t *len, sim_err
     strbuf rep, sb;
     if (!sb_open(&rep))
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    int rc = simulate(sw, pick, rep.f, &e);
+    int rc = simulate(sw, pick, cache, rep.f, &e);
     char *r = sb_close(&rep);
     if (rc == SIM_ENOMEM || !r || !sb_open(&sb)) {
         free(r);
@@ -1064,6 +1074,7 @@ typedef struct runner {
 static void *worker(void *arg)
 {
     runner *r = arg;
+    wl_cache *cache = wl_cache_create(WL_CACHE_BYTES);
     pthread_mutex_lock(&r->mu);
     for (;;) {
         while (!r->stop && r->next < r->span.count && r->next >= r->written + r->window)
@@ -1077,7 +1088,8 @@ static void *worker(void *arg)
         size_t len;
         sim_err e;
         sim_err_clear(&e);
-        int rc = sweep_row(r->sw, r->span.first + pos * r->span.stride, &row, &len, &e);
+        int rc = cache ? row_with(r->sw, r->span.first + pos * r->span.stride, cache, &row, &len, &e)
+                       : sim_err_set(&e, SIM_ENOMEM, "out of memory");
 
         pthread_mutex_lock(&r->mu);
         if (rc) {
@@ -1095,24 +1107,26 @@ static void *worker(void *arg)
         pthread_cond_broadcast(&r->filled);
     }
     pthread_mutex_unlock(&r->mu);
+    wl_cache_destroy(cache);
     return NULL;
 }
 
 static int run_inline(const sweep_t *sw, sweep_span span, sweep_emit_fn emit, void *ctx, sim_err *err)
 {
-    for (int64_t pos = 0; pos < span.count; pos++) {
+    wl_cache *cache = wl_cache_create(WL_CACHE_BYTES);
+    int rc = cache ? SIM_OK : sim_err_set(err, SIM_ENOMEM, "out of memory");
+    for (int64_t pos = 0; pos < span.count && rc == SIM_OK; pos++) {
         char *row;
         size_t len;
         int64_t index = span.first + pos * span.stride;
-        int rc = sweep_row(sw, index, &row, &len, err);
-        if (rc)
-            return rc;
-        rc = emit(ctx, pos, index, row, len);
-        free(row);
-        if (rc)
-            return rc;
+        rc = row_with(sw, index, cache, &row, &len, err);
+        if (rc == SIM_OK) {
+            rc = emit(ctx, pos, index, row, len);
+            free(row);
+        }
     }
-    return SIM_OK;
+    wl_cache_destroy(cache);
+    return rc;
 }
 
 int sweep_run(const sweep_t *sw, sweep_span span, int jobs, sweep_emit_fn emit, void *ctx, sim_err *err)
