@@ -6,6 +6,7 @@
 #include "err.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ typedef struct entry {
     int32_t n_ops;
     bool has[WL_CACHE_SLOTS];
     uint16_t size[WL_CACHE_SLOTS];
-    unsigned char val[WL_CACHE_SLOTS][WL_CACHE_VALUE_MAX];
+    _Alignas(max_align_t) unsigned char val[WL_CACHE_SLOTS][WL_CACHE_VALUE_MAX]; /* any type's alignment */
     wl_op ops[];
 } entry;
 

@@ -44,7 +44,7 @@ wl_cache *wl_cache_create(size_t max_bytes);
 void wl_cache_destroy(wl_cache *c);
 
 /* The value of `slot` stored for a pass with exactly these ops (size bytes,
- * as stored), or NULL. */
+ * as stored; aligned for any type), or NULL. */
 const void *wl_cache_get(wl_cache *c, const wl_pass *p, int slot, size_t size);
 
 /* Stores value (size <= WL_CACHE_VALUE_MAX) in `slot` of the pass's entry,
