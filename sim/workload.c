@@ -76,6 +76,43 @@ static int mtp_layer_kind(const ctx *x, int32_t i)
     return kind_of(l->mixer, l->mlp, false);
 }
 
+static const wl_opbuf *cached_layer(const ctx *x0, int kind, sched_kind which);
+
+/* Room for `more` ops beyond the buffer's, doubling as wl_push does
+ * (sticky failure: false and oom set). */
+static bool reserve(wl_opbuf *dst, int64_t more)
+{
+    if (dst->oom)
+        return false;
+    if (more > INT32_MAX - dst->n) {
+        dst->oom = 1;
+        return false;
+    }
+    if (dst->n + more <= dst->cap)
+        return true;
+    int64_t cap = dst->cap ? dst->cap : 64;
+    while (cap < (int64_t)dst->n + more)
+        cap *= 2;
+    if (cap > INT32_MAX)
+        cap = INT32_MAX;
+    wl_op *ops = realloc(dst->ops, (size_t)cap * sizeof *ops);
+    if (!ops) {
+        dst->oom = 1;
+        return false;
+    }
+    dst->ops = ops;
+    dst->cap = (int32_t)cap;
+    return true;
+}
+
+/* Room for a chunk's layers in one growth rather than one per doubling
+ * (a hint: the first layer's size for all of them). */
+static void reserve_layers(const ctx *x, wl_opbuf *dst, int64_t first, int64_t count, sched_kind which)
+{
+    if (count > 0)
+        reserve(dst, count * (int64_t)cached_layer(x, layer_kind(x, first), which)->n + 64);
+}
+
 /* Appends a cached op list in one copy; its first GPU op follows the op
  * before it (host ops ahead of it issue it and wait for nothing). */
 static void append(wl_opbuf *dst, const wl_opbuf *src)
@@ -87,27 +124,8 @@ static void append(wl_opbuf *dst, const wl_opbuf *src)
     if (src->too_long_name)
         too_long(dst, src->too_long_name, src->too_long_s);
     if (src->n > 0) {
-        if (dst->oom)
+        if (!reserve(dst, src->n))
             return;
-        if (src->n > INT32_MAX - dst->n) {
-            dst->oom = 1;
-            return;
-        }
-        if (dst->n + src->n > dst->cap) {
-            /* Room for the whole list at once, doubling as wl_push does. */
-            int64_t cap = dst->cap ? dst->cap : 64;
-            while (cap < (int64_t)dst->n + src->n)
-                cap *= 2;
-            if (cap > INT32_MAX)
-                cap = INT32_MAX;
-            wl_op *ops = realloc(dst->ops, (size_t)cap * sizeof *ops);
-            if (!ops) {
-                dst->oom = 1;
-                return;
-            }
-            dst->ops = ops;
-            dst->cap = (int32_t)cap;
-        }
         const int32_t before = dst->n - 1;
         wl_op *at = dst->ops + dst->n;
         memcpy(at, src->ops, (size_t)src->n * sizeof *at);
@@ -449,6 +467,7 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     wl_fsdp_pass_begin(x, &f, &fs, false);
     if (first_virtual && !ideal)
         issue_unit(x, &f, NULL, &fs, embedding_fwd);
+    reserve_layers(x, &f, first, count, SCHED_F);
     for (int64_t l = first; l < first + count; l++) {
         wl_fsdp_unit_begin(&f, &fs);
         layer_start[l - first] = f.n;
@@ -486,6 +505,9 @@ static int build_chunk(const ctx *x, int64_t stage, int64_t chunk, wl_chunk *out
     if (last_virtual && !ideal)
         issue_into(x, &b, split ? &w : NULL, output_bwd);
     wl_fsdp_pass_begin(x, &b, &fs, true);
+    reserve_layers(x, &b, first, count, SCHED_B);
+    if (split)
+        reserve_layers(x, &w, first, count, SCHED_W);
     for (int64_t l = first + count - 1; l >= first; l--) {
         wl_offload_bwd_begin(x, &b, &off, l);
         wl_fsdp_unit_begin(&b, &fs);
