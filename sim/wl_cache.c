@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BUCKETS = 1 << 14 };
+enum { BUCKETS = 1 << 14 }; /* heads: the fixed 128 KiB of wl_cache.h */
 
 typedef struct entry {
     struct entry *next;          /* in its bucket */

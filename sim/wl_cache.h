@@ -12,8 +12,9 @@
  * Unequal padding only makes a miss.
  *
  * Bounded: at most max_bytes (entries, their copies of the ops and their
- * values together); inserting past that drops the least recently used
- * entries first, and a template larger than the whole budget is not kept.
+ * values together; besides, a fixed table of 128 KiB); inserting past that
+ * drops the least recently used entries first, and a template larger than
+ * the whole budget is not kept.
  * One cache per thread (no locks).
  */
 #ifndef PARSIM_WL_CACHE_H
