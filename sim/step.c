@@ -2,7 +2,7 @@
  *
  * Two levels.  Every distinct pass template of the workload (forward and
  * backward of each (stage, chunk); middle stages mostly share theirs) is
- * first simulated alone (sweep(): one pass over its ops in list order is
+ * first simulated alone (step_sweep(): one pass over its ops in list order is
  * the engine's timeline for a template, with no engine to build):
  * summarize() keeps its span and its per-stream busy and exposed time.  A pass begins and
  * ends on the in-order compute stream, so inside the step it runs exactly
@@ -50,7 +50,7 @@
  * for the gradient norm and found-inf, then its issue of the step, beside
  * it); last the links
  * between stages (a forward waits for the previous virtual stage's send, a
- * backward for the next one's).  measure() reads bubble, exposed
+ * backward for the next one's).  step_measure() (step_measure.c) reads bubble, exposed
  * communication and memory off the timeline.
  *
  * Long steps.  The pass templates and their summaries do not depend on
@@ -80,122 +80,9 @@
 #include "memory.h"
 #include "model.h"
 #include "schedule.h"
+#include "step_internal.h"
 #include "step_period.h"
 #include "units.h"
-
-/* Counters per stage: activation bytes held, (microbatch, chunk) passes in
- * flight. */
-enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
-
-#define NO_TASK (-1)
-
-enum { SHIFT_NONE = 0, SHIFT_AHEAD = 1, SHIFT_HOST = 2 };
-
-/* Names of the host tasks that stand in for a pass's host ops (their busy
- * time comes from the summary instead). */
-static const char HOST_LEAD[] = "host_issue", HOST_REST[] = "host_issue ";
-
-/* One pass (F, B or W) of one microbatch on one chunk, as placed in
- * the engine: its ops are the contiguous tasks [base, last], first is its
- * first GPU task (what waits for other passes: the host ops ahead of it
- * wait for nothing), span the task whose start is the start of its GPU
- * work (first, but the GPU span of a stand-in that begins with a
- * zero-length start); send is the pipeline p2p task that carries its
- * output on (NO_TASK if none). */
-typedef struct pass_ref {
-    eng_task base, first, span, last, send;
-    eng_task lead; /* a host stand-in measured from its ops: its host lead (step.shifted) */
-    const int32_t *map; /* its ops' places in an overlapped template it runs in (NULL: its own) */
-} pass_ref;
-
-/* A pass template simulated alone: its span and, per stream, its busy and
- * exposed (compute idle) time.  Passes begin and end on the compute
- * stream and follow each other on it, so a pass runs in the step exactly
- * as alone; a single task of its span stands in for it (two-level
- * simulation), and its communication is accounted from the summary. */
-typedef struct pass_summary {
-    sim_time_ps span_ps;
-    sim_time_ps comm_ps[STREAM_KINDS];
-    sim_time_ps exposed_ps[STREAM_KINDS]; /* per communication stream */
-    sim_time_ps exposed_all_ps;           /* all communication streams together */
-    bool collapsible;
-    /* It ends with one communication op (tail_stream, tail_ps long) that
-     * starts after all its other ops have ended (a last stage's loss
-     * all-reduce on the TP stream): where the next pass of its stage waits
-     * for it, it stands as a compute task of the rest and that op, which
-     * then runs exactly as among the pass's ops (measured from its ops:
-     * step.shifted). */
-    bool tail;
-    /* Its GPU ops run at the same offsets from its GPU start whether the
-     * GPU or the host is late (shifts; always without host ops), or at
-     * least while the host is ahead of its lead (shifts_ahead: no op
-     * starts later with the host late, from the host's start plus the
-     * lead, than with the GPU late): placed as a stand-in it then runs as
-     * alone from there, and measure() takes its ops' intervals from the
-     * template (step.shifted). */
-    bool shifts, shifts_ahead;
-    int tail_stream;
-    sim_time_ps tail_ps;
-    /* A pass with host issue ops, as a function of when its GPU streams
-     * (t_g) and its host (t_h) are free: it ends on the GPU at
-     * max(t_g + gpu, t_h + lead + gpu) and on the host at
-     * max(t_h + host, t_g + wait + host - lead) (the last only when the host
-     * waits for the GPU inside it: sync).  Simulating with either side
-     * delayed gives these exactly (the engine is max-plus linear). */
-    bool host, sync;
-    sim_time_ps gpu_ps, lead_ps, host_ps, wait_ps;
-    sim_time_ps host_busy_ps;             /* sum of its host ops */
-} pass_summary;
-
-/* An overlapped template (two passes of one item) of a stage, once per
- * (stage, forward chunk, backward chunk), simulated alone like a pass
- * (its summary copied from an identical one of another stage). */
-typedef struct pair_entry {
-    int64_t stage;
-    int32_t fchunk, bchunk;
-    wl_pair t;
-    pass_summary sum;
-    int64_t standing;       /* items it stood in as one task (measure counts its summary) */
-    /* Its GPU end when the input of pass k (its first GPU op, gate[k])
-     * arrives at D late: D + coef[k] (the engine is max-plus linear, so
-     * the end is max(start + span, f + coef[0], b + coef[1])).  gated:
-     * the coefficients are known (the stand-in of a pair with inputs from
-     * other stages). */
-    int32_t gate[2];
-    sim_time_ps coef[2];
-    bool gated;
-} pair_entry;
-
-struct step {
-    engine_t *eng;
-    workload_t *wl;
-    step_task_info *info;   /* per task */
-    size_t n_info, cap_info;
-    step_result res;
-    int64_t pp, v, M;
-    sched_plan plan;
-    int n_kinds;            /* pass kinds it runs: the first n_kinds of the table */
-    int64_t rank_passes;    /* passes one stage runs */
-    pass_ref *passes;       /* [stage][kind][microbatch][chunk] */
-    pass_summary *summary;  /* [stage][chunk][kind] */
-    int32_t *order;         /* [stage][i]: pass_index of the stage's i-th pass */
-    bool *collapsed;        /* per pass (pass_index): stands as one task */
-    bool *paired;           /* per pass: ran in an overlapped template */
-    /* Per pass: a stand-in measured from its ops, SHIFT_AHEAD run as alone
-     * from its GPU start (pass_summary.shifts_ahead), SHIFT_HOST as alone
-     * from its GPU and host starts (its zero-length start, its lead's end
-     * less the lead); else SHIFT_NONE. */
-    uint8_t *shifted;
-    pair_entry *pairs;
-    size_t n_pairs, cap_pairs;
-    sim_time_ps work_ps;    /* every task's duration together (the build's) */
-    /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
-     * (templates' stand-ins and ops), plus the sends and the tail. */
-    size_t ops_per_mb, ops_fixed;
-    bool borrowed;          /* wl and summary belong to another step (a sample of step_period) */
-    bool wl_lent;           /* wl belongs to the caller (step_run_reuse) */
-    int64_t period_mb;      /* a sample's: sched_plan_period of its plan, for same_task */
-};
 
 /* The step's graph under construction, with its sticky status. */
 typedef struct builder {
@@ -229,21 +116,6 @@ typedef struct builder {
     struct tmpl_scratch *w;  /* for simulating a template while building */
 } builder;
 
-static pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
-{
-    return &st->summary[(stage * st->v + chunk) * st->n_kinds + kind];
-}
-
-static size_t pass_index(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk)
-{
-    return (size_t)(((stage * st->n_kinds + kind) * st->M + mb) * st->v + chunk);
-}
-
-static int stream_of(int64_t stage, stream_kind k)
-{
-    return (int)(stage * STREAM_KINDS + k);
-}
-
 /* Records the first failure; later ones keep it. */
 static void fail(builder *b, int rc)
 {
@@ -253,6 +125,8 @@ static void fail(builder *b, int rc)
 
 static void dep(builder *b, eng_task before, eng_task after);
 static void host_flush(builder *b);
+
+const char step_host_lead[] = "host_issue", step_host_rest[] = "host_issue ";
 
 #define WORK_SURE_PS ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
 
@@ -326,7 +200,7 @@ static void host_flush(builder *b)
     if (!b->rest_pending)
         return;
     b->rest_pending = false;
-    eng_task t = add(b, b->rest_stage, STREAM_HOST, b->rest_ps, HOST_REST, b->rest_mb, b->rest_chunk);
+    eng_task t = add(b, b->rest_stage, STREAM_HOST, b->rest_ps, step_host_rest, b->rest_mb, b->rest_chunk);
     dep(b, b->rest_wait, t);
 }
 
@@ -347,106 +221,6 @@ static void count(builder *b, eng_task t, int counter, int64_t at_start, int64_t
     int rc = eng_add_counter_delta(b->st->eng, t, counter, at_start, at_end);
     if (rc != SIM_OK)
         fail(b, rc);
-}
-
-/* ---- measuring the timeline ------------------------------------------- */
-
-typedef struct interval {
-    sim_time_ps a, b;
-} interval;
-
-static int interval_cmp(const void *x, const void *y)
-{
-    const interval *a = x, *b = y;
-    return a->a < b->a ? -1 : a->a > b->a;
-}
-
-/* Merges intervals sorted by start into a disjoint union in place. */
-static size_t merge(interval *iv, size_t n)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (iv[i].b <= iv[i].a)
-            continue;
-        if (k > 0 && iv[i].a <= iv[k - 1].b) {
-            if (iv[i].b > iv[k - 1].b)
-                iv[k - 1].b = iv[i].b;
-        } else {
-            iv[k++] = iv[i];
-        }
-    }
-    return k;
-}
-
-/* Union of two disjoint sorted interval lists into out (disjoint, sorted);
- * returns its length. */
-static size_t unite(const interval *a, size_t na, const interval *b, size_t nb, interval *out)
-{
-    size_t i = 0, j = 0, n = 0;
-    while (i < na || j < nb)
-        out[n++] = (j >= nb || (i < na && a[i].a <= b[j].a)) ? a[i++] : b[j++];
-    return merge(out, n);
-}
-
-/* *u becomes the union of *u and c (both disjoint, sorted, without empty
- * intervals), built in *spare and the two buffers swapped (both of the
- * same room) instead of copied back; returns its length.  An empty c
- * leaves *u as it is, which is what merging it would give. */
-static size_t unite_into(interval **u, size_t nu, const interval *c, size_t nc, interval **spare)
-{
-    if (nc == 0)
-        return nu;
-    size_t n = unite(*u, nu, c, nc, *spare);
-    interval *x = *u;
-    *u = *spare;
-    *spare = x;
-    return n;
-}
-
-/* Length of the part of union u not covered by union c (both disjoint,
- * sorted). */
-static sim_time_ps uncovered(const interval *u, size_t nu, const interval *c, size_t nc)
-{
-    sim_time_ps total = 0;
-    size_t j = 0;
-    for (size_t i = 0; i < nu; i++) {
-        sim_time_ps a = u[i].a, b = u[i].b, covered = 0;
-        while (j < nc && c[j].b <= a)
-            j++;
-        for (size_t k = j; k < nc && c[k].a < b; k++) {
-            sim_time_ps lo = c[k].a > a ? c[k].a : a, hi = c[k].b < b ? c[k].b : b;
-            if (hi > lo)
-                covered += hi - lo;
-        }
-        total += (b - a) - covered;
-    }
-    return total;
-}
-
-/* The tasks of a stream in run order: the engine's own slice after its
- * run, else copied into ids (room cap). */
-static size_t stream_ids(const engine_t *e, int stream, eng_task *ids, size_t cap, const eng_task **out)
-{
-    size_t n = eng_stream_view(e, stream, out);
-    if (*out)
-        return n;
-    n = eng_stream_tasks(e, stream, ids, cap);
-    *out = ids;
-    return n < cap ? n : cap;
-}
-
-/* The intervals of a stream's tasks but the replaced, off every task's
- * start t0 and end t1. */
-static size_t stream_intervals(const step_t *st, int stream, const sim_time_ps *t0, const sim_time_ps *t1,
-                               eng_task *buf, size_t cap, interval *out)
-{
-    const engine_t *e = st->eng;
-    const eng_task *ids;
-    size_t n = stream_ids(e, stream, buf, cap, &ids), k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!st->info[eng_task_tag(e, ids[i])].replaced)
-            out[k++] = (interval){t0[ids[i]], t1[ids[i]]};
-    return k;
 }
 
 /* Time to all-gather a chunk's updated parameters: all its buckets. */
@@ -515,14 +289,7 @@ static void pair_refs(const pair_entry *pe, const wl_pass *fp, const wl_pass *bp
     }
 }
 
-/* Scratch for simulating pass templates alone, sized once for the
- * longest template: one allocation per step, not per simulation. */
-typedef struct tmpl_scratch {
-    sim_time_ps *start, *end; /* per op */
-    interval *comp, *comm, *all, *tmp;
-} tmpl_scratch;
-
-static void scratch_free(tmpl_scratch *w)
+void step_scratch_free(tmpl_scratch *w)
 {
     free(w->start);
     free(w->end);
@@ -532,14 +299,14 @@ static void scratch_free(tmpl_scratch *w)
     free(w->tmp);
 }
 
-static int scratch_init(tmpl_scratch *w, size_t n)
+int step_scratch_init(tmpl_scratch *w, size_t n)
 {
     n = n ? n : 1;
     *w = (tmpl_scratch){malloc(n * sizeof *w->start), malloc(n * sizeof *w->end), malloc(n * sizeof *w->comp),
                         malloc(n * sizeof *w->comm), malloc(n * sizeof *w->all), malloc(n * sizeof *w->tmp)};
     if (w->start && w->end && w->comp && w->comm && w->all && w->tmp)
         return SIM_OK;
-    scratch_free(w);
+    step_scratch_free(w);
     *w = (tmpl_scratch){0}; /* freeing it again is a no-op */
     return SIM_ENOMEM;
 }
@@ -576,7 +343,7 @@ static int sweep_gated(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at
     return SIM_OK;
 }
 
-static int sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_scratch *w, sim_err *err)
+int step_sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_scratch *w, sim_err *err)
 {
     return sweep_gated(p, gpu_at, host_at, -1, 0, w, err);
 }
@@ -597,7 +364,7 @@ static size_t op_intervals(const wl_pass *p, int stream, const tmpl_scratch *w, 
 static int respond(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, sim_time_ps *gpu_end,
                    sim_time_ps *host_end, tmpl_scratch *w, sim_err *err)
 {
-    int rc = sweep(p, gpu_at, host_at, w, err);
+    int rc = step_sweep(p, gpu_at, host_at, w, err);
     if (rc != SIM_OK)
         return rc;
     *gpu_end = gpu_at;
@@ -614,7 +381,7 @@ static int respond(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, si
 /* Where the GPU streams of a pass start on its stand-in's timeline: 0
  * without host ops; with them late by its whole work plus one, so that
  * the host is ahead throughout (summarize_host's GPU-late response). */
-static sim_time_ps gpu_origin(const wl_pass *p, const pass_summary *sum)
+sim_time_ps step_gpu_origin(const wl_pass *p, const pass_summary *sum)
 {
     if (!sum->host)
         return 0;
@@ -701,7 +468,7 @@ static int summarize(const wl_pass *p, pass_summary *out, tmpl_scratch *w, sim_e
     memset(out, 0, sizeof *out);
     if (p->n_ops == 0)
         return SIM_OK;
-    int rc = sweep(p, 0, 0, w, err);
+    int rc = step_sweep(p, 0, 0, w, err);
     if (rc != SIM_OK)
         return rc;
     for (int32_t i = 0; i < p->n_ops; i++)
@@ -868,8 +635,8 @@ static bool chain_cuts(builder *b, const pass_summary *sum, sim_time_ps span, co
     const int32_t nb = ch->n_buckets;
     if (nb < 1 || nb > p->n_ops || !sum->shifts_ahead)
         return false;
-    const sim_time_ps o = gpu_origin(p, sum);
-    int rc = sweep(p, o, 0, w, b->err);
+    const sim_time_ps o = step_gpu_origin(p, sum);
+    int rc = step_sweep(p, o, 0, w, b->err);
     if (rc != SIM_OK) {
         fail(b, rc);
         return false;
@@ -939,7 +706,7 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
         before_wait = b->rest_wait;
         b->rest_pending = false;
     }
-    eng_task lead = add(b, r, STREAM_HOST, before + sum->lead_ps, HOST_LEAD, it->microbatch, it->chunk);
+    eng_task lead = add(b, r, STREAM_HOST, before + sum->lead_ps, step_host_lead, it->microbatch, it->chunk);
     dep(b, before_wait, lead);
     eng_task gpu = chain ? add_chain(b, r, sum->gpu_ps, it, chain, lead, &end)
                          : add_span(b, r, sum, sum->gpu_ps, it, lead, &end);
@@ -1173,7 +940,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         if (whole && (!sum->host || no_host)) {
             eng_task lead = NO_TASK;
             if (sum->host && !lead_placed) {
-                lead = add(b, r, STREAM_HOST, sum->lead_ps, HOST_LEAD, it0->microbatch, it0->chunk);
+                lead = add(b, r, STREAM_HOST, sum->lead_ps, step_host_lead, it0->microbatch, it0->chunk);
                 lead_placed = true;
             }
             const sim_time_ps span = sum->host ? sum->gpu_ps : sum->span_ps;
@@ -1359,12 +1126,12 @@ static int32_t pair_entry_of(builder *b, int64_t r, const sched_item *it)
         }
     if (!same) {
         tmpl_scratch w;
-        if (scratch_init(&w, (size_t)pe->t.pass.n_ops) != SIM_OK) {
+        if (step_scratch_init(&w, (size_t)pe->t.pass.n_ops) != SIM_OK) {
             fail(b, SIM_ENOMEM);
             return -1;
         }
         rc = summarize(&pe->t.pass, &pe->sum, &w, b->err);
-        scratch_free(&w);
+        step_scratch_free(&w);
     }
     if (rc == SIM_OK && st->pp > 1)
         rc = pair_gates(pe, &ws->chunks[fc].fwd, wl_chunk_pass(&ws->chunks[bc], (sched_kind)it->pass[1].kind), b->err);
@@ -1406,7 +1173,7 @@ static int pair_gates(pair_entry *pe, const wl_pass *fp, const wl_pass *bp, sim_
         pe->gate[k] = pe->t.map[k][gpu];
     }
     tmpl_scratch w;
-    if (scratch_init(&w, (size_t)t->n_ops) != SIM_OK)
+    if (step_scratch_init(&w, (size_t)t->n_ops) != SIM_OK)
         return SIM_ENOMEM;
     const sim_time_ps g0 = pe->sum.host ? total : 0, late = g0 + total;
     int rc = SIM_OK;
@@ -1415,7 +1182,7 @@ static int pair_gates(pair_entry *pe, const wl_pass *fp, const wl_pass *bp, sim_
         rc = gated_end(t, g0, pe->gate[k], late, &end, &w, err);
         pe->coef[k] = end > late ? end - late : 0;
     }
-    scratch_free(&w);
+    step_scratch_free(&w);
     pe->gated = rc == SIM_OK;
     return rc;
 }
@@ -1441,7 +1208,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
             }
         }
     tmpl_scratch w;
-    int wrc = scratch_init(&w, longest);
+    int wrc = step_scratch_init(&w, longest);
     b.w = wrc == SIM_OK ? &w : NULL;
     b.bucket_task = malloc(most_buckets * sizeof *b.bucket_task);
     if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad || !b.w ||
@@ -1493,7 +1260,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     free(b.bucket_task);
     sched_orders_free(&kept);
     if (b.w)
-        scratch_free(b.w);
+        step_scratch_free(b.w);
     if (b.rc == SIM_ENOMEM)
         return sim_err_set(err, SIM_ENOMEM, "out of memory building the step");
     return b.rc;
@@ -1517,251 +1284,6 @@ static int check_activations(const step_t *st, sim_err *err)
                                (long long)r, (long long)st->M, held, LIMIT_ACT_BYTES);
     }
     return SIM_OK;
-}
-
-/* The ops of stage r's shifted passes, per stream (inj + at[k], at[k+1] -
- * at[k] of them), each in the stage's pass order, which is start order:
- * each placed from its stand-in's GPU start as it ran alone. */
-static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *inj, size_t at[STREAM_KINDS + 1],
-                       sim_time_ps *first_at, sim_err *err)
-{
-    size_t fill[STREAM_KINDS] = {0};
-    for (int fillin = 0; fillin < 2; fillin++) {
-        for (int64_t i = 0; i < st->rank_passes; i++) {
-            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
-            if (!st->shifted[pi])
-                continue;
-            const int64_t chunk = (int64_t)(pi % (size_t)st->v);
-            const int kind = (int)(pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds);
-            const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[chunk], (sched_kind)kind);
-            if (!fillin) {
-                for (int32_t j = 0; j < p->n_ops; j++)
-                    fill[p->ops[j].stream]++;
-                continue;
-            }
-            const pass_ref *ref = &st->passes[pi];
-            sim_time_ps o = gpu_origin(p, summary_of(st, r, chunk, kind)), t0 = eng_task_start(st->eng, ref->span);
-            int rc;
-            if (st->shifted[pi] == SHIFT_HOST) { /* from its GPU's and host's starts */
-                const sim_time_ps h = eng_task_end(st->eng, ref->lead) - summary_of(st, r, chunk, kind)->lead_ps;
-                rc = sweep(p, eng_task_start(st->eng, ref->first), h, w, err);
-                o = t0 = 0;
-            } else {
-                rc = sweep(p, o, 0, w, err);
-            }
-            if (rc != SIM_OK)
-                return rc;
-            int32_t gpu = 0; /* its first GPU op, where its span begins */
-            while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
-                gpu++;
-            first_at[i] = t0 + (w->start[gpu] - o);
-            for (int32_t j = 0; j < p->n_ops; j++) {
-                const int k = p->ops[j].stream;
-                if (k != STREAM_HOST)
-                    inj[at[k] + fill[k]] = (interval){t0 + (w->start[j] - o), t0 + (w->end[j] - o)};
-                fill[k]++;
-            }
-        }
-        if (!fillin) {
-            at[0] = 0;
-            for (int k = 0; k < STREAM_KINDS; k++) {
-                at[k + 1] = at[k] + fill[k];
-                fill[k] = 0;
-            }
-        }
-    }
-    return SIM_OK;
-}
-
-/* Intervals of a stream's tasks (n of them in iv) together with its
- * shifted ops (inj, m), both sorted by start, into iv (room for n + m). */
-static size_t with_shifted(interval *iv, size_t n, const interval *inj, size_t m, interval *tmp)
-{
-    if (m == 0)
-        return n;
-    size_t k = unite(iv, n, inj, m, tmp);
-    memcpy(iv, tmp, k * sizeof *iv);
-    return k;
-}
-
-/* Sums picoseconds; false when the sum would wrap. */
-static bool add_ps(sim_time_ps *x, sim_time_ps d)
-{
-    return !__builtin_add_overflow(*x, d, x);
-}
-
-/* The step's figures off the timeline, in integer picoseconds (summed
- * first, made seconds once by finish(): so that step_period's sums of
- * them are exact). */
-static int measure(step_t *st, step_meas *res, sim_err *err)
-{
-    const engine_t *e = st->eng;
-    const int64_t pp = st->pp, v = st->v, M = st->M;
-    size_t n_tasks = eng_num_tasks(e);
-    /* Shifted passes bring their ops: the most a stage has, and the longest template. */
-    size_t n_inj = 0, longest = 1;
-    for (int64_t r = 0; r < pp; r++) {
-        size_t n = 0;
-        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
-            if (st->shifted[pi]) {
-                const int64_t c = (int64_t)(pi % (size_t)v);
-                const int kind = (int)(pi / (size_t)(v * M) % (size_t)st->n_kinds);
-                size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
-                n += k;
-                longest = k > longest ? k : longest;
-            }
-        n_inj = n > n_inj ? n : n_inj;
-    }
-    const size_t room = n_tasks + n_inj + 1;
-    eng_task *ids = malloc((n_tasks + 1) * sizeof *ids);
-    /* Every task's start and end, read off the engine once. */
-    sim_time_ps *t0 = malloc((n_tasks + 1) * sizeof *t0), *t1 = malloc((n_tasks + 1) * sizeof *t1);
-    interval *comp = malloc(room * sizeof *comp);
-    interval *comm = malloc(room * sizeof *comm);
-    /* The two passes of an overlapped pair can be one task: a stage's
-     * pass spans may outnumber the tasks. */
-    interval *all = malloc((room + (size_t)st->rank_passes) * sizeof *all);
-    interval *tmp = malloc((room + (size_t)st->rank_passes) * sizeof *tmp);
-    interval *inj = malloc((n_inj + 1) * sizeof *inj);
-    sim_time_ps *first_at = malloc(((size_t)st->rank_passes + 1) * sizeof *first_at);
-    tmpl_scratch w = {0};
-    res->stages = calloc((size_t)pp, sizeof *res->stages);
-    int rc = SIM_OK;
-    bool fits = true;
-    if (!ids || !t0 || !t1 || !comp || !comm || !all || !tmp || !inj || !first_at || (n_inj && scratch_init(&w, longest) != SIM_OK) ||
-        !res->stages) {
-        rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
-        goto done;
-    }
-    eng_task_times(e, t0, t1, NULL);
-    res->n_stages = pp;
-    res->makespan_ps = eng_makespan(e);
-    res->work_ps = st->work_ps;
-
-    sim_time_ps pipe_end = 0;
-    for (size_t i = 0; i < (size_t)(pp * st->n_kinds * M * v); i++)
-        if (st->passes[i].last >= 0 && t1[st->passes[i].last] > pipe_end)
-            pipe_end = t1[st->passes[i].last];
-    res->pipe_end_ps = pipe_end;
-
-    for (int64_t r = 0; r < pp; r++) {
-        step_stage_meas *sr = &res->stages[r];
-        /* Busy = union of forward/backward pass spans, in schedule order,
-         * which is start order (passes start on the in-order compute
-         * stream). */
-        size_t at[STREAM_KINDS + 1] = {0};
-        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, err)) != SIM_OK)
-            goto done;
-        size_t n = 0;
-        for (int64_t i = 0; i < st->rank_passes; i++) {
-            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
-            const pass_ref *p = &st->passes[pi];
-            if (p->span >= 0)
-                all[n++] = (interval){st->shifted[pi] ? first_at[i] : t0[p->span], t1[p->last]};
-        }
-        /* The passes of an overlapped pair start in either order. */
-        if (st->n_pairs > 0)
-            qsort(all, n, sizeof *all, interval_cmp);
-        n = merge(all, n);
-        sim_time_ps busy = 0;
-        for (size_t i = 0; i < n; i++)
-            busy += all[i].b - all[i].a;
-        sr->busy_ps = busy;
-
-        /* Exposed communication: comm-stream time with the compute stream
-         * idle. */
-        size_t nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), t0, t1, ids, n_tasks, comp);
-        nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
-        nc = merge(comp, nc);
-        size_t n_all = 0;
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            if (!streams_is_comm((stream_kind)k))
-                continue;
-            /* A stream's tasks come in run order, so sorted by start. */
-            size_t nk = stream_intervals(st, stream_of(r, (stream_kind)k), t0, t1, ids, n_tasks, comm);
-            nk = with_shifted(comm, nk, inj + at[k], at[k + 1] - at[k], tmp);
-            sim_time_ps total = 0;
-            for (size_t i = 0; i < nk; i++)
-                total += comm[i].b - comm[i].a;
-            nk = merge(comm, nk);
-            sr->comm_ps[k] = total;
-            sr->exposed_ps[k] = uncovered(comm, nk, comp, nc);
-            n_all = unite_into(&all, n_all, comm, nk, &tmp);
-        }
-        sim_time_ps exposed_ps = uncovered(all, n_all, comp, nc);
-        /* Host busy time: its tasks, but the stand-ins of collapsed
-         * passes (which include the host's waits) count from their
-         * summaries below. */
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
-                continue;
-            const eng_task *hid;
-            size_t nk = stream_ids(e, stream_of(r, (stream_kind)k), ids, n_tasks, &hid);
-            sim_time_ps total = 0;
-            for (size_t i = 0; i < nk; i++) {
-                const char *name = st->info[eng_task_tag(e, hid[i])].name;
-                if (name != HOST_LEAD && name != HOST_REST)
-                    total += t1[hid[i]] - t0[hid[i]];
-            }
-            sr->comm_ps[k] = total;
-        }
-        /* Passes that stand as one task bring their communication from
-         * their summary. */
-        for (int kind = 0; kind < st->n_kinds; kind++)
-            for (int64_t mb = 0; mb < M; mb++)
-                for (int64_t c = 0; c < v; c++) {
-                    size_t pi = pass_index(st, r, kind, mb, c);
-                    if (!st->collapsed[pi] || st->paired[pi])
-                        continue;
-                    const pass_summary *ps = summary_of(st, r, c, kind);
-                    if (st->shifted[pi]) { /* its ops are on the timeline; its host from here */
-                        for (int k = 0; k < STREAM_KINDS; k++)
-                            if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                                fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]);
-                        continue;
-                    }
-                    fits = fits && add_ps(&exposed_ps, ps->exposed_all_ps);
-                    for (int k = 0; k < STREAM_KINDS; k++)
-                        fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]) &&
-                               add_ps(&sr->exposed_ps[k], ps->exposed_ps[k]);
-                }
-        /* Overlapped pairs that stood as one task: their template's. */
-        for (size_t q = 0; q < st->n_pairs; q++) {
-            const pair_entry *pe = &st->pairs[q];
-            if (pe->stage != r || pe->standing == 0)
-                continue;
-            sim_time_ps times = (sim_time_ps)pe->standing, x;
-            fits = fits && !__builtin_mul_overflow(pe->sum.exposed_all_ps, times, &x) && add_ps(&exposed_ps, x);
-            for (int k = 0; k < STREAM_KINDS; k++)
-                fits = fits && !__builtin_mul_overflow(pe->sum.comm_ps[k], times, &x) && add_ps(&sr->comm_ps[k], x) &&
-                       !__builtin_mul_overflow(pe->sum.exposed_ps[k], times, &x) && add_ps(&sr->exposed_ps[k], x);
-        }
-        sr->exposed_total_ps = exposed_ps;
-        const int act = (int)(r * CTR_PER_STAGE + CTR_ACT), inflight = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
-        sr->act_peak = eng_counter_peak(e, act);
-        sr->inflight_peak = eng_counter_peak(e, inflight);
-        sr->act_final = eng_counter_final(e, act);
-        sr->inflight_final = eng_counter_final(e, inflight);
-    }
-    res->events = eng_events(e);
-    res->tasks = n_tasks;
-    if (!fits)
-        rc = sim_err_set_at(err, SIM_EINVAL, NULL, 0, "train.global_batch_size",
-                            "the step's communication time per stage, summed over its passes, is beyond what "
-                            "parsim counts (%.3g s); fewer microbatches keep it in range",
-                            LIMIT_DURATION_S);
-done:
-    free(inj);
-    free(first_at);
-    scratch_free(&w);
-    free(ids);
-    free(t0);
-    free(t1);
-    free(comp);
-    free(comm);
-    free(all);
-    free(tmp);
-    return rc;
 }
 
 /* The step's result from its figures. */
@@ -1842,7 +1364,7 @@ static int summarize_all(step_t *st, const run_inputs *in, wl_cache *cache, sim_
             }
         }
     tmpl_scratch w;
-    if (scratch_init(&w, longest) != SIM_OK)
+    if (step_scratch_init(&w, longest) != SIM_OK)
         return sim_err_set(err, SIM_ENOMEM, "out of memory summarizing a pass");
     int rc = SIM_OK;
     st->ops_per_mb = st->ops_fixed = 0;
@@ -1883,7 +1405,7 @@ static int summarize_all(step_t *st, const run_inputs *in, wl_cache *cache, sim_
                     st->ops_fixed += (size_t)p->n_ops;
                 }
             }
-    scratch_free(&w);
+    step_scratch_free(&w);
     return rc;
 }
 
@@ -1920,7 +1442,7 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
     if (rc == SIM_OK)
         rc = eng_run(st->eng, err);
     if (rc == SIM_OK)
-        rc = measure(st, ms, err);
+        rc = step_measure(st, ms, err);
     return rc;
 }
 

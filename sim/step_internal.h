@@ -1,0 +1,166 @@
+/* step_internal: what the parts of the step module share (internal to it,
+ * not part of its contract in step.h): the step's state (the engine, where
+ * each pass went, the pass summaries and overlapped templates), and the
+ * sweep of a pass template alone that both the build (step.c) and the
+ * measurement (step_measure.c) run.
+ */
+#ifndef PARSIM_STEP_INTERNAL_H
+#define PARSIM_STEP_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "schedule.h"
+#include "step.h"
+#include "step_measure.h"
+#include "workload.h"
+
+/* Counters per stage: activation bytes held, (microbatch, chunk) passes in
+ * flight. */
+enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
+
+#define NO_TASK (-1)
+
+enum { SHIFT_NONE = 0, SHIFT_AHEAD = 1, SHIFT_HOST = 2 };
+
+/* Names of the host tasks that stand in for a pass's host ops (their busy
+ * time comes from the summary instead). */
+extern const char step_host_lead[], step_host_rest[];
+
+/* One pass (F, B or W) of one microbatch on one chunk, as placed in
+ * the engine: its ops are the contiguous tasks [base, last], first is its
+ * first GPU task (what waits for other passes: the host ops ahead of it
+ * wait for nothing), span the task whose start is the start of its GPU
+ * work (first, but the GPU span of a stand-in that begins with a
+ * zero-length start); send is the pipeline p2p task that carries its
+ * output on (NO_TASK if none). */
+typedef struct pass_ref {
+    eng_task base, first, span, last, send;
+    eng_task lead; /* a host stand-in measured from its ops: its host lead (step.shifted) */
+    const int32_t *map; /* its ops' places in an overlapped template it runs in (NULL: its own) */
+} pass_ref;
+
+/* A pass template simulated alone: its span and, per stream, its busy and
+ * exposed (compute idle) time.  Passes begin and end on the compute
+ * stream and follow each other on it, so a pass runs in the step exactly
+ * as alone; a single task of its span stands in for it (two-level
+ * simulation), and its communication is accounted from the summary. */
+typedef struct pass_summary {
+    sim_time_ps span_ps;
+    sim_time_ps comm_ps[STREAM_KINDS];
+    sim_time_ps exposed_ps[STREAM_KINDS]; /* per communication stream */
+    sim_time_ps exposed_all_ps;           /* all communication streams together */
+    bool collapsible;
+    /* It ends with one communication op (tail_stream, tail_ps long) that
+     * starts after all its other ops have ended (a last stage's loss
+     * all-reduce on the TP stream): where the next pass of its stage waits
+     * for it, it stands as a compute task of the rest and that op, which
+     * then runs exactly as among the pass's ops (measured from its ops:
+     * step.shifted). */
+    bool tail;
+    /* Its GPU ops run at the same offsets from its GPU start whether the
+     * GPU or the host is late (shifts; always without host ops), or at
+     * least while the host is ahead of its lead (shifts_ahead: no op
+     * starts later with the host late, from the host's start plus the
+     * lead, than with the GPU late): placed as a stand-in it then runs as
+     * alone from there, and measure() takes its ops' intervals from the
+     * template (step.shifted). */
+    bool shifts, shifts_ahead;
+    int tail_stream;
+    sim_time_ps tail_ps;
+    /* A pass with host issue ops, as a function of when its GPU streams
+     * (t_g) and its host (t_h) are free: it ends on the GPU at
+     * max(t_g + gpu, t_h + lead + gpu) and on the host at
+     * max(t_h + host, t_g + wait + host - lead) (the last only when the host
+     * waits for the GPU inside it: sync).  Simulating with either side
+     * delayed gives these exactly (the engine is max-plus linear). */
+    bool host, sync;
+    sim_time_ps gpu_ps, lead_ps, host_ps, wait_ps;
+    sim_time_ps host_busy_ps;             /* sum of its host ops */
+} pass_summary;
+
+/* An overlapped template (two passes of one item) of a stage, once per
+ * (stage, forward chunk, backward chunk), simulated alone like a pass
+ * (its summary copied from an identical one of another stage). */
+typedef struct pair_entry {
+    int64_t stage;
+    int32_t fchunk, bchunk;
+    wl_pair t;
+    pass_summary sum;
+    int64_t standing;       /* items it stood in as one task (measure counts its summary) */
+    /* Its GPU end when the input of pass k (its first GPU op, gate[k])
+     * arrives at D late: D + coef[k] (the engine is max-plus linear, so
+     * the end is max(start + span, f + coef[0], b + coef[1])).  gated:
+     * the coefficients are known (the stand-in of a pair with inputs from
+     * other stages). */
+    int32_t gate[2];
+    sim_time_ps coef[2];
+    bool gated;
+} pair_entry;
+
+struct step {
+    engine_t *eng;
+    workload_t *wl;
+    step_task_info *info;   /* per task */
+    size_t n_info, cap_info;
+    step_result res;
+    int64_t pp, v, M;
+    sched_plan plan;
+    int n_kinds;            /* pass kinds it runs: the first n_kinds of the table */
+    int64_t rank_passes;    /* passes one stage runs */
+    pass_ref *passes;       /* [stage][kind][microbatch][chunk] */
+    pass_summary *summary;  /* [stage][chunk][kind] */
+    int32_t *order;         /* [stage][i]: pass_index of the stage's i-th pass */
+    bool *collapsed;        /* per pass (pass_index): stands as one task */
+    bool *paired;           /* per pass: ran in an overlapped template */
+    /* Per pass: a stand-in measured from its ops, SHIFT_AHEAD run as alone
+     * from its GPU start (pass_summary.shifts_ahead), SHIFT_HOST as alone
+     * from its GPU and host starts (its zero-length start, its lead's end
+     * less the lead); else SHIFT_NONE. */
+    uint8_t *shifted;
+    pair_entry *pairs;
+    size_t n_pairs, cap_pairs;
+    sim_time_ps work_ps;    /* every task's duration together (the build's) */
+    /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
+     * (templates' stand-ins and ops), plus the sends and the tail. */
+    size_t ops_per_mb, ops_fixed;
+    bool borrowed;          /* wl and summary belong to another step (a sample of step_period) */
+    bool wl_lent;           /* wl belongs to the caller (step_run_reuse) */
+    int64_t period_mb;      /* a sample's: sched_plan_period of its plan, for same_task */
+};
+
+static inline pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
+{
+    return &st->summary[(stage * st->v + chunk) * st->n_kinds + kind];
+}
+
+static inline size_t pass_index(const step_t *st, int64_t stage, int kind, int64_t mb, int64_t chunk)
+{
+    return (size_t)(((stage * st->n_kinds + kind) * st->M + mb) * st->v + chunk);
+}
+
+static inline int stream_of(int64_t stage, stream_kind k)
+{
+    return (int)(stage * STREAM_KINDS + k);
+}
+
+/* Scratch for simulating pass templates alone, sized once for the
+ * longest template: one allocation per step, not per simulation. */
+typedef struct tmpl_scratch {
+    sim_time_ps *start, *end; /* per op */
+    interval *comp, *comm, *all, *tmp;
+} tmpl_scratch;
+
+int step_scratch_init(tmpl_scratch *w, size_t n);
+void step_scratch_free(tmpl_scratch *w);
+
+/* The timeline of a pass template alone into w (step.c's note on
+ * sweep_gated), with its GPU streams free from gpu_at and its host from
+ * host_at. */
+int step_sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_scratch *w, sim_err *err);
+
+/* Where the GPU streams of a pass start on its stand-in's timeline. */
+sim_time_ps step_gpu_origin(const wl_pass *p, const pass_summary *sum);
+
+#endif

@@ -1,0 +1,279 @@
+/* step_measure: the step's figures off its timeline (contract in
+ * step_measure.h). */
+#include "step_measure.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "step_internal.h"
+
+/* The tasks of a stream in run order: the engine's own slice after its
+ * run, else copied into ids (room cap). */
+static size_t stream_ids(const engine_t *e, int stream, eng_task *ids, size_t cap, const eng_task **out)
+{
+    size_t n = eng_stream_view(e, stream, out);
+    if (*out)
+        return n;
+    n = eng_stream_tasks(e, stream, ids, cap);
+    *out = ids;
+    return n < cap ? n : cap;
+}
+
+/* The intervals of a stream's tasks but the replaced, off every task's
+ * start t0 and end t1. */
+static size_t stream_intervals(const step_t *st, int stream, const sim_time_ps *t0, const sim_time_ps *t1,
+                               eng_task *buf, size_t cap, interval *out)
+{
+    const engine_t *e = st->eng;
+    const eng_task *ids;
+    size_t n = stream_ids(e, stream, buf, cap, &ids), k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!st->info[eng_task_tag(e, ids[i])].replaced)
+            out[k++] = (interval){t0[ids[i]], t1[ids[i]]};
+    return k;
+}
+
+/* The ops of stage r's shifted passes, per stream (inj + at[k], at[k+1] -
+ * at[k] of them), each in the stage's pass order, which is start order:
+ * each placed from its stand-in's GPU start as it ran alone. */
+static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *inj, size_t at[STREAM_KINDS + 1],
+                       sim_time_ps *first_at, sim_err *err)
+{
+    size_t fill[STREAM_KINDS] = {0};
+    for (int fillin = 0; fillin < 2; fillin++) {
+        for (int64_t i = 0; i < st->rank_passes; i++) {
+            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
+            if (!st->shifted[pi])
+                continue;
+            const int64_t chunk = (int64_t)(pi % (size_t)st->v);
+            const int kind = (int)(pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds);
+            const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[chunk], (sched_kind)kind);
+            if (!fillin) {
+                for (int32_t j = 0; j < p->n_ops; j++)
+                    fill[p->ops[j].stream]++;
+                continue;
+            }
+            const pass_ref *ref = &st->passes[pi];
+            sim_time_ps o = step_gpu_origin(p, summary_of(st, r, chunk, kind)), t0 = eng_task_start(st->eng, ref->span);
+            int rc;
+            if (st->shifted[pi] == SHIFT_HOST) { /* from its GPU's and host's starts */
+                const sim_time_ps h = eng_task_end(st->eng, ref->lead) - summary_of(st, r, chunk, kind)->lead_ps;
+                rc = step_sweep(p, eng_task_start(st->eng, ref->first), h, w, err);
+                o = t0 = 0;
+            } else {
+                rc = step_sweep(p, o, 0, w, err);
+            }
+            if (rc != SIM_OK)
+                return rc;
+            int32_t gpu = 0; /* its first GPU op, where its span begins */
+            while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
+                gpu++;
+            first_at[i] = t0 + (w->start[gpu] - o);
+            for (int32_t j = 0; j < p->n_ops; j++) {
+                const int k = p->ops[j].stream;
+                if (k != STREAM_HOST)
+                    inj[at[k] + fill[k]] = (interval){t0 + (w->start[j] - o), t0 + (w->end[j] - o)};
+                fill[k]++;
+            }
+        }
+        if (!fillin) {
+            at[0] = 0;
+            for (int k = 0; k < STREAM_KINDS; k++) {
+                at[k + 1] = at[k] + fill[k];
+                fill[k] = 0;
+            }
+        }
+    }
+    return SIM_OK;
+}
+
+/* Intervals of a stream's tasks (n of them in iv) together with its
+ * shifted ops (inj, m), both sorted by start, into iv (room for n + m). */
+static size_t with_shifted(interval *iv, size_t n, const interval *inj, size_t m, interval *tmp)
+{
+    if (m == 0)
+        return n;
+    size_t k = unite(iv, n, inj, m, tmp);
+    memcpy(iv, tmp, k * sizeof *iv);
+    return k;
+}
+
+/* Sums picoseconds; false when the sum would wrap. */
+static bool add_ps(sim_time_ps *x, sim_time_ps d)
+{
+    return !__builtin_add_overflow(*x, d, x);
+}
+
+/* The step's figures off the timeline, in integer picoseconds (summed
+ * first, made seconds once by finish(): so that step_period's sums of
+ * them are exact). */
+int step_measure(step_t *st, step_meas *res, sim_err *err)
+{
+    const engine_t *e = st->eng;
+    const int64_t pp = st->pp, v = st->v, M = st->M;
+    size_t n_tasks = eng_num_tasks(e);
+    /* Shifted passes bring their ops: the most a stage has, and the longest template. */
+    size_t n_inj = 0, longest = 1;
+    for (int64_t r = 0; r < pp; r++) {
+        size_t n = 0;
+        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
+            if (st->shifted[pi]) {
+                const int64_t c = (int64_t)(pi % (size_t)v);
+                const int kind = (int)(pi / (size_t)(v * M) % (size_t)st->n_kinds);
+                size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
+                n += k;
+                longest = k > longest ? k : longest;
+            }
+        n_inj = n > n_inj ? n : n_inj;
+    }
+    const size_t room = n_tasks + n_inj + 1;
+    eng_task *ids = malloc((n_tasks + 1) * sizeof *ids);
+    /* Every task's start and end, read off the engine once. */
+    sim_time_ps *t0 = malloc((n_tasks + 1) * sizeof *t0), *t1 = malloc((n_tasks + 1) * sizeof *t1);
+    interval *comp = malloc(room * sizeof *comp);
+    interval *comm = malloc(room * sizeof *comm);
+    /* The two passes of an overlapped pair can be one task: a stage's
+     * pass spans may outnumber the tasks. */
+    interval *all = malloc((room + (size_t)st->rank_passes) * sizeof *all);
+    interval *tmp = malloc((room + (size_t)st->rank_passes) * sizeof *tmp);
+    interval *inj = malloc((n_inj + 1) * sizeof *inj);
+    sim_time_ps *first_at = malloc(((size_t)st->rank_passes + 1) * sizeof *first_at);
+    tmpl_scratch w = {0};
+    res->stages = calloc((size_t)pp, sizeof *res->stages);
+    int rc = SIM_OK;
+    bool fits = true;
+    if (!ids || !t0 || !t1 || !comp || !comm || !all || !tmp || !inj || !first_at || (n_inj && step_scratch_init(&w, longest) != SIM_OK) ||
+        !res->stages) {
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
+        goto done;
+    }
+    eng_task_times(e, t0, t1, NULL);
+    res->n_stages = pp;
+    res->makespan_ps = eng_makespan(e);
+    res->work_ps = st->work_ps;
+
+    sim_time_ps pipe_end = 0;
+    for (size_t i = 0; i < (size_t)(pp * st->n_kinds * M * v); i++)
+        if (st->passes[i].last >= 0 && t1[st->passes[i].last] > pipe_end)
+            pipe_end = t1[st->passes[i].last];
+    res->pipe_end_ps = pipe_end;
+
+    for (int64_t r = 0; r < pp; r++) {
+        step_stage_meas *sr = &res->stages[r];
+        /* Busy = union of forward/backward pass spans, in schedule order,
+         * which is start order (passes start on the in-order compute
+         * stream). */
+        size_t at[STREAM_KINDS + 1] = {0};
+        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, err)) != SIM_OK)
+            goto done;
+        size_t n = 0;
+        for (int64_t i = 0; i < st->rank_passes; i++) {
+            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
+            const pass_ref *p = &st->passes[pi];
+            if (p->span >= 0)
+                all[n++] = (interval){st->shifted[pi] ? first_at[i] : t0[p->span], t1[p->last]};
+        }
+        /* The passes of an overlapped pair start in either order. */
+        if (st->n_pairs > 0)
+            qsort(all, n, sizeof *all, interval_cmp);
+        n = merge(all, n);
+        sim_time_ps busy = 0;
+        for (size_t i = 0; i < n; i++)
+            busy += all[i].b - all[i].a;
+        sr->busy_ps = busy;
+
+        /* Exposed communication: comm-stream time with the compute stream
+         * idle. */
+        size_t nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), t0, t1, ids, n_tasks, comp);
+        nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
+        nc = merge(comp, nc);
+        size_t n_all = 0;
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            if (!streams_is_comm((stream_kind)k))
+                continue;
+            /* A stream's tasks come in run order, so sorted by start. */
+            size_t nk = stream_intervals(st, stream_of(r, (stream_kind)k), t0, t1, ids, n_tasks, comm);
+            nk = with_shifted(comm, nk, inj + at[k], at[k + 1] - at[k], tmp);
+            sim_time_ps total = 0;
+            for (size_t i = 0; i < nk; i++)
+                total += comm[i].b - comm[i].a;
+            nk = merge(comm, nk);
+            sr->comm_ps[k] = total;
+            sr->exposed_ps[k] = uncovered(comm, nk, comp, nc);
+            n_all = unite_into(&all, n_all, comm, nk, &tmp);
+        }
+        sim_time_ps exposed_ps = uncovered(all, n_all, comp, nc);
+        /* Host busy time: its tasks, but the stand-ins of collapsed
+         * passes (which include the host's waits) count from their
+         * summaries below. */
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
+                continue;
+            const eng_task *hid;
+            size_t nk = stream_ids(e, stream_of(r, (stream_kind)k), ids, n_tasks, &hid);
+            sim_time_ps total = 0;
+            for (size_t i = 0; i < nk; i++) {
+                const char *name = st->info[eng_task_tag(e, hid[i])].name;
+                if (name != step_host_lead && name != step_host_rest)
+                    total += t1[hid[i]] - t0[hid[i]];
+            }
+            sr->comm_ps[k] = total;
+        }
+        /* Passes that stand as one task bring their communication from
+         * their summary. */
+        for (int kind = 0; kind < st->n_kinds; kind++)
+            for (int64_t mb = 0; mb < M; mb++)
+                for (int64_t c = 0; c < v; c++) {
+                    size_t pi = pass_index(st, r, kind, mb, c);
+                    if (!st->collapsed[pi] || st->paired[pi])
+                        continue;
+                    const pass_summary *ps = summary_of(st, r, c, kind);
+                    if (st->shifted[pi]) { /* its ops are on the timeline; its host from here */
+                        for (int k = 0; k < STREAM_KINDS; k++)
+                            if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                                fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]);
+                        continue;
+                    }
+                    fits = fits && add_ps(&exposed_ps, ps->exposed_all_ps);
+                    for (int k = 0; k < STREAM_KINDS; k++)
+                        fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]) &&
+                               add_ps(&sr->exposed_ps[k], ps->exposed_ps[k]);
+                }
+        /* Overlapped pairs that stood as one task: their template's. */
+        for (size_t q = 0; q < st->n_pairs; q++) {
+            const pair_entry *pe = &st->pairs[q];
+            if (pe->stage != r || pe->standing == 0)
+                continue;
+            sim_time_ps times = (sim_time_ps)pe->standing, x;
+            fits = fits && !__builtin_mul_overflow(pe->sum.exposed_all_ps, times, &x) && add_ps(&exposed_ps, x);
+            for (int k = 0; k < STREAM_KINDS; k++)
+                fits = fits && !__builtin_mul_overflow(pe->sum.comm_ps[k], times, &x) && add_ps(&sr->comm_ps[k], x) &&
+                       !__builtin_mul_overflow(pe->sum.exposed_ps[k], times, &x) && add_ps(&sr->exposed_ps[k], x);
+        }
+        sr->exposed_total_ps = exposed_ps;
+        const int act = (int)(r * CTR_PER_STAGE + CTR_ACT), inflight = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
+        sr->act_peak = eng_counter_peak(e, act);
+        sr->inflight_peak = eng_counter_peak(e, inflight);
+        sr->act_final = eng_counter_final(e, act);
+        sr->inflight_final = eng_counter_final(e, inflight);
+    }
+    res->events = eng_events(e);
+    res->tasks = n_tasks;
+    if (!fits)
+        rc = sim_err_set_at(err, SIM_EINVAL, NULL, 0, "train.global_batch_size",
+                            "the step's communication time per stage, summed over its passes, is beyond what "
+                            "parsim counts (%.3g s); fewer microbatches keep it in range",
+                            LIMIT_DURATION_S);
+done:
+    free(inj);
+    free(first_at);
+    step_scratch_free(&w);
+    free(ids);
+    free(t0);
+    free(t1);
+    free(comp);
+    free(comm);
+    free(all);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,98 @@
+/* step_measure: the step's figures off its timeline (internal to the step
+ * module, not part of its contract in step.h).
+ *
+ * The interval arithmetic the measurement is made of (busy time as a union
+ * of intervals, exposed time as the part of one union another leaves
+ * uncovered), which the pass summaries of step.c use on a template's
+ * timeline too, and step_measure(): per stage the busy time of its passes,
+ * each communication stream's busy and exposed time, host busy time and
+ * the counter peaks, in integer picoseconds (summed first, made seconds
+ * once by the step: so that step_period's sums of them are exact).
+ */
+#ifndef PARSIM_STEP_MEASURE_H
+#define PARSIM_STEP_MEASURE_H
+
+#include <stddef.h>
+
+#include "err.h"
+#include "step.h"
+#include "step_period.h"
+#include "units.h"
+
+typedef struct interval {
+    sim_time_ps a, b;
+} interval;
+
+static inline int interval_cmp(const void *x, const void *y)
+{
+    const interval *a = x, *b = y;
+    return a->a < b->a ? -1 : a->a > b->a;
+}
+
+/* Merges intervals sorted by start into a disjoint union in place. */
+static inline size_t merge(interval *iv, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (iv[i].b <= iv[i].a)
+            continue;
+        if (k > 0 && iv[i].a <= iv[k - 1].b) {
+            if (iv[i].b > iv[k - 1].b)
+                iv[k - 1].b = iv[i].b;
+        } else {
+            iv[k++] = iv[i];
+        }
+    }
+    return k;
+}
+
+/* Union of two disjoint sorted interval lists into out (disjoint, sorted);
+ * returns its length. */
+static inline size_t unite(const interval *a, size_t na, const interval *b, size_t nb, interval *out)
+{
+    size_t i = 0, j = 0, n = 0;
+    while (i < na || j < nb)
+        out[n++] = (j >= nb || (i < na && a[i].a <= b[j].a)) ? a[i++] : b[j++];
+    return merge(out, n);
+}
+
+/* *u becomes the union of *u and c (both disjoint, sorted, without empty
+ * intervals), built in *spare and the two buffers swapped (both of the
+ * same room) instead of copied back; returns its length.  An empty c
+ * leaves *u as it is, which is what merging it would give. */
+static inline size_t unite_into(interval **u, size_t nu, const interval *c, size_t nc, interval **spare)
+{
+    if (nc == 0)
+        return nu;
+    size_t n = unite(*u, nu, c, nc, *spare);
+    interval *x = *u;
+    *u = *spare;
+    *spare = x;
+    return n;
+}
+
+/* Length of the part of union u not covered by union c (both disjoint,
+ * sorted). */
+static inline sim_time_ps uncovered(const interval *u, size_t nu, const interval *c, size_t nc)
+{
+    sim_time_ps total = 0;
+    size_t j = 0;
+    for (size_t i = 0; i < nu; i++) {
+        sim_time_ps a = u[i].a, b = u[i].b, covered = 0;
+        while (j < nc && c[j].b <= a)
+            j++;
+        for (size_t k = j; k < nc && c[k].a < b; k++) {
+            sim_time_ps lo = c[k].a > a ? c[k].a : a, hi = c[k].b < b ? c[k].b : b;
+            if (hi > lo)
+                covered += hi - lo;
+        }
+        total += (b - a) - covered;
+    }
+    return total;
+}
+
+/* The figures of a step whose graph has run (step_internal.h: the
+ * engine, the pass places and the summaries in st). */
+int step_measure(step_t *st, step_meas *res, sim_err *err);
+
+#endif
