@@ -135,6 +135,11 @@ struct engine {
      * stream_off[s+1] counts the tasks of stream s. */
     int32_t *by_stream;
     uint32_t *stream_off;
+    /* After eng_run, with by_stream: every task's span by id (spans) and
+     * in by_stream's order (stream_spans), for the measurements that read
+     * them all (NULL until then). */
+    eng_span *spans;
+    eng_span *stream_spans;
     /* After eng_run: the CSR of dependency successors (eng_task_succs). */
     uint32_t *succ_off;
     int32_t *succ;
@@ -217,6 +222,8 @@ void eng_destroy(engine_t *e)
     free(e->stream_tail);
     free(e->by_stream);
     free(e->stream_off);
+    free(e->spans);
+    free(e->stream_spans);
     free(e->succ_off);
     free(e->succ);
     free(e->counter_value);
@@ -696,19 +703,34 @@ static void sweep_undo(engine_t *e, const run *r)
 }
 
 /* Tasks grouped by stream, each stream in id order, which is its run
- * order: a counting sort by stream (eng_add_task counted).  Until it exists (and after a failed
- * run that it could not follow) eng_stream_tasks walks the streams
- * instead, with the same result. */
+ * order: a counting sort by stream (eng_add_task counted), with every
+ * task's span by id and in that order beside it.  Until it exists (and
+ * after a failed run that it could not follow) eng_stream_tasks walks the
+ * streams instead, with the same result. */
 static int index_streams(engine_t *e)
 {
     size_t n = e->n_tasks, ns = (size_t)e->n_streams;
     e->by_stream = malloc((n ? n : 1) * sizeof *e->by_stream);
-    if (!e->by_stream)
+    e->spans = malloc((n ? n : 1) * sizeof *e->spans);
+    e->stream_spans = malloc((n ? n : 1) * sizeof *e->stream_spans);
+    if (!e->by_stream || !e->spans || !e->stream_spans) {
+        free(e->by_stream);
+        free(e->spans);
+        free(e->stream_spans);
+        e->by_stream = NULL;
+        e->spans = e->stream_spans = NULL;
         return SIM_ENOMEM;
+    }
     for (size_t k = 0; k < ns; k++)
         e->stream_off[k + 1] += e->stream_off[k];
-    for (size_t t = 0; t < n; t++)
-        e->by_stream[e->stream_off[e->tasks[t].stream]++] = (int32_t)t;
+    for (size_t t = 0; t < n; t++) {
+        const eng__task *T = &e->tasks[t];
+        const eng_span sp = {T->start_ps, T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps};
+        const uint32_t at = e->stream_off[T->stream]++;
+        e->spans[t] = sp;
+        e->by_stream[at] = (int32_t)t;
+        e->stream_spans[at] = sp;
+    }
     memmove(e->stream_off + 1, e->stream_off, ns * sizeof *e->stream_off);
     e->stream_off[0] = 0;
     return SIM_OK;
@@ -843,6 +865,22 @@ size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids)
         return 0;
     }
     *ids = e->by_stream + e->stream_off[stream];
+    return e->stream_off[stream + 1] - e->stream_off[stream];
+}
+
+const eng_span *eng_spans(const engine_t *e)
+{
+    return e->spans;
+}
+
+size_t eng_stream_spans(const engine_t *e, int stream, const eng_span **spans)
+{
+    assert(stream >= 0 && stream < e->n_streams);
+    if (!e->stream_spans) {
+        *spans = NULL;
+        return 0;
+    }
+    *spans = e->stream_spans + e->stream_off[stream];
     return e->stream_off[stream + 1] - e->stream_off[stream];
 }
 

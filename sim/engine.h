@@ -31,6 +31,11 @@
 typedef struct engine engine_t;
 typedef int32_t eng_task;   /* index of a task, 0..eng_num_tasks-1 */
 
+/* When a task ran: [a, b), its start and end. */
+typedef struct eng_span {
+    sim_time_ps a, b;
+} eng_span;
+
 engine_t *eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep_hint);
 void eng_destroy(engine_t *e);
 
@@ -91,5 +96,14 @@ size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap
  * eng_destroy) and returns its length; before, sets *ids to NULL and
  * returns 0 (eng_stream_tasks reads them then). */
 size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids);
+
+/* Every task's span by id, as eng_task_start and eng_task_end give it,
+ * after eng_run (valid until eng_destroy); NULL before. */
+const eng_span *eng_spans(const engine_t *e);
+
+/* The spans of a stream's tasks in their run order (eng_stream_view's
+ * order): after eng_run sets *spans to the engine's own slice and returns
+ * its length; before, NULL and 0. */
+size_t eng_stream_spans(const engine_t *e, int stream, const eng_span **spans);
 
 #endif

@@ -1436,6 +1436,15 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
     st->eng = eng_create((int)(st->pp * STREAM_KINDS), (int)(st->pp * CTR_PER_STAGE), hint, hint * 2);
     if (!st->eng)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
+    /* The task descriptions sized as the engine's tasks, not grown from
+     * a guess by copies. */
+    if (hint > st->cap_info) {
+        step_task_info *p = realloc(st->info, hint * sizeof *p);
+        if (!p)
+            return sim_err_set(err, SIM_ENOMEM, "out of memory");
+        st->info = p;
+        st->cap_info = hint;
+    }
     for (size_t i = 0; i < n_passes; i++)
         st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, -1, NULL};
     int rc = build(st, in, s, err);

@@ -7,29 +7,15 @@
 
 #include "step_internal.h"
 
-/* The tasks of a stream in run order: the engine's own slice after its
- * run, else copied into ids (room cap). */
-static size_t stream_ids(const engine_t *e, int stream, eng_task *ids, size_t cap, const eng_task **out)
+/* The intervals of a stream's tasks but the replaced (a stage with
+ * shifted passes), off every task's span. */
+static size_t stream_intervals(const step_t *st, int stream, const eng_span *sp, interval *out)
 {
-    size_t n = eng_stream_view(e, stream, out);
-    if (*out)
-        return n;
-    n = eng_stream_tasks(e, stream, ids, cap);
-    *out = ids;
-    return n < cap ? n : cap;
-}
-
-/* The intervals of a stream's tasks but the replaced, off every task's
- * start t0 and end t1. */
-static size_t stream_intervals(const step_t *st, int stream, const sim_time_ps *t0, const sim_time_ps *t1,
-                               eng_task *buf, size_t cap, interval *out)
-{
-    const engine_t *e = st->eng;
     const eng_task *ids;
-    size_t n = stream_ids(e, stream, buf, cap, &ids), k = 0;
+    size_t n = eng_stream_view(st->eng, stream, &ids), k = 0;
     for (size_t i = 0; i < n; i++)
-        if (!st->info[eng_task_tag(e, ids[i])].replaced)
-            out[k++] = (interval){t0[ids[i]], t1[ids[i]]};
+        if (!st->info[eng_task_tag(st->eng, ids[i])].replaced)
+            out[k++] = sp[ids[i]];
     return k;
 }
 
@@ -104,32 +90,53 @@ static bool add_ps(sim_time_ps *x, sim_time_ps d)
     return !__builtin_add_overflow(*x, d, x);
 }
 
+/* *x += d times n; false when it would wrap (as n additions of d would). */
+static bool add_times(sim_time_ps *x, sim_time_ps d, sim_time_ps n)
+{
+    sim_time_ps y;
+    return !__builtin_mul_overflow(d, n, &y) && add_ps(x, y);
+}
+
 /* The step's figures off the timeline, in integer picoseconds (summed
  * first, made seconds once by finish(): so that step_period's sums of
- * them are exact). */
+ * them are exact).
+ *
+ * A stream runs its tasks one at a time in order, so its spans, as the
+ * engine keeps them, are sorted and disjoint (touching at most): the
+ * part of one such list that another leaves uncovered, and their union,
+ * are the same as of the merged lists, and a stage without shifted passes
+ * (no replaced task, no ops brought in) reads them in place.  The passes
+ * that stand as one task bring their summaries: counted per (chunk, kind)
+ * first, each summary added times its count (integer sums: the same as
+ * adding it once per pass, and wrapping exactly when that would). */
 int step_measure(step_t *st, step_meas *res, sim_err *err)
 {
     const engine_t *e = st->eng;
     const int64_t pp = st->pp, v = st->v, M = st->M;
-    size_t n_tasks = eng_num_tasks(e);
-    /* Shifted passes bring their ops: the most a stage has, and the longest template. */
-    size_t n_inj = 0, longest = 1;
+    const int n_kinds = st->n_kinds;
+    const size_t n_tasks = eng_num_tasks(e);
+    const eng_span *sp = eng_spans(e);
+    /* Shifted passes bring their ops: the most a stage has, and the
+     * longest template; and the most tasks a stage has. */
+    size_t n_inj = 0, longest = 1, stage_most = 0;
     for (int64_t r = 0; r < pp; r++) {
-        size_t n = 0;
+        size_t n = 0, tasks = 0;
         for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
             if (st->shifted[pi]) {
                 const int64_t c = (int64_t)(pi % (size_t)v);
-                const int kind = (int)(pi / (size_t)(v * M) % (size_t)st->n_kinds);
+                const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
                 size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
                 n += k;
                 longest = k > longest ? k : longest;
             }
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            const eng_span *x;
+            tasks += eng_stream_spans(e, stream_of(r, (stream_kind)k), &x);
+        }
         n_inj = n > n_inj ? n : n_inj;
+        stage_most = tasks > stage_most ? tasks : stage_most;
     }
-    const size_t room = n_tasks + n_inj + 1;
-    eng_task *ids = malloc((n_tasks + 1) * sizeof *ids);
-    /* Every task's start and end, read off the engine once. */
-    sim_time_ps *t0 = malloc((n_tasks + 1) * sizeof *t0), *t1 = malloc((n_tasks + 1) * sizeof *t1);
+    const size_t room = stage_most + n_inj + 1, n_sums = (size_t)(v * n_kinds);
     interval *comp = malloc(room * sizeof *comp);
     interval *comm = malloc(room * sizeof *comm);
     /* The two passes of an overlapped pair can be one task: a stage's
@@ -138,24 +145,26 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     interval *tmp = malloc((room + (size_t)st->rank_passes) * sizeof *tmp);
     interval *inj = malloc((n_inj + 1) * sizeof *inj);
     sim_time_ps *first_at = malloc(((size_t)st->rank_passes + 1) * sizeof *first_at);
+    /* Per (chunk, kind) of a stage: its passes that stand as one task
+     * (whole) and those of them measured from their ops (shifted). */
+    sim_time_ps *n_whole = malloc(2 * n_sums * sizeof *n_whole), *n_shifted = n_whole ? n_whole + n_sums : NULL;
     tmpl_scratch w = {0};
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     int rc = SIM_OK;
     bool fits = true;
-    if (!ids || !t0 || !t1 || !comp || !comm || !all || !tmp || !inj || !first_at || (n_inj && step_scratch_init(&w, longest) != SIM_OK) ||
-        !res->stages) {
+    if (!sp || !comp || !comm || !all || !tmp || !inj || !first_at || !n_whole ||
+        (n_inj && step_scratch_init(&w, longest) != SIM_OK) || !res->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
     }
-    eng_task_times(e, t0, t1, NULL);
     res->n_stages = pp;
     res->makespan_ps = eng_makespan(e);
     res->work_ps = st->work_ps;
 
     sim_time_ps pipe_end = 0;
-    for (size_t i = 0; i < (size_t)(pp * st->n_kinds * M * v); i++)
-        if (st->passes[i].last >= 0 && t1[st->passes[i].last] > pipe_end)
-            pipe_end = t1[st->passes[i].last];
+    for (size_t i = 0; i < (size_t)(pp * n_kinds * M * v); i++)
+        if (st->passes[i].last >= 0 && sp[st->passes[i].last].b > pipe_end)
+            pipe_end = sp[st->passes[i].last].b;
     res->pipe_end_ps = pipe_end;
 
     for (int64_t r = 0; r < pp; r++) {
@@ -166,12 +175,25 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         size_t at[STREAM_KINDS + 1] = {0};
         if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, err)) != SIM_OK)
             goto done;
+        memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
+        bool shifts = false;
+        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++) {
+            if (!st->collapsed[pi] || st->paired[pi])
+                continue;
+            const size_t q = pi % (size_t)v * (size_t)n_kinds + pi / (size_t)(v * M) % (size_t)n_kinds;
+            if (st->shifted[pi]) {
+                n_shifted[q]++;
+                shifts = true;
+            } else {
+                n_whole[q]++;
+            }
+        }
         size_t n = 0;
         for (int64_t i = 0; i < st->rank_passes; i++) {
             const size_t pi = (size_t)st->order[r * st->rank_passes + i];
             const pass_ref *p = &st->passes[pi];
             if (p->span >= 0)
-                all[n++] = (interval){st->shifted[pi] ? first_at[i] : t0[p->span], t1[p->last]};
+                all[n++] = (interval){st->shifted[pi] ? first_at[i] : sp[p->span].a, sp[p->last].b};
         }
         /* The passes of an overlapped pair start in either order. */
         if (st->n_pairs > 0)
@@ -184,25 +206,39 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
 
         /* Exposed communication: comm-stream time with the compute stream
          * idle. */
-        size_t nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), t0, t1, ids, n_tasks, comp);
-        nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
-        nc = merge(comp, nc);
+        const interval *cp;
+        size_t nc;
+        if (shifts) {
+            nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), sp, comp);
+            nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
+            cp = comp;
+        } else {
+            nc = eng_stream_spans(e, stream_of(r, STREAM_COMPUTE), &cp);
+        }
         size_t n_all = 0;
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (!streams_is_comm((stream_kind)k))
                 continue;
             /* A stream's tasks come in run order, so sorted by start. */
-            size_t nk = stream_intervals(st, stream_of(r, (stream_kind)k), t0, t1, ids, n_tasks, comm);
-            nk = with_shifted(comm, nk, inj + at[k], at[k + 1] - at[k], tmp);
+            const interval *cm;
+            size_t nk;
+            if (shifts) {
+                nk = stream_intervals(st, stream_of(r, (stream_kind)k), sp, comm);
+                nk = with_shifted(comm, nk, inj + at[k], at[k + 1] - at[k], tmp);
+                cm = comm;
+            } else {
+                nk = eng_stream_spans(e, stream_of(r, (stream_kind)k), &cm);
+            }
+            if (nk == 0)
+                continue;
             sim_time_ps total = 0;
             for (size_t i = 0; i < nk; i++)
-                total += comm[i].b - comm[i].a;
-            nk = merge(comm, nk);
+                total += cm[i].b - cm[i].a;
             sr->comm_ps[k] = total;
-            sr->exposed_ps[k] = uncovered(comm, nk, comp, nc);
-            n_all = unite_into(&all, n_all, comm, nk, &tmp);
+            sr->exposed_ps[k] = uncovered(cm, nk, cp, nc);
+            n_all = unite_into(&all, n_all, cm, nk, &tmp);
         }
-        sim_time_ps exposed_ps = uncovered(all, n_all, comp, nc);
+        sim_time_ps exposed_ps = uncovered(all, n_all, cp, nc);
         /* Host busy time: its tasks, but the stand-ins of collapsed
          * passes (which include the host's waits) count from their
          * summaries below. */
@@ -210,45 +246,44 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
             if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
                 continue;
             const eng_task *hid;
-            size_t nk = stream_ids(e, stream_of(r, (stream_kind)k), ids, n_tasks, &hid);
+            const eng_span *hs;
+            size_t nk = eng_stream_view(e, stream_of(r, (stream_kind)k), &hid);
+            eng_stream_spans(e, stream_of(r, (stream_kind)k), &hs);
             sim_time_ps total = 0;
             for (size_t i = 0; i < nk; i++) {
                 const char *name = st->info[eng_task_tag(e, hid[i])].name;
                 if (name != step_host_lead && name != step_host_rest)
-                    total += t1[hid[i]] - t0[hid[i]];
+                    total += hs[i].b - hs[i].a;
             }
             sr->comm_ps[k] = total;
         }
         /* Passes that stand as one task bring their communication from
-         * their summary. */
-        for (int kind = 0; kind < st->n_kinds; kind++)
-            for (int64_t mb = 0; mb < M; mb++)
-                for (int64_t c = 0; c < v; c++) {
-                    size_t pi = pass_index(st, r, kind, mb, c);
-                    if (!st->collapsed[pi] || st->paired[pi])
-                        continue;
-                    const pass_summary *ps = summary_of(st, r, c, kind);
-                    if (st->shifted[pi]) { /* its ops are on the timeline; its host from here */
-                        for (int k = 0; k < STREAM_KINDS; k++)
-                            if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                                fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]);
-                        continue;
-                    }
-                    fits = fits && add_ps(&exposed_ps, ps->exposed_all_ps);
+         * their summary; those measured from their ops only their host. */
+        for (int64_t c = 0; c < v; c++)
+            for (int kind = 0; kind < n_kinds; kind++) {
+                const size_t q = (size_t)(c * n_kinds + kind);
+                const pass_summary *ps = summary_of(st, r, c, kind);
+                if (n_shifted[q])
                     for (int k = 0; k < STREAM_KINDS; k++)
-                        fits = fits && add_ps(&sr->comm_ps[k], ps->comm_ps[k]) &&
-                               add_ps(&sr->exposed_ps[k], ps->exposed_ps[k]);
-                }
+                        if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                            fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_shifted[q]);
+                if (!n_whole[q])
+                    continue;
+                fits = fits && add_times(&exposed_ps, ps->exposed_all_ps, n_whole[q]);
+                for (int k = 0; k < STREAM_KINDS; k++)
+                    fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_whole[q]) &&
+                           add_times(&sr->exposed_ps[k], ps->exposed_ps[k], n_whole[q]);
+            }
         /* Overlapped pairs that stood as one task: their template's. */
         for (size_t q = 0; q < st->n_pairs; q++) {
             const pair_entry *pe = &st->pairs[q];
             if (pe->stage != r || pe->standing == 0)
                 continue;
-            sim_time_ps times = (sim_time_ps)pe->standing, x;
-            fits = fits && !__builtin_mul_overflow(pe->sum.exposed_all_ps, times, &x) && add_ps(&exposed_ps, x);
+            const sim_time_ps times = (sim_time_ps)pe->standing;
+            fits = fits && add_times(&exposed_ps, pe->sum.exposed_all_ps, times);
             for (int k = 0; k < STREAM_KINDS; k++)
-                fits = fits && !__builtin_mul_overflow(pe->sum.comm_ps[k], times, &x) && add_ps(&sr->comm_ps[k], x) &&
-                       !__builtin_mul_overflow(pe->sum.exposed_ps[k], times, &x) && add_ps(&sr->exposed_ps[k], x);
+                fits = fits && add_times(&sr->comm_ps[k], pe->sum.comm_ps[k], times) &&
+                       add_times(&sr->exposed_ps[k], pe->sum.exposed_ps[k], times);
         }
         sr->exposed_total_ps = exposed_ps;
         const int act = (int)(r * CTR_PER_STAGE + CTR_ACT), inflight = (int)(r * CTR_PER_STAGE + CTR_INFLIGHT);
@@ -267,10 +302,8 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
 done:
     free(inj);
     free(first_at);
+    free(n_whole);
     step_scratch_free(&w);
-    free(ids);
-    free(t0);
-    free(t1);
     free(comp);
     free(comm);
     free(all);

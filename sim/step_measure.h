@@ -19,9 +19,8 @@
 #include "step_period.h"
 #include "units.h"
 
-typedef struct interval {
-    sim_time_ps a, b;
-} interval;
+/* [a, b): the engine's spans are intervals. */
+typedef eng_span interval;
 
 static inline int interval_cmp(const void *x, const void *y)
 {
