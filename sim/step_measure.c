@@ -118,11 +118,12 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     const eng_span *sp = eng_spans(e);
     /* Shifted passes bring their ops: the most a stage has, and the
      * longest template; and the most tasks a stage has. */
-    size_t n_inj = 0, longest = 1, stage_most = 0;
+    size_t n_inj = 0, longest = 1, stage_most = 0, shifted_any = 0;
     for (int64_t r = 0; r < pp; r++) {
         size_t n = 0, tasks = 0;
         for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
             if (st->shifted[pi]) {
+                shifted_any = 1;
                 const int64_t c = (int64_t)(pi % (size_t)v);
                 const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
                 size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
@@ -138,7 +139,9 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     }
     const size_t room = stage_most + n_inj + 1, n_sums = (size_t)(v * n_kinds);
     interval *comp = malloc(room * sizeof *comp);
-    interval *comm = malloc(room * sizeof *comm);
+    /* Each communication stream's spans at once (a room each where passes
+     * are shifted, else they are read in place). */
+    interval *comm = malloc((shifted_any ? STREAM_KINDS : 1) * room * sizeof *comm);
     /* The two passes of an overlapped pair can be one task: a stage's
      * pass spans may outnumber the tasks. */
     interval *all = malloc((room + (size_t)st->rank_passes) * sizeof *all);
@@ -177,17 +180,20 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
             goto done;
         memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
         bool shifts = false;
-        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++) {
-            if (!st->collapsed[pi] || st->paired[pi])
-                continue;
-            const size_t q = pi % (size_t)v * (size_t)n_kinds + pi / (size_t)(v * M) % (size_t)n_kinds;
-            if (st->shifted[pi]) {
-                n_shifted[q]++;
-                shifts = true;
-            } else {
-                n_whole[q]++;
-            }
-        }
+        size_t pass = (size_t)(r * st->rank_passes);
+        for (int kind = 0; kind < n_kinds; kind++)
+            for (int64_t mb = 0; mb < M; mb++)
+                for (int64_t c = 0; c < v; c++, pass++) {
+                    if (!st->collapsed[pass] || st->paired[pass])
+                        continue;
+                    const size_t q = (size_t)(c * n_kinds + kind);
+                    if (st->shifted[pass]) {
+                        n_shifted[q]++;
+                        shifts = true;
+                    } else {
+                        n_whole[q]++;
+                    }
+                }
         size_t n = 0;
         for (int64_t i = 0; i < st->rank_passes; i++) {
             const size_t pi = (size_t)st->order[r * st->rank_passes + i];
@@ -215,17 +221,21 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         } else {
             nc = eng_stream_spans(e, stream_of(r, STREAM_COMPUTE), &cp);
         }
-        size_t n_all = 0;
+        const interval *streams[STREAM_KINDS];
+        size_t lens[STREAM_KINDS];
+        int n_comm = 0;
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (!streams_is_comm((stream_kind)k))
                 continue;
-            /* A stream's tasks come in run order, so sorted by start. */
+            /* A stream's tasks come in run order, so sorted by start; in
+             * a stage with shifted passes each stream has its own room. */
             const interval *cm;
             size_t nk;
             if (shifts) {
-                nk = stream_intervals(st, stream_of(r, (stream_kind)k), sp, comm);
-                nk = with_shifted(comm, nk, inj + at[k], at[k + 1] - at[k], tmp);
-                cm = comm;
+                interval *mine = comm + (size_t)n_comm * room;
+                nk = stream_intervals(st, stream_of(r, (stream_kind)k), sp, mine);
+                nk = with_shifted(mine, nk, inj + at[k], at[k + 1] - at[k], tmp);
+                cm = mine;
             } else {
                 nk = eng_stream_spans(e, stream_of(r, (stream_kind)k), &cm);
             }
@@ -236,9 +246,10 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
                 total += cm[i].b - cm[i].a;
             sr->comm_ps[k] = total;
             sr->exposed_ps[k] = uncovered(cm, nk, cp, nc);
-            n_all = unite_into(&all, n_all, cm, nk, &tmp);
+            streams[n_comm] = cm;
+            lens[n_comm++] = nk;
         }
-        sim_time_ps exposed_ps = uncovered(all, n_all, cp, nc);
+        sim_time_ps exposed_ps = uncovered_union(streams, lens, n_comm, cp, nc);
         /* Host busy time: its tasks, but the stand-ins of collapsed
          * passes (which include the host's waits) count from their
          * summaries below. */

@@ -12,6 +12,7 @@
 #ifndef PARSIM_STEP_MEASURE_H
 #define PARSIM_STEP_MEASURE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "err.h"
@@ -70,23 +71,87 @@ static inline size_t unite_into(interval **u, size_t nu, const interval *c, size
     return n;
 }
 
-/* Length of the part of union u not covered by union c (both disjoint,
- * sorted). */
+/* The first of c[j..nc) that ends after a, where c's ends never
+ * decrease (a union, or a stream's spans): galloping from j, then a
+ * binary search, so that a list with few intervals against a long c
+ * costs their logarithms rather than a walk along c. */
+static inline size_t skip_ended(const interval *c, size_t j, size_t nc, sim_time_ps a)
+{
+    if (j >= nc || c[j].b > a)
+        return j;
+    size_t lo = j, hi = j + 1, step = 1; /* c[lo].b <= a */
+    while (hi < nc && c[hi].b <= a) {
+        lo = hi;
+        step *= 2;
+        hi = step < nc - lo ? lo + step : nc;
+    }
+    while (hi - lo > 1) { /* c[lo].b <= a; hi == nc or c[hi].b > a */
+        const size_t mid = lo + (hi - lo) / 2;
+        if (c[mid].b <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
+}
+
+/* Length of [a, b) not covered by c (sorted, disjoint, touching at
+ * most), the scan resuming at *j: callers go through [a, b)s in order
+ * of start. */
+static inline sim_time_ps uncovered_one(sim_time_ps a, sim_time_ps b, const interval *c, size_t nc, size_t *j)
+{
+    sim_time_ps covered = 0;
+    *j = skip_ended(c, *j, nc, a);
+    for (size_t k = *j; k < nc && c[k].a < b; k++) {
+        const sim_time_ps lo = c[k].a > a ? c[k].a : a, hi = c[k].b < b ? c[k].b : b;
+        if (hi > lo)
+            covered += hi - lo;
+    }
+    return (b - a) - covered;
+}
+
+/* Length of the part of u not covered by c (each sorted and disjoint,
+ * touching at most: a union, or a stream's spans). */
 static inline sim_time_ps uncovered(const interval *u, size_t nu, const interval *c, size_t nc)
 {
     sim_time_ps total = 0;
     size_t j = 0;
-    for (size_t i = 0; i < nu; i++) {
-        sim_time_ps a = u[i].a, b = u[i].b, covered = 0;
-        while (j < nc && c[j].b <= a)
-            j++;
-        for (size_t k = j; k < nc && c[k].a < b; k++) {
-            sim_time_ps lo = c[k].a > a ? c[k].a : a, hi = c[k].b < b ? c[k].b : b;
-            if (hi > lo)
-                covered += hi - lo;
+    for (size_t i = 0; i < nu; i++)
+        total += uncovered_one(u[i].a, u[i].b, c, nc, &j);
+    return total;
+}
+
+/* Length of the part of the union of n lists (u[k], nu[k] long, each as
+ * in uncovered; n <= STREAM_KINDS) not covered by c: the union built on
+ * the fly in start order, as merge() builds it, without storing it. */
+static inline sim_time_ps uncovered_union(const interval *const *u, const size_t *nu, int n, const interval *c,
+                                          size_t nc)
+{
+    size_t at[STREAM_KINDS] = {0}, j = 0;
+    sim_time_ps total = 0, ca = 0, cb = 0;
+    bool open = false;
+    for (;;) {
+        int pick = -1;
+        for (int k = 0; k < n; k++)
+            if (at[k] < nu[k] && (pick < 0 || u[k][at[k]].a < u[pick][at[pick]].a))
+                pick = k;
+        if (pick < 0)
+            break;
+        const interval x = u[pick][at[pick]++];
+        if (x.b <= x.a)
+            continue;
+        if (open && x.a <= cb) {
+            cb = x.b > cb ? x.b : cb;
+            continue;
         }
-        total += (b - a) - covered;
+        if (open)
+            total += uncovered_one(ca, cb, c, nc, &j);
+        ca = x.a;
+        cb = x.b;
+        open = true;
     }
+    if (open)
+        total += uncovered_one(ca, cb, c, nc, &j);
     return total;
 }
 
