@@ -11,8 +11,9 @@
  * Streams are intrusive singly linked lists threaded through the task
  * records (stream_next), with a head and a tail per stream.  eng_run ends
  * by grouping the task ids by stream (a counting sort: ids are in run
- * order within a stream), so that the measurements that read every stream
- * back copy a slice instead of chasing stream_next through the records.
+ * order within a stream), with every task's span (start, end) in that
+ * order beside it, so that the measurements that read every stream back
+ * read a slice instead of chasing stream_next through the records.
  *
  * Dependencies: CSR built at eng_run start.  While the graph is being
  * built, eng_add_dep only appends to the edge list (O(1), no per-task
@@ -135,10 +136,8 @@ struct engine {
      * stream_off[s+1] counts the tasks of stream s. */
     int32_t *by_stream;
     uint32_t *stream_off;
-    /* After eng_run, with by_stream: every task's span by id (spans) and
-     * in by_stream's order (stream_spans), for the measurements that read
-     * them all (NULL until then). */
-    eng_span *spans;
+    /* After eng_run, beside by_stream: every task's span in its order, for
+     * the measurements that read whole streams (NULL until then). */
     eng_span *stream_spans;
     /* After eng_run: the CSR of dependency successors (eng_task_succs). */
     uint32_t *succ_off;
@@ -222,7 +221,6 @@ void eng_destroy(engine_t *e)
     free(e->stream_tail);
     free(e->by_stream);
     free(e->stream_off);
-    free(e->spans);
     free(e->stream_spans);
     free(e->succ_off);
     free(e->succ);
@@ -704,21 +702,19 @@ static void sweep_undo(engine_t *e, const run *r)
 
 /* Tasks grouped by stream, each stream in id order, which is its run
  * order: a counting sort by stream (eng_add_task counted), with every
- * task's span by id and in that order beside it.  Until it exists (and
+ * task's span in that order beside it.  Until it exists (and
  * after a failed run that it could not follow) eng_stream_tasks walks the
  * streams instead, with the same result. */
 static int index_streams(engine_t *e)
 {
     size_t n = e->n_tasks, ns = (size_t)e->n_streams;
     e->by_stream = malloc((n ? n : 1) * sizeof *e->by_stream);
-    e->spans = malloc((n ? n : 1) * sizeof *e->spans);
     e->stream_spans = malloc((n ? n : 1) * sizeof *e->stream_spans);
-    if (!e->by_stream || !e->spans || !e->stream_spans) {
+    if (!e->by_stream || !e->stream_spans) {
         free(e->by_stream);
-        free(e->spans);
         free(e->stream_spans);
         e->by_stream = NULL;
-        e->spans = e->stream_spans = NULL;
+        e->stream_spans = NULL;
         return SIM_ENOMEM;
     }
     for (size_t k = 0; k < ns; k++)
@@ -727,7 +723,6 @@ static int index_streams(engine_t *e)
         const eng__task *T = &e->tasks[t];
         const eng_span sp = {T->start_ps, T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps};
         const uint32_t at = e->stream_off[T->stream]++;
-        e->spans[t] = sp;
         e->by_stream[at] = (int32_t)t;
         e->stream_spans[at] = sp;
     }
@@ -866,11 +861,6 @@ size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids)
     }
     *ids = e->by_stream + e->stream_off[stream];
     return e->stream_off[stream + 1] - e->stream_off[stream];
-}
-
-const eng_span *eng_spans(const engine_t *e)
-{
-    return e->spans;
 }
 
 size_t eng_stream_spans(const engine_t *e, int stream, const eng_span **spans)

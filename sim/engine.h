@@ -97,13 +97,10 @@ size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap
  * returns 0 (eng_stream_tasks reads them then). */
 size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids);
 
-/* Every task's span by id, as eng_task_start and eng_task_end give it,
- * after eng_run (valid until eng_destroy); NULL before. */
-const eng_span *eng_spans(const engine_t *e);
-
 /* The spans of a stream's tasks in their run order (eng_stream_view's
- * order): after eng_run sets *spans to the engine's own slice and returns
- * its length; before, NULL and 0. */
+ * order), as eng_task_start and eng_task_end give them: after eng_run
+ * sets *spans to the engine's own slice (valid until eng_destroy) and
+ * returns its length; before, NULL and 0. */
 size_t eng_stream_spans(const engine_t *e, int stream, const eng_span **spans);
 
 #endif

@@ -8,14 +8,16 @@
 #include "step_internal.h"
 
 /* The intervals of a stream's tasks but the replaced (a stage with
- * shifted passes), off every task's span. */
-static size_t stream_intervals(const step_t *st, int stream, const eng_span *sp, interval *out)
+ * shifted passes). */
+static size_t stream_intervals(const step_t *st, int stream, interval *out)
 {
     const eng_task *ids;
+    const eng_span *sp;
     size_t n = eng_stream_view(st->eng, stream, &ids), k = 0;
+    eng_stream_spans(st->eng, stream, &sp);
     for (size_t i = 0; i < n; i++)
         if (!st->info[eng_task_tag(st->eng, ids[i])].replaced)
-            out[k++] = sp[ids[i]];
+            out[k++] = sp[i];
     return k;
 }
 
@@ -102,7 +104,7 @@ static bool add_times(sim_time_ps *x, sim_time_ps d, sim_time_ps n)
  * them are exact).
  *
  * A stream runs its tasks one at a time in order, so its spans, as the
- * engine keeps them, are sorted and disjoint (touching at most): the
+ * engine keeps them (eng_stream_spans), are sorted and disjoint (touching at most): the
  * part of one such list that another leaves uncovered, and their union,
  * are the same as of the merged lists, and a stage without shifted passes
  * (no replaced task, no ops brought in) reads them in place.  The passes
@@ -115,15 +117,13 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     const int64_t pp = st->pp, v = st->v, M = st->M;
     const int n_kinds = st->n_kinds;
     const size_t n_tasks = eng_num_tasks(e);
-    const eng_span *sp = eng_spans(e);
     /* Shifted passes bring their ops: the most a stage has, and the
      * longest template; and the most tasks a stage has. */
-    size_t n_inj = 0, longest = 1, stage_most = 0, shifted_any = 0;
+    size_t n_inj = 0, longest = 1, stage_most = 0;
     for (int64_t r = 0; r < pp; r++) {
         size_t n = 0, tasks = 0;
         for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
             if (st->shifted[pi]) {
-                shifted_any = 1;
                 const int64_t c = (int64_t)(pi % (size_t)v);
                 const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
                 size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
@@ -139,9 +139,10 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     }
     const size_t room = stage_most + n_inj + 1, n_sums = (size_t)(v * n_kinds);
     interval *comp = malloc(room * sizeof *comp);
-    /* Each communication stream's spans at once (a room each where passes
-     * are shifted, else they are read in place). */
-    interval *comm = malloc((shifted_any ? STREAM_KINDS : 1) * room * sizeof *comm);
+    /* Every communication stream's spans of a stage at once, one after
+     * the other, where passes are shifted (else they are read in place):
+     * together no more than the stage's tasks and shifted ops. */
+    interval *comm = malloc(room * sizeof *comm);
     /* The two passes of an overlapped pair can be one task: a stage's
      * pass spans may outnumber the tasks. */
     interval *all = malloc((room + (size_t)st->rank_passes) * sizeof *all);
@@ -155,7 +156,7 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     int rc = SIM_OK;
     bool fits = true;
-    if (!sp || !comp || !comm || !all || !tmp || !inj || !first_at || !n_whole ||
+    if (!comp || !comm || !all || !tmp || !inj || !first_at || !n_whole ||
         (n_inj && step_scratch_init(&w, longest) != SIM_OK) || !res->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
@@ -166,8 +167,8 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
 
     sim_time_ps pipe_end = 0;
     for (size_t i = 0; i < (size_t)(pp * n_kinds * M * v); i++)
-        if (st->passes[i].last >= 0 && sp[st->passes[i].last].b > pipe_end)
-            pipe_end = sp[st->passes[i].last].b;
+        if (st->passes[i].last >= 0 && eng_task_end(e, st->passes[i].last) > pipe_end)
+            pipe_end = eng_task_end(e, st->passes[i].last);
     res->pipe_end_ps = pipe_end;
 
     for (int64_t r = 0; r < pp; r++) {
@@ -199,7 +200,8 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
             const size_t pi = (size_t)st->order[r * st->rank_passes + i];
             const pass_ref *p = &st->passes[pi];
             if (p->span >= 0)
-                all[n++] = (interval){st->shifted[pi] ? first_at[i] : sp[p->span].a, sp[p->last].b};
+                all[n++] = (interval){st->shifted[pi] ? first_at[i] : eng_task_start(e, p->span),
+                                      eng_task_end(e, p->last)};
         }
         /* The passes of an overlapped pair start in either order. */
         if (st->n_pairs > 0)
@@ -215,7 +217,7 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         const interval *cp;
         size_t nc;
         if (shifts) {
-            nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), sp, comp);
+            nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), comp);
             nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
             cp = comp;
         } else {
@@ -224,17 +226,18 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         const interval *streams[STREAM_KINDS];
         size_t lens[STREAM_KINDS];
         int n_comm = 0;
+        size_t used = 0;
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (!streams_is_comm((stream_kind)k))
                 continue;
-            /* A stream's tasks come in run order, so sorted by start; in
-             * a stage with shifted passes each stream has its own room. */
+            /* A stream's tasks come in run order, so sorted by start. */
             const interval *cm;
             size_t nk;
             if (shifts) {
-                interval *mine = comm + (size_t)n_comm * room;
-                nk = stream_intervals(st, stream_of(r, (stream_kind)k), sp, mine);
+                interval *mine = comm + used;
+                nk = stream_intervals(st, stream_of(r, (stream_kind)k), mine);
                 nk = with_shifted(mine, nk, inj + at[k], at[k + 1] - at[k], tmp);
+                used += nk;
                 cm = mine;
             } else {
                 nk = eng_stream_spans(e, stream_of(r, (stream_kind)k), &cm);
