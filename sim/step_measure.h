@@ -123,7 +123,9 @@ static inline sim_time_ps uncovered(const interval *u, size_t nu, const interval
 
 /* Length of the part of the union of n lists (u[k], nu[k] long, each as
  * in uncovered; n <= STREAM_KINDS) not covered by c: the union built on
- * the fly in start order, as merge() builds it, without storing it. */
+ * the fly in start order, as merge() builds it, without storing it.  The
+ * list with the earliest head gives every interval that starts no later
+ * than the other heads in one run. */
 static inline sim_time_ps uncovered_union(const interval *const *u, const size_t *nu, int n, const interval *c,
                                           size_t nc)
 {
@@ -137,18 +139,27 @@ static inline sim_time_ps uncovered_union(const interval *const *u, const size_t
                 pick = k;
         if (pick < 0)
             break;
-        const interval x = u[pick][at[pick]++];
-        if (x.b <= x.a)
-            continue;
-        if (open && x.a <= cb) {
-            cb = x.b > cb ? x.b : cb;
-            continue;
-        }
-        if (open)
-            total += uncovered_one(ca, cb, c, nc, &j);
-        ca = x.a;
-        cb = x.b;
-        open = true;
+        sim_time_ps bound = UINT64_MAX;
+        for (int k = 0; k < n; k++)
+            if (k != pick && at[k] < nu[k] && u[k][at[k]].a < bound)
+                bound = u[k][at[k]].a;
+        const interval *l = u[pick];
+        size_t i = at[pick];
+        do {
+            const interval x = l[i++];
+            if (x.b <= x.a)
+                continue;
+            if (open && x.a <= cb) {
+                cb = x.b > cb ? x.b : cb;
+                continue;
+            }
+            if (open)
+                total += uncovered_one(ca, cb, c, nc, &j);
+            ca = x.a;
+            cb = x.b;
+            open = true;
+        } while (i < nu[pick] && l[i].a <= bound);
+        at[pick] = i;
     }
     if (open)
         total += uncovered_one(ca, cb, c, nc, &j);
