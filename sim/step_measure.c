@@ -165,11 +165,9 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     res->makespan_ps = eng_makespan(e);
     res->work_ps = st->work_ps;
 
+    /* The end of the last pass, from the stages' passes below (each
+     * stage's order holds every one of its passes once). */
     sim_time_ps pipe_end = 0;
-    for (size_t i = 0; i < (size_t)(pp * n_kinds * M * v); i++)
-        if (st->passes[i].last >= 0 && eng_task_end(e, st->passes[i].last) > pipe_end)
-            pipe_end = eng_task_end(e, st->passes[i].last);
-    res->pipe_end_ps = pipe_end;
 
     for (int64_t r = 0; r < pp; r++) {
         step_stage_meas *sr = &res->stages[r];
@@ -199,9 +197,12 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         for (int64_t i = 0; i < st->rank_passes; i++) {
             const size_t pi = (size_t)st->order[r * st->rank_passes + i];
             const pass_ref *p = &st->passes[pi];
+            if (p->last < 0)
+                continue;
+            const sim_time_ps end = eng_task_end(e, p->last);
+            pipe_end = end > pipe_end ? end : pipe_end;
             if (p->span >= 0)
-                all[n++] = (interval){st->shifted[pi] ? first_at[i] : eng_task_start(e, p->span),
-                                      eng_task_end(e, p->last)};
+                all[n++] = (interval){st->shifted[pi] ? first_at[i] : eng_task_start(e, p->span), end};
         }
         /* The passes of an overlapped pair start in either order. */
         if (st->n_pairs > 0)
@@ -306,6 +307,7 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         sr->act_final = eng_counter_final(e, act);
         sr->inflight_final = eng_counter_final(e, inflight);
     }
+    res->pipe_end_ps = pipe_end;
     res->events = eng_events(e);
     res->tasks = n_tasks;
     if (!fits)
