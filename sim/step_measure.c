@@ -75,15 +75,15 @@ static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *i
     return SIM_OK;
 }
 
-/* Intervals of a stream's tasks (n of them in iv) together with its
- * shifted ops (inj, m), both sorted by start, into iv (room for n + m). */
-static size_t with_shifted(interval *iv, size_t n, const interval *inj, size_t m, interval *tmp)
+/* Intervals of a stream's tasks (*n of them in iv) together with its
+ * shifted ops (inj, m), both sorted by start: iv itself without any, else
+ * their union in out (room for *n + m); *n becomes its length. */
+static const interval *with_shifted(const interval *iv, size_t *n, const interval *inj, size_t m, interval *out)
 {
     if (m == 0)
-        return n;
-    size_t k = unite(iv, n, inj, m, tmp);
-    memcpy(iv, tmp, k * sizeof *iv);
-    return k;
+        return iv;
+    *n = unite(iv, *n, inj, m, out);
+    return out;
 }
 
 /* Sums picoseconds; false when the sum would wrap. */
@@ -218,16 +218,16 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         const interval *cp;
         size_t nc;
         if (shifts) {
+            /* all is free again: the busy time is taken. */
             nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), comp);
-            nc = with_shifted(comp, nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
-            cp = comp;
+            cp = with_shifted(comp, &nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], all);
         } else {
             nc = eng_stream_spans(e, stream_of(r, STREAM_COMPUTE), &cp);
         }
         const interval *streams[STREAM_KINDS];
         size_t lens[STREAM_KINDS];
         int n_comm = 0;
-        size_t used = 0;
+        size_t used = 0, united = 0;
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (!streams_is_comm((stream_kind)k))
                 continue;
@@ -235,11 +235,13 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
             const interval *cm;
             size_t nk;
             if (shifts) {
+                /* Its tasks after the last stream's in comm, their union
+                 * with its shifted ops after the last one's in tmp. */
                 interval *mine = comm + used;
                 nk = stream_intervals(st, stream_of(r, (stream_kind)k), mine);
-                nk = with_shifted(mine, nk, inj + at[k], at[k + 1] - at[k], tmp);
                 used += nk;
-                cm = mine;
+                cm = with_shifted(mine, &nk, inj + at[k], at[k + 1] - at[k], tmp + united);
+                united += cm == mine ? 0 : nk;
             } else {
                 nk = eng_stream_spans(e, stream_of(r, (stream_kind)k), &cm);
             }
