@@ -565,28 +565,95 @@ static inline void relax(eng__task *u, uint32_t *round_u, sim_time_ps end, uint3
     }
 }
 
+/* Where a counter's changes stand while sweep_counters reads them in task
+ * order: the last change's (instant, phase), whether any came, and
+ * whether one came before the last (then they are sorted). */
+typedef struct eng__ctr {
+    sim_time_ps time_ps;
+    uint32_t phase;
+    bool any, unsorted;
+} eng__ctr;
+
+/* The i-th change (0: at start, 1: at end) of delta d as the loop places
+ * it; false when that delta is 0 (no change). */
+static inline bool change_of(const engine_t *e, const uint32_t *round, const eng__delta *d, int i, eng__change *out)
+{
+    const eng__task *T = &e->tasks[d->task];
+    if (i == 0) {
+        *out = (eng__change){T->start_ps, 2 * round[d->task], d->counter, d->at_start};
+        return d->at_start != 0;
+    }
+    *out = (eng__change){T->start_ps + T->duration_ps, T->duration_ps ? 1 : 2 * round[d->task] + 1, d->counter,
+                         d->at_end};
+    return d->at_end != 0;
+}
+
 /* Counter peaks and finals: every task's changes in the loop's order, a
  * peak after each phase.  Tasks in id order are in stream order, and along
  * a stream (time, phase) never decreases, so a counter whose changes come
- * from one stream needs no sort. */
+ * from one stream comes in order: its value and peaks are taken as the
+ * deltas are read (a peak when a later phase begins, and at the end).
+ * The changes of a counter that come out of order are gathered and
+ * sorted, then summed the same way. */
 static int sweep_counters(engine_t *e, const uint32_t *round)
 {
     size_t nc = (size_t)e->n_counters;
     if (e->n_deltas == 0)
         return SIM_OK;
-    size_t *off = calloc(nc + 1, sizeof *off);
-    if (!off)
+    eng__ctr *cs = calloc(nc, sizeof *cs);
+    if (!cs)
         return SIM_ENOMEM;
+    int64_t *value = e->counter_value, *peak = e->counter_peak;
+    memset(value, 0, nc * sizeof *value);
+    memset(peak, 0, nc * sizeof *peak);
+    size_t n_late = 0; /* changes of counters out of order */
+    for (size_t k = 0; k < e->n_deltas; k++) {
+        const eng__delta *d = &e->deltas[k];
+        eng__ctr *c = &cs[d->counter];
+        for (int i = 0; i < 2; i++) {
+            eng__change ch;
+            if (!change_of(e, round, d, i, &ch))
+                continue;
+            n_late += c->unsorted;
+            if (c->unsorted)
+                continue;
+            const eng__change last = {c->time_ps, c->phase, 0, 0};
+            if (c->any && change_before(&ch, &last)) {
+                c->unsorted = true;
+                continue;
+            }
+            if (c->any && change_before(&last, &ch) && value[d->counter] > peak[d->counter])
+                peak[d->counter] = value[d->counter];
+            value[d->counter] += ch.delta;
+            c->time_ps = ch.time_ps;
+            c->phase = ch.phase;
+            c->any = true;
+        }
+    }
+    for (size_t c = 0; c < nc; c++)
+        if (!cs[c].unsorted && value[c] > peak[c])
+            peak[c] = value[c];
+    if (n_late == 0) {
+        free(cs);
+        return SIM_OK;
+    }
+    /* The counters out of order: all their changes, sorted. */
+    size_t *off = calloc(nc + 1, sizeof *off);
+    if (!off) {
+        free(cs);
+        return SIM_ENOMEM;
+    }
     size_t n_ch = 0;
     for (size_t k = 0; k < e->n_deltas; k++) {
         const eng__delta *d = &e->deltas[k];
-        size_t m = (size_t)(d->at_start != 0) + (d->at_end != 0);
+        size_t m = cs[d->counter].unsorted ? (size_t)(d->at_start != 0) + (d->at_end != 0) : 0;
         off[d->counter + 1] += m;
         n_ch += m;
     }
     eng__change *ch = malloc((n_ch ? n_ch : 1) * sizeof *ch);
     if (!ch) {
         free(off);
+        free(cs);
         return SIM_ENOMEM;
     }
     for (size_t c = 0; c < nc; c++)
@@ -595,35 +662,31 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
      * tasks in id order without a pass over those that have none. */
     for (size_t k = 0; k < e->n_deltas; k++) {
         const eng__delta *d = &e->deltas[k];
-        const eng__task *T = &e->tasks[d->task];
-        uint32_t rt = round[d->task];
-        if (d->at_start)
-            ch[off[d->counter]++] = (eng__change){T->start_ps, 2 * rt, d->counter, d->at_start};
-        if (d->at_end)
-            ch[off[d->counter]++] =
-                (eng__change){T->start_ps + T->duration_ps, T->duration_ps ? 1 : 2 * rt + 1, d->counter, d->at_end};
+        eng__change x;
+        for (int i = 0; i < 2 && cs[d->counter].unsorted; i++)
+            if (change_of(e, round, d, i, &x))
+                ch[off[d->counter]++] = x;
     }
     memmove(off + 1, off, nc * sizeof *off);
     off[0] = 0;
     for (size_t c = 0; c < nc; c++) {
+        if (!cs[c].unsorted)
+            continue;
         eng__change *v = ch + off[c];
         size_t m = off[c + 1] - off[c];
-        for (size_t i = 1; i < m; i++)
-            if (change_before(&v[i], &v[i - 1])) {
-                qsort(v, m, sizeof *v, cmp_change);
-                break;
-            }
-        int64_t value = 0, peak = 0;
+        qsort(v, m, sizeof *v, cmp_change);
+        int64_t val = 0, top = 0;
         for (size_t i = 0; i < m; i++) {
-            value += v[i].delta;
-            if ((i + 1 == m || change_before(&v[i], &v[i + 1])) && value > peak)
-                peak = value;
+            val += v[i].delta;
+            if ((i + 1 == m || change_before(&v[i], &v[i + 1])) && val > top)
+                top = val;
         }
-        e->counter_value[c] = value;
-        e->counter_peak[c] = peak;
+        value[c] = val;
+        peak[c] = top;
     }
     free(off);
     free(ch);
+    free(cs);
     return SIM_OK;
 }
 
