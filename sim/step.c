@@ -1563,16 +1563,67 @@ static void meas_free(step_meas *m)
     m->stages = NULL;
 }
 
+/* *K: the blocks of the steady run of the schedule's order at M
+ * microbatches (step_period_order_blocks), built without simulating; 0
+ * when the schedule does not run at M.  SIM_OK, or SIM_ENOMEM. */
+static int order_blocks(const step_t *st, int64_t M, int64_t P, int64_t *K, sim_err *err)
+{
+    sched_plan pl = st->plan;
+    pl.M = M;
+    const int64_t n = st->n_kinds * M * st->v;
+    sched_item *items = malloc((size_t)sched_plan_passes(&pl) * sizeof *items);
+    sched_pass *seq = malloc((size_t)(st->pp * n) * sizeof *seq);
+    sched_orders kept = {0};
+    sim_err quiet;
+    sim_err_clear(&quiet);
+    int rc = items && seq ? SIM_OK : SIM_ENOMEM;
+    bool runs = true;
+    for (int64_t r = 0; rc == SIM_OK && runs && r < st->pp; r++) {
+        int64_t n_items = 0, k = 0;
+        rc = sched_plan_build_kept(&pl, r, &kept, items, &n_items, &quiet);
+        runs = rc == SIM_OK;
+        if (rc == SIM_EINVAL) /* a schedule that does not run at M: no blocks */
+            rc = SIM_OK;
+        for (int64_t i = 0; runs && i < n_items; i++)
+            for (int j = 0; j < items[i].n_passes && k < n; j++)
+                seq[r * n + k++] = items[i].pass[j];
+        runs = runs && k == n;
+    }
+    *K = rc == SIM_OK && runs ? step_period_order_blocks(seq, st->pp, n, P, P * st->n_kinds * st->v) : 0;
+    sched_orders_free(&kept);
+    free(items);
+    free(seq);
+    return rc == SIM_OK ? SIM_OK : sim_err_set(err, rc, "out of memory choosing the step's samples");
+}
+
+/* The first sample keeps this many blocks of the order's steady run, and
+ * at least this many microbatches in them: the fit needs four blocks
+ * that repeat, a cut and the window past it; a period of one microbatch
+ * (1F1B, ZB-H1, the V schedules) settles over a few microbatches more
+ * than a period of N does blocks. */
+enum { SAMPLE_BLOCKS = 5, SAMPLE_STEADY_MBS = 7 };
+
 static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     const int64_t M = st->M, P = sched_plan_period(&st->plan);
     /* The first sample: a few periods past what the schedule's warm-up and
-     * cool-down need, in M's residue class. */
+     * cool-down need, in M's residue class; then no longer than leaves
+     * the blocks the fit needs in the order's steady run (each period
+     * fewer takes one block from it). */
     int64_t M1 = 2 * st->pp + 6 * P;
     M1 += ((M - M1) % P + P) % P;
+    const int64_t want = SAMPLE_BLOCKS > (SAMPLE_STEADY_MBS + P - 1) / P ? SAMPLE_BLOCKS : (SAMPLE_STEADY_MBS + P - 1) / P;
+    int64_t K0 = 0, K1 = 0;
+    int rc = order_blocks(st, M1, P, &K0, err);
+    if (rc == SIM_OK && K0 > want && M1 - (K0 - want) * P > 0)
+        rc = order_blocks(st, M1 - (K0 - want) * P, P, &K1, err);
+    if (rc != SIM_OK)
+        return rc;
+    if (K1 >= want)
+        M1 -= (K0 - want) * P;
     step_meas a = {0}, b = {0}, out;
     step_period_fit fit;
-    int rc = DECLINED;
+    rc = DECLINED;
     for (int attempt = 0; attempt < 4; attempt++) {
         if (M1 + 2 * P > M || 2 * M1 + P >= M)
             break; /* no gain (a sample whose schedule does not run fails to simulate) */
@@ -1582,10 +1633,16 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
         if (sample(st, in, s, M1, &a, &fit) != SIM_OK) {
             /* Blocks that repeat but a transient longer than the sample
              * (ZB-H1's and the V schedules' settle over tens of blocks):
-             * again with twice the blocks. */
+             * again with twice the blocks, or as many more as the
+             * transient is estimated to last (and a few for the window)
+             * where that is more and still leaves a gain. */
             if (fit.cut != -1 || fit.blocks < 4)
                 break;
-            M1 += fit.blocks * P;
+            int64_t grow = fit.blocks;
+            if (fit.settle_blocks > 0 && fit.settle_blocks + 3 > grow && fit.settle_blocks + 3 < (M - M1) / P &&
+                2 * (M1 + (fit.settle_blocks + 3) * P) + P < M)
+                grow = fit.settle_blocks + 3;
+            M1 += grow * P;
             continue;
         }
         if (fit.short_blocks == 0) {

@@ -47,27 +47,35 @@ static bool pass_equal_shifted(const sched_pass *a, const sched_pass *b, int64_t
 }
 
 /* Per stage the longest run where the order repeats one period later:
- * s0[r] its start, and the blocks it holds.  Returns K, the fewest blocks
- * of any stage (0: some stage has none). */
-static int64_t steady_blocks(const step_timeline *tl, int64_t *s0)
+ * s0[r] its start (s0 NULL: not kept), and the blocks it holds.  Returns
+ * K, the fewest blocks of any stage (0: some stage has none). */
+static int64_t steady_blocks(const sched_pass *seq, int64_t pp, int64_t n, int64_t P, int64_t L, int64_t *s0)
 {
-    const int64_t L = tl->period_passes, n = tl->rank_passes;
     int64_t K = INT64_MAX;
-    for (int64_t r = 0; r < tl->pp; r++) {
-        const sched_pass *q = tl->seq + r * n;
+    for (int64_t r = 0; r < pp; r++) {
+        const sched_pass *q = seq + r * n;
         int64_t best = 0, best_at = 0, run = 0;
         for (int64_t i = 0; i + L < n; i++) {
-            run = pass_equal_shifted(&q[i], &q[i + L], tl->period_mb) ? run + 1 : 0;
+            run = pass_equal_shifted(&q[i], &q[i + L], P) ? run + 1 : 0;
             if (run > best) {
                 best = run;
                 best_at = i + 1 - run;
             }
         }
-        s0[r] = best_at;
+        if (s0)
+            s0[r] = best_at;
         int64_t k = best > 0 ? (best + L) / L : 0;
         K = k < K ? k : K;
     }
     return K == INT64_MAX ? 0 : K;
+}
+
+int64_t step_period_order_blocks(const sched_pass *seq, int64_t pp, int64_t rank_passes, int64_t period_mb,
+                                 int64_t period_passes)
+{
+    if (pp <= 0 || rank_passes <= 0 || period_mb <= 0 || period_passes <= 0)
+        return 0;
+    return steady_blocks(seq, pp, rank_passes, period_mb, period_passes, NULL);
 }
 
 static size_t *block_row(const fitter *f, int s)
@@ -369,8 +377,40 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
     return true;
 }
 
-/* The first cut whose state repeats one block later; -1 if none. */
-static int64_t find_cut(fitter *f, sim_time_ps *lambda)
+/* When the last pair of blocks does not yet shift alike: the blocks its
+ * transient is estimated to last (0: no estimate).  In a max-plus system
+ * the tasks downstream of the slowest cycle end up shifting by its mean,
+ * taken here as the largest shift lam of the last pair; a timed task of
+ * that pair that shifts by d < lam after an idle gap g on its stream
+ * closes the gap by lam - d a block and locks once it is gone.  Only the
+ * length of the next sample comes from this; whatever is extended is
+ * checked as ever. */
+static int64_t settle_blocks(const fitter *f, sim_time_ps lam)
+{
+    int64_t worst = 0;
+    const int64_t b = f->K - 2;
+    for (int s = 0; s < f->n_streams; s++) {
+        const size_t *row = block_row(f, s);
+        for (size_t p = row[b + 1]; p < row[b + 2]; p++) {
+            const eng_task t = f->by_stream[f->stream_at[s] + p];
+            if (!timed_stream(f, t))
+                continue;
+            const sim_time_ps d = delta_of(f, t);
+            const sim_time_ps ready = p > 0 ? f->end[f->by_stream[f->stream_at[s] + p - 1]] : 0;
+            if (d >= lam || f->start[t] <= ready)
+                continue;
+            const sim_time_ps e = (f->start[t] - ready) / (lam - d) + 1;
+            if (e >= (sim_time_ps)INT32_MAX)
+                return INT32_MAX;
+            worst = (int64_t)e > worst ? (int64_t)e : worst;
+        }
+    }
+    return worst;
+}
+
+/* The first cut whose state repeats one block later; -1 if none (and
+ * *settle, settle_blocks, where the last blocks do not shift alike). */
+static int64_t find_cut(fitter *f, sim_time_ps *lambda, int64_t *settle)
 {
     /* A task without predecessors starts at 0: no cut before it. */
     int64_t lo = 0;
@@ -386,6 +426,8 @@ static int64_t find_cut(fitter *f, sim_time_ps *lambda)
         int64_t from = f->K - 2;
         while (from > 0 && timed[from - 1] == lam && most[from - 1] <= lam)
             from--;
+        if (lam == UINT64_MAX || most[f->K - 2] > lam)
+            *settle = settle_blocks(f, most[f->K - 2]);
         if (lam != UINT64_MAX && lam > 0 && most[f->K - 2] <= lam) {
             /* Cut c needs blocks c + 1 .. K-2 so: c >= from - 1; a few
              * more where an edge does not yet shift. */
@@ -461,8 +503,9 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     int64_t *s0 = malloc((size_t)tl->pp * sizeof *s0);
     if (!s0)
         return false;
-    f.K = steady_blocks(tl, s0);
+    f.K = steady_blocks(tl->seq, tl->pp, tl->rank_passes, tl->period_mb, tl->period_passes, s0);
     bool ok = f.K >= 4;
+    fit->settle_blocks = 0;
     if (ok) {
         f.beta = malloc(f.n * sizeof *f.beta);
         f.pos = malloc(f.n * sizeof *f.pos);
@@ -497,7 +540,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     ok = ok && assign_blocks(&f, s0) && regular_blocks(&f);
     if (ok) {
         fit->blocks = f.K;
-        fit->cut = find_cut(&f, &fit->lambda_ps);
+        fit->cut = find_cut(&f, &fit->lambda_ps, &fit->settle_blocks);
         ok = fit->cut >= 0;
     }
     if (ok)

@@ -50,8 +50,11 @@
  * the same, which the structure check confirms inside the sample and
  * tests/test_step_period.c across steps) the timed tasks of blocks
  * c + 1 .. are then copies of block c + 1 shifted by lambda each, and the
- * suffix's follow the last one.  A sample whose transient outlasts it is
- * taken again with twice the blocks, up to three times (step.c).
+ * suffix's follow the last one.  The first sample is as long as leaves
+ * a few blocks in its order's steady run (step_period_order_blocks, on
+ * the schedule alone); one whose transient outlasts it is taken again
+ * with twice the blocks, or as many as the transient is estimated to
+ * last (settle_blocks), up to three times (step.c).
  *
  * Figures.  Every figure of step_meas is, per stage, an integral over time
  * of a function of what covers the instant (busy, exposed, a stream's
@@ -129,12 +132,22 @@ typedef struct step_period_fit {
     sim_time_ps lambda_ps;
     int64_t short_blocks; /* blocks the sample lacks for the window (0: none) */
     sim_time_ps window_ps; /* max over stages of max(end(E) + lambda, x1) */
+    /* A fit that failed because its last blocks do not yet shift alike:
+     * the blocks their transient is estimated to last (0: no estimate). */
+    int64_t settle_blocks;
 } step_period_fit;
 
 /* True when the timeline is periodic as above (fit says where); false
  * when a check fails or memory runs out (the caller then simulates the
  * whole step). */
 bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit);
+
+/* The blocks (K above, before the structure check) that an order holds:
+ * seq[stage * rank_passes + i] the stage's i-th pass; 0 when some stage
+ * has no steady run.  For choosing a sample's length before simulating
+ * it. */
+int64_t step_period_order_blocks(const sched_pass *seq, int64_t pp, int64_t rank_passes, int64_t period_mb,
+                                 int64_t period_passes);
 
 /* out = a + n (b - a) figure by figure (out->stages allocated, n_stages
  * of a); false (out untouched) when a and b do not agree as two samples
