@@ -1564,32 +1564,35 @@ static void meas_free(step_meas *m)
 }
 
 /* *K: the blocks of the steady run of the schedule's order at M
- * microbatches (step_period_order_blocks), built without simulating; 0
- * when the schedule does not run at M.  SIM_OK, or SIM_ENOMEM. */
+ * microbatches (step_period_order_blocks), built without simulating, on
+ * the first and the last stage (the longest warm-up and the longest
+ * drain: an estimate for the sample's length, which the fit checks on
+ * every stage); 0 when the schedule does not run at M.  SIM_OK, or
+ * SIM_ENOMEM. */
 static int order_blocks(const step_t *st, int64_t M, int64_t P, int64_t *K, sim_err *err)
 {
     sched_plan pl = st->plan;
     pl.M = M;
-    const int64_t n = st->n_kinds * M * st->v;
+    const int64_t n = st->n_kinds * M * st->v, ranks = st->pp > 1 ? 2 : 1;
     sched_item *items = malloc((size_t)sched_plan_passes(&pl) * sizeof *items);
-    sched_pass *seq = malloc((size_t)(st->pp * n) * sizeof *seq);
+    sched_pass *seq = malloc((size_t)(ranks * n) * sizeof *seq);
     sched_orders kept = {0};
     sim_err quiet;
     sim_err_clear(&quiet);
     int rc = items && seq ? SIM_OK : SIM_ENOMEM;
     bool runs = true;
-    for (int64_t r = 0; rc == SIM_OK && runs && r < st->pp; r++) {
+    for (int64_t q = 0; rc == SIM_OK && runs && q < ranks; q++) {
         int64_t n_items = 0, k = 0;
-        rc = sched_plan_build_kept(&pl, r, &kept, items, &n_items, &quiet);
+        rc = sched_plan_build_kept(&pl, q == 0 ? 0 : st->pp - 1, &kept, items, &n_items, &quiet);
         runs = rc == SIM_OK;
         if (rc == SIM_EINVAL) /* a schedule that does not run at M: no blocks */
             rc = SIM_OK;
         for (int64_t i = 0; runs && i < n_items; i++)
             for (int j = 0; j < items[i].n_passes && k < n; j++)
-                seq[r * n + k++] = items[i].pass[j];
+                seq[q * n + k++] = items[i].pass[j];
         runs = runs && k == n;
     }
-    *K = rc == SIM_OK && runs ? step_period_order_blocks(seq, st->pp, n, P, P * st->n_kinds * st->v) : 0;
+    *K = rc == SIM_OK && runs ? step_period_order_blocks(seq, ranks, n, P, P * st->n_kinds * st->v) : 0;
     sched_orders_free(&kept);
     free(items);
     free(seq);
@@ -1625,8 +1628,11 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
     step_period_fit fit;
     rc = DECLINED;
     for (int attempt = 0; attempt < 4; attempt++) {
-        if (M1 + 2 * P > M || 2 * M1 + P >= M)
-            break; /* no gain (a sample whose schedule does not run fails to simulate) */
+        /* No gain unless the two samples are at most four fifths of the
+         * step: each also pays the check, and some a retry (a sample
+         * whose schedule does not run fails to simulate). */
+        if (M1 + 2 * P > M || 5 * (2 * M1 + P) > 4 * M)
+            break;
         meas_free(&a);
         fit.blocks = 0;
         fit.cut = -2;
@@ -1640,7 +1646,7 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
                 break;
             int64_t grow = fit.blocks;
             if (fit.settle_blocks > 0 && fit.settle_blocks + 3 > grow && fit.settle_blocks + 3 < (M - M1) / P &&
-                2 * (M1 + (fit.settle_blocks + 3) * P) + P < M)
+                5 * (2 * (M1 + (fit.settle_blocks + 3) * P) + P) <= 4 * M)
                 grow = fit.settle_blocks + 3;
             M1 += grow * P;
             continue;
