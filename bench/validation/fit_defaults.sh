@@ -158,7 +158,8 @@ cal_end='<!-- end of the calibrated section -->'
   echo "## Fitted defaults: default, in-sample and held-out errors"
   echo
   echo "Made by \`bench/validation/fit_defaults.sh${args:+ $args}\` at commit $commit on $today: per GPU type,"
-  echo "\`parsim calibrate\` of \`$params\` on the rows \`$rows\` of the type, from the physical"
+  if [ -n "$rows" ]; then rows_text="the rows \`$rows\` of"; else rows_text="all rows of"; fi
+  echo "\`parsim calibrate\` of \`$params\` on $rows_text the type, from the physical"
   echo "defaults; the values fitted on all of them are in \`topologies/fitted/\`. Halves are whole"
   echo "configurations (\`run\` parity). \"signed\" is the median signed error (+ = optimistic). Every"
   echo "group covers all rows of public.csv (also those not fitted: other --rows, other GPU types)."
