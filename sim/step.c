@@ -1515,10 +1515,18 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
             const stream_role role = streams_desc((stream_kind)k)->role;
             timed_kind[k] = role == STREAM_ROLE_COMPUTE || role == STREAM_ROLE_COMM;
         }
-        for (size_t t = 0; ok && t < n; t++) {
+        for (size_t t = 0; ok && t < n; t++)
             task_pass[t] = -1;
-            timed[t] = timed_kind[eng_task_stream(x->eng, (eng_task)t) % STREAM_KINDS];
+        /* Stream by stream from the engine's views (every task is on one). */
+        size_t viewed = 0;
+        for (int sid = 0; ok && sid < (int)(x->pp * STREAM_KINDS); sid++) {
+            const eng_task *ids;
+            const size_t k = eng_stream_view(x->eng, sid, &ids);
+            for (size_t i = 0; i < k; i++)
+                timed[ids[i]] = timed_kind[sid % STREAM_KINDS];
+            viewed += k;
         }
+        ok = ok && viewed == n;
         /* Each stage's passes in order, and the tasks each placed. */
         for (size_t q = 0; ok && q < np; q++) {
             const size_t pi = (size_t)x->order[q];

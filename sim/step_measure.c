@@ -25,51 +25,59 @@ static size_t stream_intervals(const step_t *st, int stream, interval *out)
  * at[k] of them), each in the stage's pass order, which is start order:
  * each placed from its stand-in's GPU start as it ran alone. */
 static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *inj, size_t at[STREAM_KINDS + 1],
-                       sim_time_ps *first_at, sim_err *err)
+                       sim_time_ps *first_at, size_t *per_sum, sim_err *err)
 {
     size_t fill[STREAM_KINDS] = {0};
-    for (int fillin = 0; fillin < 2; fillin++) {
-        for (int64_t i = 0; i < st->rank_passes; i++) {
-            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
-            if (!st->shifted[pi])
-                continue;
-            const int64_t chunk = (int64_t)(pi % (size_t)st->v);
-            const int kind = (int)(pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds);
-            const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[chunk], (sched_kind)kind);
-            if (!fillin) {
-                for (int32_t j = 0; j < p->n_ops; j++)
-                    fill[p->ops[j].stream]++;
-                continue;
-            }
-            const pass_ref *ref = &st->passes[pi];
-            sim_time_ps o = step_gpu_origin(p, summary_of(st, r, chunk, kind)), t0 = eng_task_start(st->eng, ref->span);
-            int rc;
-            if (st->shifted[pi] == SHIFT_HOST) { /* from its GPU's and host's starts */
-                const sim_time_ps h = eng_task_end(st->eng, ref->lead) - summary_of(st, r, chunk, kind)->lead_ps;
-                rc = step_sweep(p, eng_task_start(st->eng, ref->first), h, w, err);
-                o = t0 = 0;
-            } else {
-                rc = step_sweep(p, o, 0, w, err);
-            }
-            if (rc != SIM_OK)
-                return rc;
-            int32_t gpu = 0; /* its first GPU op, where its span begins */
-            while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
-                gpu++;
-            first_at[i] = t0 + (w->start[gpu] - o);
-            for (int32_t j = 0; j < p->n_ops; j++) {
-                const int k = p->ops[j].stream;
-                if (k != STREAM_HOST)
-                    inj[at[k] + fill[k]] = (interval){t0 + (w->start[j] - o), t0 + (w->end[j] - o)};
-                fill[k]++;
-            }
+    /* Room per stream: the shifted passes counted per (chunk, kind) first
+     * (per_sum, v x kinds), each template's ops per stream then counted once. */
+    const size_t n_sums = (size_t)(st->v * st->n_kinds);
+    memset(per_sum, 0, n_sums * sizeof *per_sum);
+    for (int64_t i = 0; i < st->rank_passes; i++) {
+        const size_t pi = (size_t)st->order[r * st->rank_passes + i];
+        if (st->shifted[pi])
+            per_sum[pi % (size_t)st->v * (size_t)st->n_kinds + pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds]++;
+    }
+    for (size_t q = 0; q < n_sums; q++) {
+        if (!per_sum[q])
+            continue;
+        const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[q / (size_t)st->n_kinds],
+                                         (sched_kind)(q % (size_t)st->n_kinds));
+        for (int32_t j = 0; j < p->n_ops; j++)
+            fill[p->ops[j].stream] += per_sum[q];
+    }
+    at[0] = 0;
+    for (int k = 0; k < STREAM_KINDS; k++) {
+        at[k + 1] = at[k] + fill[k];
+        fill[k] = 0;
+    }
+    for (int64_t i = 0; i < st->rank_passes; i++) {
+        const size_t pi = (size_t)st->order[r * st->rank_passes + i];
+        if (!st->shifted[pi])
+            continue;
+        const int64_t chunk = (int64_t)(pi % (size_t)st->v);
+        const int kind = (int)(pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds);
+        const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[chunk], (sched_kind)kind);
+        const pass_ref *ref = &st->passes[pi];
+        sim_time_ps o = step_gpu_origin(p, summary_of(st, r, chunk, kind)), t0 = eng_task_start(st->eng, ref->span);
+        int rc;
+        if (st->shifted[pi] == SHIFT_HOST) { /* from its GPU's and host's starts */
+            const sim_time_ps h = eng_task_end(st->eng, ref->lead) - summary_of(st, r, chunk, kind)->lead_ps;
+            rc = step_sweep(p, eng_task_start(st->eng, ref->first), h, w, err);
+            o = t0 = 0;
+        } else {
+            rc = step_sweep(p, o, 0, w, err);
         }
-        if (!fillin) {
-            at[0] = 0;
-            for (int k = 0; k < STREAM_KINDS; k++) {
-                at[k + 1] = at[k] + fill[k];
-                fill[k] = 0;
-            }
+        if (rc != SIM_OK)
+            return rc;
+        int32_t gpu = 0; /* its first GPU op, where its span begins */
+        while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
+            gpu++;
+        first_at[i] = t0 + (w->start[gpu] - o);
+        for (int32_t j = 0; j < p->n_ops; j++) {
+            const int k = p->ops[j].stream;
+            if (k != STREAM_HOST)
+                inj[at[k] + fill[k]] = (interval){t0 + (w->start[j] - o), t0 + (w->end[j] - o)};
+            fill[k]++;
         }
     }
     return SIM_OK;
@@ -152,11 +160,12 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     /* Per (chunk, kind) of a stage: its passes that stand as one task
      * (whole) and those of them measured from their ops (shifted). */
     sim_time_ps *n_whole = malloc(2 * n_sums * sizeof *n_whole), *n_shifted = n_whole ? n_whole + n_sums : NULL;
+    size_t *per_sum = malloc(n_sums * sizeof *per_sum);
     tmpl_scratch w = {0};
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     int rc = SIM_OK;
     bool fits = true;
-    if (!comp || !comm || !all || !tmp || !inj || !first_at || !n_whole ||
+    if (!comp || !comm || !all || !tmp || !inj || !first_at || !n_whole || !per_sum ||
         (n_inj && step_scratch_init(&w, longest) != SIM_OK) || !res->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
@@ -175,7 +184,7 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
          * which is start order (passes start on the in-order compute
          * stream). */
         size_t at[STREAM_KINDS + 1] = {0};
-        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, err)) != SIM_OK)
+        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, per_sum, err)) != SIM_OK)
             goto done;
         memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
         bool shifts = false;
@@ -321,6 +330,7 @@ done:
     free(inj);
     free(first_at);
     free(n_whole);
+    free(per_sum);
     step_scratch_free(&w);
     free(comp);
     free(comm);

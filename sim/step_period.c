@@ -19,7 +19,8 @@ typedef struct fitter {
     int64_t K;
     int32_t *beta;       /* per task: PRE, 0 .. K-1, or K (the suffix) */
     int32_t *pos;        /* per task: its place in its stream */
-    eng_task *by_stream; /* all tasks, stream after stream */
+    const eng_task *by_stream; /* all tasks, stream after stream (the engine's, or own_order) */
+    eng_task *own_order;
     size_t *stream_at;   /* [s]: first of stream s in by_stream; [n_streams]: n */
     size_t *block_at;    /* [s * (K + 3) + b + 1]: first place of block b (PRE = -1 .. K) in stream s, and one past */
     int32_t *n_pred;     /* per task: dependency predecessors */
@@ -196,9 +197,10 @@ static void same_structure(const fitter *f, bool *bad)
         }
     }
     for (size_t t = 0; t < f->n; t++) {
-        eng_task u = shift_of(f, (eng_task)t);
-        if (f->beta[t] < 0 || f->beta[t] + 1 >= f->K)
+        /* A block found bad stays so: its other tasks need no look. */
+        if (f->beta[t] < 0 || f->beta[t] + 1 >= f->K || bad[f->beta[t]])
             continue;
+        eng_task u = shift_of(f, (eng_task)t);
         if (u < 0) {
             bad[f->beta[t]] = true;
             continue;
@@ -340,15 +342,20 @@ static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most)
  * first. */
 static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
 {
-    for (size_t t = 0; t < f->n; t++) {
-        const int64_t b = f->beta[t];
-        f->locked[t] = b > c && (timed_stream(f, (eng_task)t) || (b + 1 < f->K && delta_of(f, (eng_task)t) == lam));
-    }
+    /* Only tasks after the cut lock, and the edges out of them go no
+     * earlier (causal): a stream's tasks after the cut are its places
+     * from block c + 1 on, and locked[] is read nowhere before them. */
+    for (int s = 0; s < f->n_streams; s++)
+        for (size_t k = f->stream_at[s] + block_row(f, s)[c + 2]; k < f->stream_at[s + 1]; k++) {
+            const eng_task t = f->by_stream[k];
+            const int64_t b = f->beta[t];
+            f->locked[t] = timed_stream(f, t) || (b + 1 < f->K && delta_of(f, t) == lam);
+        }
     for (bool changed = true; changed;) {
         changed = false;
         for (size_t k = 0; k < f->n; k++) {
             eng_task u = f->by_stream[k];
-            if (!f->locked[u])
+            if (f->beta[u] <= c || !f->locked[u])
                 continue;
             const eng_task *succ;
             size_t n = succs(f, u, &succ);
@@ -509,7 +516,6 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     if (ok) {
         f.beta = malloc(f.n * sizeof *f.beta);
         f.pos = malloc(f.n * sizeof *f.pos);
-        f.by_stream = malloc(f.n * sizeof *f.by_stream);
         f.n_pred = calloc(f.n, sizeof *f.n_pred);
         f.locked = calloc(f.n, sizeof *f.locked);
         f.start = malloc(f.n * sizeof *f.start);
@@ -517,19 +523,40 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.stream = malloc(f.n * sizeof *f.stream);
         f.stream_at = malloc(((size_t)f.n_streams + 1) * sizeof *f.stream_at);
         f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
-        ok = f.beta && f.pos && f.by_stream && f.n_pred && f.locked && f.start && f.end && f.stream && f.stream_at &&
+        ok = f.beta && f.pos && f.n_pred && f.locked && f.start && f.end && f.stream && f.stream_at &&
              f.block_at;
         if (ok)
             eng_task_times(e, f.start, f.end, f.stream);
     }
     if (ok) {
+        /* The engine's streams in place where they lie one after the
+         * other, as after a run; else copied. */
+        const eng_task *base = NULL;
+        bool in_place = true;
         size_t at = 0;
         for (int s = 0; s < f.n_streams; s++) {
+            const eng_task *ids;
+            const size_t k = eng_stream_view(e, s, &ids);
+            if (s == 0)
+                base = ids;
+            in_place = in_place && base && (k == 0 || ids == base + at);
             f.stream_at[s] = at;
-            at += eng_stream_tasks(e, s, f.by_stream + at, f.n - at);
+            at += k;
         }
         f.stream_at[f.n_streams] = at;
-        ok = at == f.n;
+        if (in_place && at == f.n) {
+            f.by_stream = base;
+        } else {
+            f.own_order = malloc(f.n * sizeof *f.own_order);
+            at = 0;
+            for (int s = 0; f.own_order && s < f.n_streams; s++) {
+                f.stream_at[s] = at;
+                at += eng_stream_tasks(e, s, f.own_order + at, f.n - at);
+            }
+            f.stream_at[f.n_streams] = at;
+            f.by_stream = f.own_order;
+        }
+        ok = f.by_stream && at == f.n;
     }
     for (size_t t = 0; ok && t < f.n; t++) {
         const eng_task *succ;
@@ -549,7 +576,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     free(s0);
     free(f.beta);
     free(f.pos);
-    free(f.by_stream);
+    free(f.own_order);
     free(f.n_pred);
     free(f.locked);
     free(f.start);
