@@ -235,6 +235,7 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         }
         const interval *streams[STREAM_KINDS];
         size_t lens[STREAM_KINDS];
+        int kinds[STREAM_KINDS];
         int n_comm = 0;
         size_t used = 0, united = 0;
         for (int k = 0; k < STREAM_KINDS; k++) {
@@ -262,9 +263,12 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
             sr->comm_ps[k] = total;
             sr->exposed_ps[k] = uncovered(cm, nk, cp, nc);
             streams[n_comm] = cm;
+            kinds[n_comm] = k;
             lens[n_comm++] = nk;
         }
-        sim_time_ps exposed_ps = uncovered_union(streams, lens, n_comm, cp, nc);
+        /* One list is its own union (uncovered_union merges touching
+         * spans, which covers the same): its exposed time is the total's. */
+        sim_time_ps exposed_ps = n_comm == 1 ? sr->exposed_ps[kinds[0]] : uncovered_union(streams, lens, n_comm, cp, nc);
         /* Host busy time: its tasks, but the stand-ins of collapsed
          * passes (which include the host's waits) count from their
          * summaries below. */

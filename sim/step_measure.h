@@ -50,10 +50,20 @@ static inline size_t merge(interval *iv, size_t n)
  * returns its length. */
 static inline size_t unite(const interval *a, size_t na, const interval *b, size_t nb, interval *out)
 {
+    /* merge() of the interleaved lists, done as they interleave. */
     size_t i = 0, j = 0, n = 0;
-    while (i < na || j < nb)
-        out[n++] = (j >= nb || (i < na && a[i].a <= b[j].a)) ? a[i++] : b[j++];
-    return merge(out, n);
+    while (i < na || j < nb) {
+        const interval x = (j >= nb || (i < na && a[i].a <= b[j].a)) ? a[i++] : b[j++];
+        if (x.b <= x.a)
+            continue;
+        if (n > 0 && x.a <= out[n - 1].b) {
+            if (x.b > out[n - 1].b)
+                out[n - 1].b = x.b;
+        } else {
+            out[n++] = x;
+        }
+    }
+    return n;
 }
 
 /* *u becomes the union of *u and c (both disjoint, sorted, without empty
@@ -133,16 +143,25 @@ static inline sim_time_ps uncovered_union(const interval *const *u, const size_t
     sim_time_ps total = 0, ca = 0, cb = 0;
     bool open = false;
     for (;;) {
+        /* The earliest head (the first of equals) and the earliest of
+         * the others' heads, in one look at each. */
         int pick = -1;
-        for (int k = 0; k < n; k++)
-            if (at[k] < nu[k] && (pick < 0 || u[k][at[k]].a < u[pick][at[pick]].a))
+        sim_time_ps head = 0, bound = UINT64_MAX;
+        for (int k = 0; k < n; k++) {
+            if (at[k] >= nu[k])
+                continue;
+            const sim_time_ps h = u[k][at[k]].a;
+            if (pick < 0 || h < head) {
+                if (pick >= 0)
+                    bound = head;
                 pick = k;
+                head = h;
+            } else if (h < bound) {
+                bound = h;
+            }
+        }
         if (pick < 0)
             break;
-        sim_time_ps bound = UINT64_MAX;
-        for (int k = 0; k < n; k++)
-            if (k != pick && at[k] < nu[k] && u[k][at[k]].a < bound)
-                bound = u[k][at[k]].a;
         const interval *l = u[pick];
         size_t i = at[pick];
         do {

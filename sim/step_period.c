@@ -110,19 +110,34 @@ enum { BLOCK_ROUNDS_MAX = 64 };
 
 /* Blocks of every task: passes by their place in the stage's order, the
  * rest by their predecessors (to a fixed point). */
-static bool assign_blocks(fitter *f, const int64_t *s0)
+static bool assign_blocks(fitter *f, const int64_t *s0, int32_t *pass_block)
 {
     const step_timeline *tl = f->tl;
     const int64_t L = tl->period_passes;
+    /* Per pass its block, counted along each stage's order (no division
+     * per task). */
+    for (int64_t r = 0; r < tl->pp; r++) {
+        int32_t *row = pass_block + r * tl->rank_passes;
+        int64_t b = 0, left = L;
+        for (int64_t i = 0; i < tl->rank_passes; i++) {
+            if (i < s0[r]) {
+                row[i] = PRE;
+                continue;
+            }
+            row[i] = (int32_t)(b > f->K ? f->K : b);
+            if (--left == 0) {
+                b++;
+                left = L;
+            }
+        }
+    }
     for (size_t t = 0; t < f->n; t++) {
         int32_t pi = tl->task_pass[t];
         if (pi < 0) {
             f->beta[t] = PRE;
             continue;
         }
-        int64_t r = pi / tl->rank_passes, i = pi % tl->rank_passes;
-        int64_t b = i < s0[r] ? PRE : (i - s0[r]) / L;
-        f->beta[t] = (int32_t)(b > f->K ? f->K : b);
+        f->beta[t] = pass_block[pi];
     }
     for (int round = 0;; round++) {
         if (round == BLOCK_ROUNDS_MAX)
@@ -564,7 +579,9 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         for (size_t j = 0; j < k; j++)
             f.n_pred[succ[j]]++;
     }
-    ok = ok && assign_blocks(&f, s0) && regular_blocks(&f);
+    int32_t *pass_block = ok ? malloc((size_t)(tl->pp * tl->rank_passes) * sizeof *pass_block) : NULL;
+    ok = ok && pass_block && assign_blocks(&f, s0, pass_block) && regular_blocks(&f);
+    free(pass_block);
     if (ok) {
         fit->blocks = f.K;
         fit->cut = find_cut(&f, &fit->lambda_ps, &fit->settle_blocks);
