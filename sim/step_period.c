@@ -25,6 +25,7 @@ typedef struct fitter {
     size_t *block_at;    /* [s * (K + 3) + b + 1]: first place of block b (PRE = -1 .. K) in stream s, and one past */
     int32_t *n_pred;     /* per task: dependency predecessors */
     uint8_t *locked;     /* per task after the cut: shifts by exactly lambda */
+    eng_task *work;      /* the locked tasks whose edges are still to follow */
     sim_time_ps *start, *end; /* per task, copied from the engine once */
     int32_t *stream;
     const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
@@ -359,29 +360,31 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
 {
     /* Only tasks after the cut lock, and the edges out of them go no
      * earlier (causal): a stream's tasks after the cut are its places
-     * from block c + 1 on, and locked[] is read nowhere before them. */
+     * from block c + 1 on, and locked[] is read nowhere before them.
+     * Those locked at first, then (a worklist: the closure is the same in
+     * any order) each edge's or stream successor's target that starts as
+     * a locked task ends. */
+    size_t top = 0;
     for (int s = 0; s < f->n_streams; s++)
         for (size_t k = f->stream_at[s] + block_row(f, s)[c + 2]; k < f->stream_at[s + 1]; k++) {
             const eng_task t = f->by_stream[k];
             const int64_t b = f->beta[t];
             f->locked[t] = timed_stream(f, t) || (b + 1 < f->K && delta_of(f, t) == lam);
+            if (f->locked[t])
+                f->work[top++] = t;
         }
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t k = 0; k < f->n; k++) {
-            eng_task u = f->by_stream[k];
-            if (f->beta[u] <= c || !f->locked[u])
+    while (top > 0) {
+        const eng_task u = f->work[--top];
+        const int s = f->stream[u];
+        const size_t next = f->stream_at[s] + (size_t)f->pos[u] + 1;
+        const eng_task *succ;
+        size_t n = succs(f, u, &succ);
+        for (size_t j = 0; j <= n; j++) {
+            eng_task w = j < n ? succ[j] : (next < f->stream_at[s + 1] ? f->by_stream[next] : -1);
+            if (w < 0 || f->locked[w] || f->end[u] != f->start[w])
                 continue;
-            const eng_task *succ;
-            size_t n = succs(f, u, &succ);
-            for (size_t j = 0; j <= n; j++) {
-                eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
-                if (w < 0 || (j == n && f->stream[w] != f->stream[u]) || f->locked[w] ||
-                    f->end[u] != f->start[w])
-                    continue;
-                f->locked[w] = 1;
-                changed = true;
-            }
+            f->locked[w] = 1;
+            f->work[top++] = w;
         }
     }
     for (size_t k = 0; k < f->n; k++) {
@@ -533,12 +536,13 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.pos = malloc(f.n * sizeof *f.pos);
         f.n_pred = calloc(f.n, sizeof *f.n_pred);
         f.locked = calloc(f.n, sizeof *f.locked);
+        f.work = malloc(f.n * sizeof *f.work);
         f.start = malloc(f.n * sizeof *f.start);
         f.end = malloc(f.n * sizeof *f.end);
         f.stream = malloc(f.n * sizeof *f.stream);
         f.stream_at = malloc(((size_t)f.n_streams + 1) * sizeof *f.stream_at);
         f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
-        ok = f.beta && f.pos && f.n_pred && f.locked && f.start && f.end && f.stream && f.stream_at &&
+        ok = f.beta && f.pos && f.n_pred && f.locked && f.work && f.start && f.end && f.stream && f.stream_at &&
              f.block_at;
         if (ok)
             eng_task_times(e, f.start, f.end, f.stream);
@@ -596,6 +600,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     free(f.own_order);
     free(f.n_pred);
     free(f.locked);
+    free(f.work);
     free(f.start);
     free(f.end);
     free(f.stream);
