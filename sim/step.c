@@ -1418,7 +1418,7 @@ static double task_hint(const step_t *st, int64_t M)
 }
 
 /* Builds, runs and measures the step's graph for M microbatches (the
- * workload and summaries in st already). */
+ * workload and summaries in st already); ms NULL: not measured (yet). */
 static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms, sim_err *err)
 {
     st->M = M;
@@ -1450,7 +1450,7 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
     int rc = build(st, in, s, err);
     if (rc == SIM_OK)
         rc = eng_run(st->eng, err);
-    if (rc == SIM_OK)
+    if (rc == SIM_OK && ms)
         rc = step_measure(st, ms, err);
     return rc;
 }
@@ -1489,7 +1489,10 @@ static bool same_task(const void *ctx, eng_task ta, eng_task tb)
            (a->microbatch < 0 ? b->microbatch == a->microbatch : (int64_t)b->microbatch == a->microbatch + P);
 }
 
-/* The figures of the sample at M, and whether its timeline is periodic. */
+/* The figures of the sample at M, and whether its timeline is periodic:
+ * the check first, the figures then only of a sample that can be used
+ * (its timeline periodic and long enough: with fit->short_blocks > 0, ms
+ * is left as it was). */
 static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms,
                   step_period_fit *fit)
 {
@@ -1499,7 +1502,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
     int32_t *task_pass = NULL;
     uint8_t *timed = NULL;
     sched_pass *seq = NULL;
-    bool ok = x && simulate(x, in, s, M, ms, &quiet) == SIM_OK;
+    bool ok = x && simulate(x, in, s, M, fit ? NULL : ms, &quiet) == SIM_OK;
     if (ok && fit) {
         const size_t n = eng_num_tasks(x->eng), np = (size_t)(x->pp * x->rank_passes);
         task_pass = malloc((n ? n : 1) * sizeof *task_pass);
@@ -1556,7 +1559,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                                   .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass, .timed = timed,
                                   .period_mb = sched_plan_period(&x->plan),
                                   .period_passes = sched_plan_period(&x->plan) * x->n_kinds * x->v};
-        ok = ok && step_period_fit_find(&tl, fit);
+        ok = ok && step_period_fit_find(&tl, fit) && (fit->short_blocks != 0 || step_measure(x, ms, &quiet) == SIM_OK);
     }
     free(task_pass);
     free(timed);
