@@ -30,8 +30,43 @@ void memory_layer_params(const run_inputs *in, const strategy_t *s, int64_t laye
     *expert = moe ? p.routed_experts / (double)(s->ep * s->etp) : 0.0;
 }
 
-void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stage,
-                         int64_t chunk, double *dense, double *expert)
+/* A layer's figures memoized for one (in, s) by its type: outside a hybrid
+ * model a layer's parameters depend only on whether it is an MoE layer, so
+ * a stage's loops (memory_static: every chunk three times over) take them
+ * once per type instead of once per layer.  The same doubles are added in
+ * the same order: the sums are unchanged. */
+typedef struct layer_memo {
+    bool have[2];
+    double tp_sharded[2], replicated[2], routed[2]; /* memory_chunk_params' terms */
+    bool have_units[2];
+    mem_units units[2]; /* memory_unit_params */
+} layer_memo;
+
+static void chunk_layer_terms(const model_spec *m, int64_t l, layer_memo *memo, double *tp_sharded,
+                              double *replicated, double *routed)
+{
+    bool moe = model_layer_is_moe(m, l);
+    if (memo && memo->have[moe]) {
+        *tp_sharded = memo->tp_sharded[moe];
+        *replicated = memo->replicated[moe];
+        *routed = memo->routed[moe];
+        return;
+    }
+    model_layer_params p;
+    model_layer_param_counts_at(m, l, &p);
+    *tp_sharded = p.attention + p.mamba + (moe ? p.shared_experts : p.dense_mlp);
+    *replicated = p.replicated;
+    *routed = moe ? p.routed_experts : 0.0;
+    if (memo && !m->hybrid) {
+        memo->have[moe] = true;
+        memo->tp_sharded[moe] = *tp_sharded;
+        memo->replicated[moe] = *replicated;
+        memo->routed[moe] = *routed;
+    }
+}
+
+static void chunk_params(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk, layer_memo *memo,
+                         double *dense, double *expert)
 {
     const model_spec *m = &in->model;
     const double h = (double)m->hidden_size;
@@ -41,12 +76,11 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     for (int64_t l = first; l < first + count; l++) {
-        model_layer_params p;
-        bool moe = model_layer_is_moe(m, l);
-        model_layer_param_counts_at(m, l, &p);
-        tp_sharded += p.attention + p.mamba + (moe ? p.shared_experts : p.dense_mlp);
-        replicated += p.replicated;
-        routed += moe ? p.routed_experts : 0.0;
+        double t, r, e;
+        chunk_layer_terms(m, l, memo, &t, &r, &e);
+        tp_sharded += t;
+        replicated += r;
+        routed += e;
     }
     const double vocab = (double)model_padded_vocab(m, s->tp);
     if (is_first_virtual(s, stage, chunk)) {
@@ -78,6 +112,12 @@ void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stag
     }
     *dense = tp_sharded / (double)s->tp + replicated;
     *expert = routed / (double)(s->ep * s->etp);
+}
+
+void memory_chunk_params(const run_inputs *in, const strategy_t *s, int64_t stage,
+                         int64_t chunk, double *dense, double *expert)
+{
+    chunk_params(in, s, stage, chunk, NULL, dense, expert);
 }
 
 /* LoRA adapters of one layer on one GPU: A (in -> r) and B (r -> out) per
@@ -133,12 +173,21 @@ bool memory_embedding_is_unit(const run_inputs *in, const strategy_t *s, int64_t
     return is_first_virtual(s, stage, chunk) && (!in->model.share_embeddings_and_output_weights || s->pp > 1);
 }
 
-void memory_unit_params(const run_inputs *in, const strategy_t *s, int64_t layer, mem_units *u)
+static void unit_params(const run_inputs *in, const strategy_t *s, int64_t layer, layer_memo *memo, mem_units *u)
 {
     const model_spec *m = &in->model;
     if (layer >= 0) {
+        bool moe = model_layer_is_moe(m, layer);
+        if (memo && memo->have_units[moe]) {
+            *u = memo->units[moe];
+            return;
+        }
         memory_layer_params(in, s, layer, &u->w_dense, &u->w_expert);
         memory_layer_trained_params(in, s, layer, &u->t_dense, &u->t_expert);
+        if (memo && !m->hybrid) {
+            memo->have_units[moe] = true;
+            memo->units[moe] = *u;
+        }
         return;
     }
     const double h = (double)m->hidden_size;
@@ -148,19 +197,30 @@ void memory_unit_params(const run_inputs *in, const strategy_t *s, int64_t layer
     u->t_dense = in->peft.lora ? 0.0 : u->w_dense; /* LoRA: the base is frozen */
 }
 
-void memory_chunk_units(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk, mem_units *out)
+void memory_unit_params(const run_inputs *in, const strategy_t *s, int64_t layer, mem_units *u)
+{
+    unit_params(in, s, layer, NULL, u);
+}
+
+static void chunk_units(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk, layer_memo *memo,
+                        mem_units *out)
 {
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     *out = (mem_units){0};
     for (int64_t l = memory_embedding_is_unit(in, s, stage, chunk) ? -1 : first; l < first + count; l++) {
         mem_units u;
-        memory_unit_params(in, s, l, &u);
+        unit_params(in, s, l, memo, &u);
         out->w_dense += u.w_dense;
         out->w_expert += u.w_expert;
         out->t_dense += u.t_dense;
         out->t_expert += u.t_expert;
     }
+}
+
+void memory_chunk_units(const run_inputs *in, const strategy_t *s, int64_t stage, int64_t chunk, mem_units *out)
+{
+    chunk_units(in, s, stage, chunk, NULL, out);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -176,7 +236,7 @@ static int cmp_double(const void *a, const void *b)
  * equally common sizes the largest), as Megatron-FSDP sizes its buffer
  * pair; without it the two largest units, the most the one-ahead prefetch
  * holds at once. */
-static double unit_buffer_params(const run_inputs *in, const strategy_t *s, int64_t stage)
+static double unit_buffer_params(const run_inputs *in, const strategy_t *s, int64_t stage, layer_memo *memo)
 {
     double size[MODEL_MAX_LAYERS + 1];
     int n = 0;
@@ -185,7 +245,7 @@ static double unit_buffer_params(const run_inputs *in, const strategy_t *s, int6
         strategy_chunk_layers(s, stage, c, &first, &count);
         for (int64_t l = memory_embedding_is_unit(in, s, stage, c) ? -1 : first; l < first + count; l++) {
             mem_units u;
-            memory_unit_params(in, s, l, &u);
+            unit_params(in, s, l, memo, &u);
             if (n < MODEL_MAX_LAYERS + 1)
                 size[n++] = u.w_dense + u.w_expert;
         }
@@ -213,20 +273,24 @@ double memory_param_gather_bytes(const run_inputs *in)
     return in->ddp.fp8_param_gather ? 1.0 : WEIGHT_BYTES;
 }
 
-void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out)
+/* memory_static with the layers' figures memoized in memo (one per
+ * (in, s)); without LoRA the trained parameters are the parameters. */
+static void static_mem(const run_inputs *in, const strategy_t *s, int64_t stage, layer_memo *memo,
+                       stage_static_mem *out)
 {
     double dense = 0, expert = 0, tr_dense = 0, tr_expert = 0;
     mem_units units = {0};
     for (int64_t c = 0; c < s->v; c++) {
         double d, e;
-        memory_chunk_params(in, s, stage, c, &d, &e);
+        chunk_params(in, s, stage, c, memo, &d, &e);
         dense += d;
         expert += e;
-        memory_chunk_trained_params(in, s, stage, c, &d, &e);
+        if (in->peft.lora)
+            memory_chunk_trained_params(in, s, stage, c, &d, &e);
         tr_dense += d;
         tr_expert += e;
         mem_units u;
-        memory_chunk_units(in, s, stage, c, &u);
+        chunk_units(in, s, stage, c, memo, &u);
         units.w_dense += u.w_dense;
         units.w_expert += u.w_expert;
         units.t_dense += u.t_dense;
@@ -253,7 +317,7 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
     if (s->zero >= DP_SHARD_OPTIM_GRADS) {
         g_whole -= units.t_dense + units.t_expert;
         g_shard = units.t_dense / din + units.t_expert / ein;
-        buffer = unit_buffer_params(in, s, stage);
+        buffer = unit_buffer_params(in, s, stage, memo);
     }
     out->dense_params = dense;
     out->expert_params = expert;
@@ -270,6 +334,12 @@ void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, sta
         out->weights_bytes += buffer * memory_param_gather_bytes(in);
     if (s->zero >= DP_SHARD_OPTIM_GRADS)
         out->gradients_bytes += buffer * grad_bytes;
+}
+
+void memory_static(const run_inputs *in, const strategy_t *s, int64_t stage, stage_static_mem *out)
+{
+    layer_memo memo = {0};
+    static_mem(in, s, stage, &memo, out);
 }
 
 /* What the attention half of a multi-latent attention layer saves for its
@@ -553,9 +623,10 @@ double memory_peak_lower_bound(const run_inputs *in, const strategy_t *s)
     sched_plan plan;
     strategy_plan(s, &plan);
     double worst = 0;
+    layer_memo memo = {0};
     for (int64_t r = 0; r < p; r++) {
         stage_static_mem sm;
-        memory_static(in, s, r, &sm);
+        static_mem(in, s, r, &memo, &sm);
         double act_chunk[64], *act = act_chunk;
         int64_t fwd_chunk[64], *fwd = fwd_chunk;
         double *heap = NULL;
