@@ -527,6 +527,25 @@ double memory_layer_activation_bytes_at(const run_inputs *in, const strategy_t *
     return layer_activation_bytes(in, s, l->mixer, mlp);
 }
 
+/* A layer's activation bytes, memoized by MoE-ness outside a hybrid model
+ * (where they depend on nothing else) for one (in, s). */
+typedef struct act_memo {
+    bool have[2];
+    double bytes[2];
+} act_memo;
+
+static double layer_act_memo(const run_inputs *in, const strategy_t *s, int64_t layer, act_memo *memo)
+{
+    if (in->model.hybrid)
+        return memory_layer_activation_bytes_at(in, s, layer);
+    bool moe = model_layer_is_moe(&in->model, layer);
+    if (!memo->have[moe]) {
+        memo->bytes[moe] = memory_layer_activation_bytes_at(in, s, layer);
+        memo->have[moe] = true;
+    }
+    return memo->bytes[moe];
+}
+
 double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
                                      int64_t stage, int64_t chunk)
 {
@@ -534,8 +553,9 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     double bytes = 0, inflight[2] = {0, 0};
+    act_memo memo = {0};
     for (int64_t l = first; l < first + count; l++) {
-        double b = memory_layer_activation_bytes_at(in, s, l);
+        double b = layer_act_memo(in, s, l, &memo);
         if (!memory_layer_offloaded(s, l))
             bytes += b;
         else if (b > inflight[0]) { /* the two largest offloaded layers */
@@ -596,8 +616,9 @@ double memory_chunk_backward_transient_bytes(const run_inputs *in, const strateg
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     double worst = 0;
+    act_memo memo = {0};
     for (int64_t l = first; l < first + count; l++) {
-        double b = memory_layer_activation_bytes_at(in, &st, l);
+        double b = layer_act_memo(in, &st, l, &memo);
         if (b > worst)
             worst = b;
     }

@@ -125,3 +125,39 @@ Test(memory_stage, lora_interleaved)
                           "peft.scheme=lora", NULL};
     expect_stages("llama3-70b-h100x64.cfg", over, false, "lora");
 }
+
+/* A middle stage's activations: its layers' bytes summed in order (no
+ * embedding or output layer there), and under full recompute the backward
+ * transient the largest layer's without recompute; the stage mixes dense
+ * and MoE layers (layers 1 .. 9 on stage 1). */
+Test(memory_stage, activations)
+{
+    const char *over[] = {"cluster.num_gpus=1024", "model.tensor_model_parallel_size=2",
+                          "model.pipeline_model_parallel_size=8", "model.expert_model_parallel_size=64",
+                          "model.num_layers_in_first_pipeline_stage=1", "model.num_layers_in_last_pipeline_stage=6",
+                          "model.recompute_granularity=full", NULL};
+    run_inputs in;
+    strategy_t s;
+    resolve(DSV3, over, &in, &s);
+    strategy_t none = s;
+    none.par.recompute_granularity = RECOMPUTE_NONE;
+    for (int64_t r = 1; r + 1 < s.pp; r++) {
+        int64_t first, count;
+        strategy_chunk_layers(&s, r, 0, &first, &count);
+        double sum = 0, worst = 0;
+        for (int64_t l = first; l < first + count; l++) {
+            sum += memory_layer_activation_bytes_at(&in, &s, l);
+            double b = memory_layer_activation_bytes_at(&in, &none, l);
+            worst = b > worst ? b : worst;
+        }
+        double got = memory_chunk_activation_bytes(&in, &s, r, 0);
+        cr_expect(got == sum, "stage %lld: %.17g, want %.17g", (long long)r, got, sum);
+        got = memory_chunk_backward_transient_bytes(&in, &s, r, 0);
+        cr_expect(got == worst && worst > 0, "stage %lld transient: %.17g, want %.17g", (long long)r, got, worst);
+    }
+    double dense = memory_layer_activation_bytes_at(&in, &none, 1), moe = memory_layer_activation_bytes_at(&in, &none, 3);
+    cr_expect(dense != moe, "dense and MoE layers keep the same bytes: %.17g", dense);
+    int64_t first, count;
+    strategy_chunk_layers(&s, 1, 0, &first, &count);
+    cr_expect(first == 1 && count == 9, "stage 1: layers %lld + %lld", (long long)first, (long long)count);
+}
