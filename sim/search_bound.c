@@ -41,78 +41,71 @@ static int stage_ps(double seconds, const char *what, int64_t stage, sim_time_ps
                        stage, seconds, LIMIT_DURATION_S);
 }
 
-/* Longest dependency path through a pass template from the start of op 0
- * to the end of its last op (ops not reachable from op 0 through
- * dependencies count nothing).  buf holds n_ops entries. */
-static sim_time_ps pass_critical(const wl_pass *p, sim_time_ps *buf)
-{
-    if (p->n_ops <= 0)
-        return 0;
-    const sim_time_ps none = UINT64_MAX;
-    for (int32_t i = 0; i < p->n_ops; i++) {
-        const wl_op *op = &p->ops[i];
-        sim_time_ps start = i == 0 ? 0 : none;
-        for (int j = 0; j < 2; j++) {
-            int32_t d = op->dep_back[j];
-            if (d && i - d >= 0 && buf[i - d] != none && (start == none || buf[i - d] > start))
-                start = buf[i - d];
-        }
-        buf[i] = start == none ? none : ps_add(start, op->duration_ps);
-    }
-    return buf[p->n_ops - 1] == none ? 0 : buf[p->n_ops - 1];
-}
-
-static sim_time_ps stream_sum(const wl_pass *p, int stream)
-{
-    sim_time_ps t = 0;
-    for (int32_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].stream == stream)
-            t = ps_add(t, p->ops[i].duration_ps);
-    return t;
-}
-
-/* Least time from the start of a pass's first compute op to the end of its
- * last one: the longest path between them through the dependencies and
- * the in-order streams (a pass's ops are consecutive on each stream).  The
- * compute stream runs passes one after another, so no other pass can use
- * the gaps inside this span.  buf holds n_ops entries. */
-static sim_time_ps compute_span(const wl_pass *p, sim_time_ps *buf)
-{
-    const sim_time_ps none = UINT64_MAX;
-    int32_t first = -1, last = -1;
-    for (int32_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].stream == STREAM_COMPUTE) {
-            if (first < 0)
-                first = i;
-            last = i;
-        }
-    if (first < 0)
-        return 0;
-    int32_t prev_on[STREAM_KINDS];
-    for (int k = 0; k < STREAM_KINDS; k++)
-        prev_on[k] = -1;
-    for (int32_t i = 0; i < p->n_ops; i++) {
-        const wl_op *op = &p->ops[i];
-        sim_time_ps start = i == first ? 0 : none;
-        int32_t preds[3] = {op->dep_back[0] ? i - op->dep_back[0] : -1,
-                            op->dep_back[1] ? i - op->dep_back[1] : -1, prev_on[op->stream]};
-        for (int j = 0; j < 3; j++)
-            if (preds[j] >= 0 && buf[preds[j]] != none && (start == none || buf[preds[j]] > start))
-                start = buf[preds[j]];
-        buf[i] = start == none ? none : ps_add(start, op->duration_ps);
-        prev_on[op->stream] = i;
-    }
-    /* Without a path from the first compute op, the sum of the compute
-     * ops is still a bound. */
-    return buf[last] != none ? buf[last] : stream_sum(p, STREAM_COMPUTE);
-}
-
 /* Compute work and span of a pass.  The middle stages of a pipeline run
  * the same templates, so a pass equal to the one of the stage above (same
  * ops; workload zeroes their padding) takes its figures from there. */
 typedef struct pass_figures {
     sim_time_ps work, span, critical; /* critical: chunk 0 only (fill and drain) */
 } pass_figures;
+
+/* A pass's figures in one scan to find its compute ops (and sum their
+ * work) and one over its ops for both longest paths:
+ *   span      least time from the start of the first compute op to the
+ *             end of the last one: the longest path between them through
+ *             the dependencies and the in-order streams (a pass's ops are
+ *             consecutive on each stream).  The compute stream runs passes
+ *             one after another, so no other pass can use the gaps inside
+ *             it.  Without a path from the first compute op, the sum of
+ *             the compute ops is still a bound.
+ *   critical  (when asked) the longest dependency path from the start of
+ *             op 0 to the end of the last op (ops not reachable from op 0
+ *             through dependencies count nothing).
+ * buf and crit hold n_ops entries each. */
+static void figures_of(const wl_pass *p, bool want_critical, sim_time_ps *buf, sim_time_ps *crit, pass_figures *f)
+{
+    const sim_time_ps none = UINT64_MAX;
+    int32_t first = -1, last = -1;
+    sim_time_ps work = 0;
+    for (int32_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].stream == STREAM_COMPUTE) {
+            if (first < 0)
+                first = i;
+            last = i;
+            work = ps_add(work, p->ops[i].duration_ps);
+        }
+    *f = (pass_figures){.work = work};
+    const bool span = first >= 0;
+    if (p->n_ops <= 0 || (!span && !want_critical))
+        return;
+    int32_t prev_on[STREAM_KINDS];
+    for (int k = 0; k < STREAM_KINDS; k++)
+        prev_on[k] = -1;
+    for (int32_t i = 0; i < p->n_ops; i++) {
+        const wl_op *op = &p->ops[i];
+        const int32_t d0 = op->dep_back[0] ? i - op->dep_back[0] : -1, d1 = op->dep_back[1] ? i - op->dep_back[1] : -1;
+        if (span) {
+            sim_time_ps start = i == first ? 0 : none;
+            const int32_t preds[3] = {d0, d1, prev_on[op->stream]};
+            for (int j = 0; j < 3; j++)
+                if (preds[j] >= 0 && buf[preds[j]] != none && (start == none || buf[preds[j]] > start))
+                    start = buf[preds[j]];
+            buf[i] = start == none ? none : ps_add(start, op->duration_ps);
+            prev_on[op->stream] = i;
+        }
+        if (want_critical) {
+            sim_time_ps start = i == 0 ? 0 : none;
+            const int32_t preds[2] = {d0, d1};
+            for (int j = 0; j < 2; j++)
+                if (preds[j] >= 0 && crit[preds[j]] != none && (start == none || crit[preds[j]] > start))
+                    start = crit[preds[j]];
+            crit[i] = start == none ? none : ps_add(start, op->duration_ps);
+        }
+    }
+    if (span)
+        f->span = buf[last] != none ? buf[last] : work;
+    if (want_critical)
+        f->critical = crit[p->n_ops - 1] == none ? 0 : crit[p->n_ops - 1];
+}
 
 /* The figures are a function of the pass's ops alone, so an equal
  * template of an earlier layout (wl_cache.h) has them too; the critical
@@ -127,9 +120,7 @@ static int pass_cost(const wl_pass *p, const wl_pass *above, bool chunk0, pass_f
     if (kept) {
         memcpy(f, kept, sizeof *f);
     } else {
-        f->work = stream_sum(p, STREAM_COMPUTE);
-        f->span = compute_span(p, buf);
-        f->critical = chunk0 || cache ? pass_critical(p, buf) : 0;
+        figures_of(p, chunk0 || cache, buf, buf + p->n_ops, f);
         if (cache && wl_cache_put(cache, p, WL_CACHE_BOUND, f, sizeof *f) != SIM_OK)
             return sim_err_set(err, SIM_ENOMEM, "out of memory keeping a pass's figures");
     }
@@ -163,7 +154,7 @@ int search_time_bound_of(const workload_t *wl, const strategy_t *s, wl_cache *ca
                 if (wl_chunk_pass(ch, (sched_kind)k)->n_ops > most)
                     most = wl_chunk_pass(ch, (sched_kind)k)->n_ops;
         }
-    sim_time_ps *buf = malloc((size_t)(most + 1) * sizeof *buf);
+    sim_time_ps *buf = malloc(2 * ((size_t)most + 1) * sizeof *buf); /* figures_of's two */
     if (!buf)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     /* Does the last backward of a stage run chunk 0 (so that the drain
