@@ -165,18 +165,14 @@ static void layer_bwd(const ctx *x, wl_opbuf *b, int mixer, int mlp)
         mamba_bwd(x, b);
 }
 
-/* Contract in workload.h.  refs[] counts (saturating) the ops that wait on
- * each op; a chain link needs exactly one. */
-int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pins)
+/* wl_fuse_chains on scratch of b->n + 1 entries each: refs[] counts
+ * (saturating) the ops that wait on each op (a chain link needs exactly
+ * one), idx[] maps each op to its fused op. */
+static void fuse_chains_in(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pins, uint8_t *refs,
+                           int32_t *idx)
 {
     int32_t n = b->n;
-    uint8_t *refs = calloc((size_t)n + 1, 1);
-    int32_t *idx = malloc(((size_t)n + 1) * sizeof *idx);
-    if (!refs || !idx) {
-        free(refs);
-        free(idx);
-        return SIM_ENOMEM;
-    }
+    memset(refs, 0, (size_t)n + 1);
     for (int32_t i = 0; i < n; i++)
         for (int j = 0; j < 2; j++)
             if (b->ops[i].dep_back[j] && refs[i - b->ops[i].dep_back[j]] < 255)
@@ -208,9 +204,18 @@ int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pin
     b->n = out;
     if (map)
         memcpy(map, idx, (size_t)n * sizeof *idx);
+}
+
+/* Contract in workload.h. */
+int wl_fuse_chains(wl_opbuf *b, int32_t *map, const int32_t *pins, int32_t n_pins)
+{
+    uint8_t *refs = malloc((size_t)b->n + 1);
+    int32_t *idx = malloc(((size_t)b->n + 1) * sizeof *idx);
+    if (refs && idx)
+        fuse_chains_in(b, map, pins, n_pins, refs, idx);
     free(refs);
     free(idx);
-    return SIM_OK;
+    return refs && idx ? SIM_OK : SIM_ENOMEM;
 }
 
 static void split_backward(wl_opbuf *b, wl_opbuf *w);
@@ -385,31 +390,28 @@ static int fuse_chunk(wl_opbuf *f, wl_opbuf *b, wl_opbuf *w, wl_bucket *buckets,
     int32_t n_map = f->n > b->n ? f->n : b->n;
     if (w && w->n > n_map)
         n_map = w->n;
-    int32_t *map = malloc(((size_t)n_map + 1) * sizeof *map);
-    int32_t *pins = malloc(((size_t)n_buckets + 1) * sizeof *pins);
-    int rc = map && pins ? SIM_OK : SIM_ENOMEM;
-    if (rc == SIM_OK) {
-        for (int32_t k = 0; k < n_buckets; k++)
-            pins[k] = buckets[k].fwd_op - 1;
-        rc = wl_fuse_chains(f, map, pins, n_buckets);
-    }
-    if (rc == SIM_OK) {
-        for (int32_t k = 0; k < n_buckets; k++)
-            buckets[k].fwd_op = map[buckets[k].fwd_op];
-        if (w)
-            rc = wl_fuse_chains(b, NULL, NULL, 0);
-    }
-    if (rc == SIM_OK) {
-        for (int32_t k = 0; k < n_buckets; k++)
-            pins[k] = buckets[k].ready_op;
-        rc = wl_fuse_chains(w ? w : b, map, pins, n_buckets);
-    }
-    if (rc == SIM_OK)
-        for (int32_t k = 0; k < n_buckets; k++)
-            buckets[k].ready_op = map[buckets[k].ready_op];
+    /* One allocation for the three fusions: map, the fusion's idx and
+     * refs (n_map + 1 each), pins. */
+    const size_t m = (size_t)n_map + 1;
+    int32_t *map = malloc(2 * m * sizeof *map + ((size_t)n_buckets + 1) * sizeof *map + m);
+    if (!map)
+        return SIM_ENOMEM;
+    int32_t *idx = map + m, *pins = idx + m;
+    uint8_t *refs = (uint8_t *)(pins + n_buckets + 1);
+    for (int32_t k = 0; k < n_buckets; k++)
+        pins[k] = buckets[k].fwd_op - 1;
+    fuse_chains_in(f, map, pins, n_buckets, refs, idx);
+    for (int32_t k = 0; k < n_buckets; k++)
+        buckets[k].fwd_op = map[buckets[k].fwd_op];
+    if (w)
+        fuse_chains_in(b, NULL, NULL, 0, refs, idx);
+    for (int32_t k = 0; k < n_buckets; k++)
+        pins[k] = buckets[k].ready_op;
+    fuse_chains_in(w ? w : b, map, pins, n_buckets, refs, idx);
+    for (int32_t k = 0; k < n_buckets; k++)
+        buckets[k].ready_op = map[buckets[k].ready_op];
     free(map);
-    free(pins);
-    return rc;
+    return SIM_OK;
 }
 
 /* Ops outside the layers (embedding, output layer and loss), issued by
