@@ -9,10 +9,11 @@
  *   edges   (before, after) pairs in the order eng_add_dep saw them.
  *   deltas  (task, counter, at_start, at_end) records in the order added.
  * Streams are intrusive singly linked lists threaded through the task
- * records (stream_next), with a head and a tail per stream.  eng_run ends
- * by grouping the task ids by stream (a counting sort: ids are in run
- * order within a stream), with every task's span (start, end) in that
- * order beside it, so that the measurements that read every stream back
+ * records (stream_next), with a head and a tail per stream.  eng_run
+ * groups the task ids by stream (ids are in run order within a stream;
+ * the sweep puts each where its stream's slice is at when it takes it, the
+ * event loop's run a counting sort after), with every task's span (start,
+ * end) in that order beside it, so that the measurements that read every stream back
  * read a slice instead of chasing stream_next through the records.
  *
  * Dependencies: CSR built at eng_run start.  While the graph is being
@@ -697,14 +698,22 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
 static int run_sweep(engine_t *e, run *r)
 {
     eng__task *tasks = e->tasks;
-    size_t n = e->n_tasks, head = 0, tail = 0;
+    size_t n = e->n_tasks, head = 0, tail = 0, ns = (size_t)e->n_streams;
     int32_t *order = malloc((n ? n : 1) * sizeof *order);
     uint32_t *round = malloc((n ? n : 1) * sizeof *round);
-    if (!order || !round) {
+    uint32_t *at = malloc((ns ? ns : 1) * sizeof *at);
+    if (!order || !round || !at) {
         free(order);
         free(round);
+        free(at);
         return SIM_ENOMEM;
     }
+    /* A task's start is final when it is taken, and a stream's tasks are
+     * taken in its order: each goes to its stream's slice then
+     * (index_streams' result, without a pass of its own). */
+    memcpy(at, e->stream_off, ns * sizeof *at);
+    int32_t *by_stream = e->by_stream;
+    eng_span *spans = e->stream_spans;
     for (size_t t = 0; t < n; t++) {
         tasks[t].start_ps = 0;
         round[t] = 0;
@@ -724,6 +733,9 @@ static int run_sweep(engine_t *e, run *r)
         uint32_t end_round = T->duration_ps ? 1 : round[t] + 1;
         if (end > makespan)
             makespan = end;
+        const uint32_t k_at = at[T->stream]++;
+        by_stream[k_at] = t;
+        spans[k_at] = (eng_span){T->start_ps, end};
         for (uint32_t k = r->succ_off[t], kend = r->succ_off[t + 1]; k < kend; k++) {
             int32_t s = r->succ[k];
             relax(&tasks[s], &round[s], end, end_round);
@@ -743,6 +755,7 @@ static int run_sweep(engine_t *e, run *r)
         rc = sweep_counters(e, round);
     free(order);
     free(round);
+    free(at);
     if (rc == SIM_OK) {
         e->makespan_ps = makespan;
         e->events = 2 * (uint64_t)n;
@@ -763,12 +776,10 @@ static void sweep_undo(engine_t *e, const run *r)
         e->tasks[r->succ[k]].pending++;
 }
 
-/* Tasks grouped by stream, each stream in id order, which is its run
- * order: a counting sort by stream (eng_add_task counted), with every
- * task's span in that order beside it.  Until it exists (and
- * after a failed run that it could not follow) eng_stream_tasks walks the
- * streams instead, with the same result. */
-static int index_streams(engine_t *e)
+/* Room for the tasks grouped by stream (by_stream and stream_spans: each
+ * stream in id order, which is its run order), with stream_off turned
+ * from counts (eng_add_task counted) into the offsets of the slices. */
+static int index_alloc(engine_t *e)
 {
     size_t n = e->n_tasks, ns = (size_t)e->n_streams;
     e->by_stream = malloc((n ? n : 1) * sizeof *e->by_stream);
@@ -782,6 +793,15 @@ static int index_streams(engine_t *e)
     }
     for (size_t k = 0; k < ns; k++)
         e->stream_off[k + 1] += e->stream_off[k];
+    return SIM_OK;
+}
+
+/* The grouping after the event loop (the sweep fills it as it goes): a
+ * counting sort by stream, with every task's span in that order beside
+ * it. */
+static void index_streams(engine_t *e)
+{
+    size_t n = e->n_tasks, ns = (size_t)e->n_streams;
     for (size_t t = 0; t < n; t++) {
         const eng__task *T = &e->tasks[t];
         const eng_span sp = {T->start_ps, T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps};
@@ -791,7 +811,6 @@ static int index_streams(engine_t *e)
     }
     memmove(e->stream_off + 1, e->stream_off, ns * sizeof *e->stream_off);
     e->stream_off[0] = 0;
-    return SIM_OK;
 }
 
 static int run_with(engine_t *e, bool sweep, sim_err *err)
@@ -802,6 +821,8 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
 
     run r = {0};
     int rc = run_prepare(e, &r);
+    if (rc == SIM_OK)
+        rc = index_alloc(e);
     if (rc == SIM_OK && sweep) {
         rc = run_sweep(e, &r);
         if (rc == SIM_ESIM) {
@@ -814,20 +835,24 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
         rc = loop_alloc(e, &r);
     if (rc != SIM_OK) {
         run_free(&r);
+        /* No grouping then: eng_stream_tasks walks the streams. */
+        free(e->by_stream);
+        free(e->stream_spans);
+        e->by_stream = NULL;
+        e->stream_spans = NULL;
         return sim_err_set(err, SIM_ENOMEM, "engine: out of memory preparing %zu tasks",
                            e->n_tasks);
     }
-    if (!sweep)
+    if (!sweep) {
         rc = run_loop(e, &r, err);
+        index_streams(e);
+    }
     /* The successors stay for eng_task_succs. */
     e->succ_off = r.succ_off;
     e->succ = r.succ;
     r.succ_off = NULL;
     r.succ = NULL;
     run_free(&r);
-    if (index_streams(e) != SIM_OK && rc == SIM_OK)
-        return sim_err_set(err, SIM_ENOMEM, "engine: out of memory indexing %zu tasks by stream",
-                           e->n_tasks);
     return rc;
 }
 
