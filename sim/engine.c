@@ -621,6 +621,7 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
             const eng__change last = {c->time_ps, c->phase, 0, 0};
             if (c->any && change_before(&ch, &last)) {
                 c->unsorted = true;
+                n_late++; /* even when it is the counter's last change */
                 continue;
             }
             if (c->any && change_before(&last, &ch) && value[d->counter] > peak[d->counter])
