@@ -234,7 +234,7 @@ eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t 
 {
     assert(!e->ran && "eng_add_task after eng_run");
     assert(stream >= 0 && stream < e->n_streams);
-    if (e->ran || stream < 0 || stream >= e->n_streams)
+    if (e->ran || (uint32_t)stream >= (uint32_t)e->n_streams) /* n_streams >= 0: a negative one too */
         return -1;
     if (e->n_tasks == e->cap_tasks && grow((void **)&e->tasks, &e->cap_tasks, e->n_tasks + 1, sizeof *e->tasks,
                                            MAX_TASKS) != SIM_OK)
@@ -260,7 +260,7 @@ eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t 
 
 static bool valid_task(const engine_t *e, eng_task t)
 {
-    return t >= 0 && (size_t)t < e->n_tasks;
+    return (uint32_t)t < e->n_tasks; /* a negative t is past MAX_TASKS */
 }
 
 int eng_add_dep(engine_t *e, eng_task before, eng_task after)
@@ -283,7 +283,7 @@ int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start
 {
     assert(!e->ran && "eng_add_counter_delta after eng_run");
     assert(valid_task(e, t) && counter >= 0 && counter < e->n_counters);
-    if (e->ran || !valid_task(e, t) || counter < 0 || counter >= e->n_counters)
+    if (e->ran || !valid_task(e, t) || (uint32_t)counter >= (uint32_t)e->n_counters)
         return SIM_EINVAL;
     if (e->n_deltas == e->cap_deltas && grow((void **)&e->deltas, &e->cap_deltas, e->n_deltas + 1,
                                              sizeof *e->deltas, MAX_DELTAS) != SIM_OK)
@@ -567,12 +567,13 @@ static inline void relax(eng__task *u, uint32_t *round_u, sim_time_ps end, uint3
 }
 
 /* Where a counter's changes stand while sweep_counters reads them in task
- * order: the last change's (instant, phase), whether any came, and
- * whether one came before the last (then they are sorted). */
+ * order: the last change's (instant, phase), (0, 0) before the first (no
+ * change comes before it, and a peak there is the initial 0), and whether
+ * one came before the last (then they are sorted). */
 typedef struct eng__ctr {
     sim_time_ps time_ps;
     uint32_t phase;
-    bool any, unsorted;
+    bool unsorted;
 } eng__ctr;
 
 /* The i-th change (0: at start, 1: at end) of delta d as the loop places
@@ -619,17 +620,16 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
             if (c->unsorted)
                 continue;
             const eng__change last = {c->time_ps, c->phase, 0, 0};
-            if (c->any && change_before(&ch, &last)) {
+            if (change_before(&ch, &last)) {
                 c->unsorted = true;
                 n_late++; /* even when it is the counter's last change */
                 continue;
             }
-            if (c->any && change_before(&last, &ch) && value[d->counter] > peak[d->counter])
+            if (change_before(&last, &ch) && value[d->counter] > peak[d->counter])
                 peak[d->counter] = value[d->counter];
             value[d->counter] += ch.delta;
             c->time_ps = ch.time_ps;
             c->phase = ch.phase;
-            c->any = true;
         }
     }
     for (size_t c = 0; c < nc; c++)
