@@ -32,7 +32,7 @@ static void build(built *b, const char *extra, const char *extra2)
     else if (!extra2)
         kv[10] = NULL;
     sim_run(&b->x, kv);
-    b->w = wl_kept(&b->x);
+    b->w = wl_kept(&b->x.in, &b->x.s);
 }
 
 static void built_free(built *b)

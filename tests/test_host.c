@@ -14,6 +14,7 @@
 #include "sim_run.h"
 #include "streams.h"
 #include "workload.h"
+#include "wl_kept.h"
 
 /* A small-expert MoE (Qwen3-30B-A3B: 128 experts of 768) at a short
  * sequence: its kernels are short and the host shows. */
@@ -78,12 +79,7 @@ Test(host, host_runs_ahead_of_long_kernels)
  * the host issues per step: the unfused templates, once per microbatch. */
 static double kernels_per_step(const sim *x)
 {
-    run_inputs in = x->in;
-    in.sim.keep_ops = true;
-    workload_t *wl = NULL;
-    sim_err err;
-    sim_err_clear(&err);
-    cr_assert_eq(workload_build(&wl, &in, &x->s, &err), SIM_OK, "%s", err.msg);
+    workload_t *wl = wl_kept(&x->in, &x->s);
     double n = 0;
     for (int64_t r = 0; r < wl->pp; r++)
         for (int64_t c = 0; c < wl->v; c++) {

@@ -21,6 +21,7 @@
 #include "strategy.h"
 #include "units.h"
 #include "workload.h"
+#include "wl_kept.h"
 
 #define NH8B "model.name=nemotron-h-8b cluster.topology=dgx-h100 "
 
@@ -51,12 +52,7 @@ static void resolve(resolved *x, const char *args)
  * first chunk's pass (layer 0 of the Nemotron-H patterns is a Mamba one). */
 static wl_pass first_pass(const resolved *x, bool bwd)
 {
-    run_inputs in = x->in;
-    in.sim.keep_ops = true;
-    workload_t *w = NULL;
-    sim_err err;
-    sim_err_clear(&err);
-    cr_assert_eq(workload_build(&w, &in, &x->s, &err), SIM_OK, "%s", err.msg);
+    workload_t *w = wl_kept(&x->in, &x->s);
     const wl_pass *p = bwd ? &w->stages[0].chunks[0].bwd : &w->stages[0].chunks[0].fwd;
     wl_pass out = {malloc(((size_t)p->n_ops + 1) * sizeof *out.ops), p->n_ops, p->flops};
     cr_assert_not_null(out.ops);

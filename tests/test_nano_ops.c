@@ -16,7 +16,7 @@
 static const wl_pass *forward_of(sim *x, workload_t **w, const char *const *kv)
 {
     sim_run(x, kv);
-    *w = wl_kept(x);
+    *w = wl_kept(&x->in, &x->s);
     return &(*w)->stages[0].chunks[0].fwd;
 }
 
