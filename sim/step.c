@@ -1617,6 +1617,14 @@ static int order_blocks(const step_t *st, int64_t M, int64_t P, int64_t *K, sim_
  * than a period of N does blocks. */
 enum { SAMPLE_BLOCKS = 5, SAMPLE_STEADY_MBS = 7 };
 
+/* Samples of M1 and M1 + P microbatches gain on a step of M only where
+ * they are at most four fifths of it: each also pays the check, and some
+ * a retry. */
+static bool samples_pay(int64_t M1, int64_t P, int64_t M)
+{
+    return M1 + 2 * P <= M && 5 * (2 * M1 + P) <= 4 * M;
+}
+
 static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     const int64_t M = st->M, P = sched_plan_period(&st->plan);
@@ -1639,10 +1647,7 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
     step_period_fit fit;
     rc = DECLINED;
     for (int attempt = 0; attempt < 4; attempt++) {
-        /* No gain unless the two samples are at most four fifths of the
-         * step: each also pays the check, and some a retry (a sample
-         * whose schedule does not run fails to simulate). */
-        if (M1 + 2 * P > M || 5 * (2 * M1 + P) > 4 * M)
+        if (!samples_pay(M1, P, M))
             break;
         meas_free(&a);
         fit.blocks = 0;
@@ -1657,7 +1662,7 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
                 break;
             int64_t grow = fit.blocks;
             if (fit.settle_blocks > 0 && fit.settle_blocks + 3 > grow && fit.settle_blocks + 3 < (M - M1) / P &&
-                5 * (2 * (M1 + (fit.settle_blocks + 3) * P) + P) <= 4 * M)
+                samples_pay(M1 + (fit.settle_blocks + 3) * P, P, M))
                 grow = fit.settle_blocks + 3;
             M1 += grow * P;
             continue;
