@@ -344,6 +344,7 @@ typedef struct fitprob {
     void *ctx;
     FILE *log;
     int max_iter;
+    double huber;          /* the loss turns from quadratic to linear here; 0: squares */
     size_t act[CALIB_MAX_PARAMS]; /* parameters being fitted (the others fixed) */
     size_t nact;
     int rc;                /* first failure of fn */
@@ -356,6 +357,21 @@ static void values_at(const fitprob *fp, const gsl_vector *x, double *v)
         v[k] = fp->res->p[k].value;
     for (size_t a = 0; a < fp->nact; a++)
         v[fp->act[a]] = to_value(&fp->res->p[fp->act[a]], gsl_vector_get(x, a));
+}
+
+/* The residual the solver squares: r itself for squares, else
+ * sign(r) sqrt(2 rho(r)) with Huber's rho (r^2 / 2 up to delta, then
+ * delta |r| - delta^2 / 2), continuous with its first derivative. */
+static double loss_residual(double r, double delta)
+{
+    if (!(delta > 0) || fabs(r) <= delta)
+        return r;
+    return copysign(sqrt(2.0 * delta * fabs(r) - delta * delta), r);
+}
+
+static double loss_delta(calib_loss loss)
+{
+    return loss == CALIB_LOSS_SQUARED ? 0.0 : CALIB_HUBER_DELTA;
 }
 
 static int gsl_f(const gsl_vector *x, void *params, gsl_vector *f)
@@ -374,7 +390,7 @@ static int gsl_f(const gsl_vector *x, void *params, gsl_vector *f)
         return GSL_EBADFUNC;
     }
     for (size_t i = 0; i < f->size; i++)
-        gsl_vector_set(f, i, r[i]);
+        gsl_vector_set(f, i, loss_residual(r[i], fp->huber));
     free(r);
     return GSL_SUCCESS;
 }
@@ -533,6 +549,7 @@ typedef struct rowfit {
     calib_result *res;
     const char *data_dir;
     int jobs;
+    double huber;          /* fitprob's */
 } rowfit;
 
 /* Predicts the rows of rf->use at parameter values v. */
@@ -629,7 +646,7 @@ static int fit_rows(rowfit *rf, const bool *sel, int parity, FILE *log, int max_
         cp->sigma = NAN;
     }
     fitprob fp = { .n = rf->ntrain, .res = rf->res, .fn = row_resid, .ctx = rf, .log = log,
-                   .max_iter = max_iter, .rc = SIM_OK };
+                   .max_iter = max_iter, .huber = rf->huber, .rc = SIM_OK };
     return run_fit(&fp, err);
 }
 
@@ -786,6 +803,7 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
         goto out;
     }
     snprintf(res->topology, sizeof res->topology, "%s", topo);
+    res->loss = o->loss;
 
     /* parameters and their start values (the topology's) */
     if (o->params)
@@ -819,7 +837,7 @@ int calibrate_rows(const csv_table *t, const char *name, const calib_opts *o,
     if (rc != SIM_OK)
         goto out;
 
-    rowfit rf = { cases, n, use, preds, train, 0, res, o->data_dir, o->jobs };
+    rowfit rf = { cases, n, use, preds, train, 0, res, o->data_dir, o->jobs, loss_delta(o->loss) };
 
     /* before: every selected row at the start values; rows that cannot be
      * predicted are dropped */
@@ -1266,6 +1284,7 @@ int calibrate_nccl(const nccl_log *log, const char *const *overrides, const cali
     if (rc != SIM_OK)
         return rc;
     snprintf(res->topology, sizeof res->topology, "%s", c.name);
+    res->loss = o->loss;
     cfg_t *cfg;
     run_inputs in;
     if ((rc = nccl_cfg(&nf, NULL, &cfg, &in, err)) != SIM_OK)
@@ -1346,7 +1365,7 @@ int calibrate_nccl(const nccl_log *log, const char *const *overrides, const cali
     if ((rc = nccl_ape(&nf, v, ape0, err)) != SIM_OK)
         goto out;
     fitprob fp = { .n = nf.npts, .res = res, .fn = nccl_resid, .ctx = &nf, .log = o->log,
-                   .max_iter = o->max_iter, .rc = SIM_OK };
+                   .max_iter = o->max_iter, .huber = loss_delta(o->loss), .rc = SIM_OK };
     if ((rc = run_fit(&fp, err)) != SIM_OK)
         goto out;
     for (size_t k = 0; k < res->n_params; k++)
@@ -1563,9 +1582,14 @@ void calibrate_write_params(FILE *out, const calib_result *res, time_t when)
     fprintf(out, "#   topology: %s -- load this file above it: parsim run ... "
                  "cluster.topology=%s sim.params=THIS_FILE\n",
             res->topology, res->topology);
-    fprintf(out, "#   fit: GSL multifit_nlinear (trust region, Levenberg-Marquardt), residual "
-                 "log(predicted/measured),\n#        %zu iterations, chi^2/dof = %.4g\n",
-            res->iterations, res->dof > 0 ? res->chi2 / res->dof : NAN);
+    if (res->loss == CALIB_LOSS_SQUARED)
+        fprintf(out, "#   fit: GSL multifit_nlinear (trust region, Levenberg-Marquardt), squares of "
+                     "the residual log(predicted/measured),\n");
+    else
+        fprintf(out, "#   fit: GSL multifit_nlinear (trust region, Levenberg-Marquardt), absolute "
+                     "residual log(predicted/measured)\n#        (Huber, quadratic below %g),\n",
+                CALIB_HUBER_DELTA);
+    fprintf(out, "#        %zu iterations, chi^2/dof = %.4g\n", res->iterations, res->dof > 0 ? res->chi2 / res->dof : NAN);
     fprintf(out, "#   error (APE %%) before -> after: fitted median %.2f -> %.2f, p90 %.2f -> %.2f",
             res->train_before.median, res->train_after.median, res->train_before.p90,
             res->train_after.p90);

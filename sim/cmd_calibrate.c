@@ -114,7 +114,7 @@ int cmd_calibrate(int argc, char **argv)
     int rc = EXIT_SUCCESS;
     enum {
         O_OUT, O_PARAMS, O_ROWS, O_TRAIN_HALF, O_JOBS, O_MAX_ITER, O_NCCL_TESTS, O_OP, O_OUT_HALVES,
-        O_RECIPES, O_FRAMEWORKS, O_QUIET
+        O_RECIPES, O_FRAMEWORKS, O_QUIET, O_LOSS
     };
     static const opts_def defs[] = {
         [O_OUT] = {"--out", "a value"},           [O_PARAMS] = {"--params", "a value"},
@@ -123,6 +123,7 @@ int cmd_calibrate(int argc, char **argv)
         [O_NCCL_TESTS] = {"--nccl-tests", "a value"}, [O_OP] = {"--op", "a value"},
         [O_OUT_HALVES] = {"--out-halves", "a value"}, [O_RECIPES] = {"--recipes", "a value"},
         [O_FRAMEWORKS] = {"--frameworks", "a value"}, [O_QUIET] = {"--quiet", NULL},
+        [O_LOSS] = {"--loss", "a value"},
     };
     opts_iter it = opts_start(argc, argv, 0, defs, sizeof defs / sizeof defs[0], NULL, NULL);
     const char *v;
@@ -149,7 +150,16 @@ int cmd_calibrate(int argc, char **argv)
                 recipes_path = v;
             else if (opt == O_FRAMEWORKS)
                 frameworks_path = v;
-            else if (opt == O_TRAIN_HALF) {
+            else if (opt == O_LOSS) {
+                if (!strcmp(v, "absolute"))
+                    o.loss = CALIB_LOSS_ABSOLUTE;
+                else if (!strcmp(v, "squared"))
+                    o.loss = CALIB_LOSS_SQUARED;
+                else {
+                    rc = cli_usage_error("--loss is absolute or squared, got '%s'", v);
+                    goto out;
+                }
+            } else if (opt == O_TRAIN_HALF) {
                 if (!strcmp(v, "even"))
                     o.train_half = 0;
                 else if (!strcmp(v, "odd"))

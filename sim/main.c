@@ -40,7 +40,7 @@ static const command commands[] = {
      "      (--recipes: each run's recipe settings, default recipes.csv beside FILE.csv;\n"
      "      --frameworks: framework defaults, default bench/validation/frameworks.csv)", false},
     {"calibrate", cmd_calibrate,
-     "calibrate FILE.csv [--out PARAMS.cfg] [--out-halves PREFIX] [--params KEYS] [--rows FILTER] [--train-half even|odd] [--jobs N] [--max-iter N] [--recipes FILE|none] [--frameworks FILE] [--quiet]\n"
+     "calibrate FILE.csv [--out PARAMS.cfg] [--out-halves PREFIX] [--params KEYS] [--rows FILTER] [--train-half even|odd] [--loss absolute|squared] [--jobs N] [--max-iter N] [--recipes FILE|none] [--frameworks FILE] [--quiet]\n"
      "  parsim calibrate --nccl-tests LOG [--out PARAMS.cfg] [--params KEYS] [--op NAME] [--quiet] KEY=VALUE ...\n"
      "      fit cost-model parameters to measured rows or nccl-tests output (sim.params=PARAMS.cfg);\n"
      "      rows run as validate runs them (--recipes and --frameworks as there)", false},
