@@ -257,18 +257,18 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
             }
             if (nk == 0)
                 continue;
-            sim_time_ps total = 0;
-            for (size_t i = 0; i < nk; i++)
-                total += cm[i].b - cm[i].a;
-            sr->comm_ps[k] = total;
-            sr->exposed_ps[k] = uncovered(cm, nk, cp, nc);
             streams[n_comm] = cm;
             kinds[n_comm] = k;
             lens[n_comm++] = nk;
         }
-        /* One list is its own union (uncovered_union merges touching
-         * spans, which covers the same): its exposed time is the total's. */
-        sim_time_ps exposed_ps = n_comm == 1 ? sr->exposed_ps[kinds[0]] : uncovered_union(streams, lens, n_comm, cp, nc);
+        /* Each stream's busy and exposed time and their union's exposed
+         * time in one walk. */
+        sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
+        sim_time_ps exposed_ps = exposed_lists(streams, lens, n_comm, cp, nc, tot, unc);
+        for (int i = 0; i < n_comm; i++) {
+            sr->comm_ps[kinds[i]] = tot[i];
+            sr->exposed_ps[kinds[i]] = unc[i];
+        }
         /* Host busy time: its tasks, but the stand-ins of collapsed
          * passes (which include the host's waits) count from their
          * summaries below. */

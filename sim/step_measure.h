@@ -131,17 +131,26 @@ static inline sim_time_ps uncovered(const interval *u, size_t nu, const interval
     return total;
 }
 
-/* Length of the part of the union of n lists (u[k], nu[k] long, each as
- * in uncovered; n <= STREAM_KINDS) not covered by c: the union built on
- * the fly in start order, as merge() builds it, without storing it.  The
- * list with the earliest head gives every interval that starts no later
- * than the other heads in one run. */
-static inline sim_time_ps uncovered_union(const interval *const *u, const size_t *nu, int n, const interval *c,
-                                          size_t nc)
+/* Of n lists (u[k], nu[k] long, each sorted and disjoint, touching at
+ * most: a union, or a stream's spans; n <= STREAM_KINDS), in one walk:
+ * each list's total length (tot[k]), the part of it c leaves uncovered
+ * (unc[k]), and, returned, the part of their union c leaves uncovered.
+ * The union is built on the fly in start order, as merge() builds it,
+ * without storing it; the list with the earliest head gives every
+ * interval that starts no later than the other heads in one run.  A
+ * piece of the union whose members do not overlap (one alone, or
+ * touching) is uncovered as much as they are together, which their own
+ * lists' walks have measured: only a piece where members overlap is
+ * measured against c again.  Intervals never end before they start
+ * (spans), so an empty one adds nothing anywhere. */
+static inline sim_time_ps exposed_lists(const interval *const *u, const size_t *nu, int n, const interval *c,
+                                        size_t nc, sim_time_ps *tot, sim_time_ps *unc)
 {
-    size_t at[STREAM_KINDS] = {0}, j = 0;
-    sim_time_ps total = 0, ca = 0, cb = 0;
-    bool open = false;
+    size_t at[STREAM_KINDS] = {0}, jk[STREAM_KINDS] = {0}, j = 0;
+    sim_time_ps total = 0, ca = 0, cb = 0, members = 0;
+    bool open = false, overlap = false;
+    for (int k = 0; k < n; k++)
+        tot[k] = unc[k] = 0;
     for (;;) {
         /* The earliest head (the first of equals) and the earliest of
          * the others' heads, in one look at each. */
@@ -163,25 +172,35 @@ static inline sim_time_ps uncovered_union(const interval *const *u, const size_t
         if (pick < 0)
             break;
         const interval *l = u[pick];
-        size_t i = at[pick];
+        size_t i = at[pick], *jp = &jk[pick];
+        sim_time_ps t = tot[pick], x_exp = unc[pick];
         do {
             const interval x = l[i++];
             if (x.b <= x.a)
                 continue;
+            t += x.b - x.a;
+            const sim_time_ps e = uncovered_one(x.a, x.b, c, nc, jp);
+            x_exp += e;
             if (open && x.a <= cb) {
+                overlap = overlap || x.a < cb;
                 cb = x.b > cb ? x.b : cb;
+                members += e;
                 continue;
             }
             if (open)
-                total += uncovered_one(ca, cb, c, nc, &j);
+                total += overlap ? uncovered_one(ca, cb, c, nc, &j) : members;
             ca = x.a;
             cb = x.b;
+            members = e;
+            overlap = false;
             open = true;
         } while (i < nu[pick] && l[i].a <= bound);
         at[pick] = i;
+        tot[pick] = t;
+        unc[pick] = x_exp;
     }
     if (open)
-        total += uncovered_one(ca, cb, c, nc, &j);
+        total += overlap ? uncovered_one(ca, cb, c, nc, &j) : members;
     return total;
 }
 

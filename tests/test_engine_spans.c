@@ -2,7 +2,7 @@
  * spans (eng_stream_spans, against eng_task_start / eng_task_end in
  * eng_stream_view's order, before a run, after a failed one) and the
  * interval arithmetic of step_measure.h (skip_ended, uncovered on unmerged
- * stream spans, uncovered_union) against a plain reference: every list
+ * stream spans, exposed_lists) against a plain reference: every list
  * sorted together and merged, and a walk instead of a search. */
 #include <criterion/criterion.h>
 
@@ -147,7 +147,8 @@ Test(engine_spans, interval_arithmetic_matches_the_merged_reference)
         }
         qsort(all, n_all, sizeof *all, interval_cmp);
         n_all = merge(all, n_all);
-        cr_assert_eq(uncovered_union(u, nu, n, comp, nc), reference_uncovered(all, n_all, cm, ncm), "rep %d", rep);
+        sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
+        cr_assert_eq(exposed_lists(u, nu, n, comp, nc, tot, unc), reference_uncovered(all, n_all, cm, ncm), "rep %d", rep);
     }
     gsl_rng_free(g);
 }
