@@ -21,29 +21,73 @@ static size_t stream_intervals(const step_t *st, int stream, interval *out)
     return k;
 }
 
+/* The last sweep of a (chunk, kind)'s template in shifted_ops, its ops'
+ * times at off in the memo's arrays, less base: a template run as alone
+ * from its GPU start (SHIFT_AHEAD) is swept from the same origin for
+ * every pass of its (chunk, kind), so once; one run from its GPU's and
+ * its host's starts (SHIFT_HOST) gives, the sweep being max-plus
+ * (sweep_gated: every time a max of sums), the same times later by d
+ * when both starts are later by d: kept with the starts less the earlier
+ * of them (gpu_d, host_d, one of them 0). */
+typedef struct sweep_memo {
+    size_t off;
+    uint8_t shift; /* SHIFT_NONE: not swept yet on this stage */
+    sim_time_ps gpu_d, host_d;
+    int32_t gpu; /* its first GPU op, where its span begins */
+} sweep_memo;
+
+/* The times of a (chunk, kind)'s ops (*rs, *re, less the base the caller
+ * adds) swept as shift says from gpu_at and host_at, from its memo where
+ * that sweep is known, else swept into w and kept. */
+static int memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_time_ps host_at, sweep_memo *m,
+                      sim_time_ps *mstart, sim_time_ps *mend, tmpl_scratch *w, const sim_time_ps **rs,
+                      const sim_time_ps **re, sim_err *err)
+{
+    const sim_time_ps lo = gpu_at < host_at ? gpu_at : host_at, base = shift == SHIFT_HOST ? lo : gpu_at;
+    sim_time_ps *ms = mstart + m->off, *me = mend + m->off;
+    *rs = ms;
+    *re = me;
+    bool known = m->shift == shift && (shift == SHIFT_AHEAD || (m->gpu_d == gpu_at - lo && m->host_d == host_at - lo));
+    /* The sweep that would overflow says so itself. */
+    for (int32_t j = 0; known && shift == SHIFT_HOST && j < p->n_ops; j++)
+        known = me[j] <= UINT64_MAX - base;
+    if (known)
+        return SIM_OK;
+    int rc = step_sweep(p, gpu_at, host_at, w, err);
+    if (rc != SIM_OK)
+        return rc;
+    for (int32_t j = 0; j < p->n_ops; j++) {
+        ms[j] = w->start[j] - base;
+        me[j] = w->end[j] - base;
+    }
+    *m = (sweep_memo){.off = m->off, .shift = shift, .gpu_d = gpu_at - lo, .host_d = host_at - lo, .gpu = 0};
+    while (m->gpu < p->n_ops - 1 && p->ops[m->gpu].stream == STREAM_HOST)
+        m->gpu++;
+    return SIM_OK;
+}
+
 /* The ops of stage r's shifted passes, per stream (inj + at[k], at[k+1] -
  * at[k] of them), each in the stage's pass order, which is start order:
- * each placed from its stand-in's GPU start as it ran alone. */
+ * each placed from its stand-in's GPU start as it ran alone.  per_sum:
+ * the stage's shifted passes per (chunk, kind) (v x kinds); memo, mstart
+ * and mend as many sweeps and their ops' times as that leaves. */
 static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *inj, size_t at[STREAM_KINDS + 1],
-                       sim_time_ps *first_at, size_t *per_sum, sim_err *err)
+                       sim_time_ps *first_at, const size_t *per_sum, sweep_memo *memo, sim_time_ps *mstart,
+                       sim_time_ps *mend, sim_err *err)
 {
-    size_t fill[STREAM_KINDS] = {0};
-    /* Room per stream: the shifted passes counted per (chunk, kind) first
-     * (per_sum, v x kinds), each template's ops per stream then counted once. */
+    size_t fill[STREAM_KINDS] = {0}, off = 0;
+    /* Room per stream: each template's ops per stream counted once, times
+     * its shifted passes. */
     const size_t n_sums = (size_t)(st->v * st->n_kinds);
-    memset(per_sum, 0, n_sums * sizeof *per_sum);
-    for (int64_t i = 0; i < st->rank_passes; i++) {
-        const size_t pi = (size_t)st->order[r * st->rank_passes + i];
-        if (st->shifted[pi])
-            per_sum[pi % (size_t)st->v * (size_t)st->n_kinds + pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds]++;
-    }
     for (size_t q = 0; q < n_sums; q++) {
+        memo[q] = (sweep_memo){.off = off, .shift = SHIFT_NONE};
         if (!per_sum[q])
             continue;
         const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[q / (size_t)st->n_kinds],
                                          (sched_kind)(q % (size_t)st->n_kinds));
         for (int32_t j = 0; j < p->n_ops; j++)
             fill[p->ops[j].stream] += per_sum[q];
+        off += (size_t)p->n_ops;
     }
     at[0] = 0;
     for (int k = 0; k < STREAM_KINDS; k++) {
@@ -58,25 +102,28 @@ static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *i
         const int kind = (int)(pi / (size_t)(st->v * st->M) % (size_t)st->n_kinds);
         const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[chunk], (sched_kind)kind);
         const pass_ref *ref = &st->passes[pi];
-        sim_time_ps o = step_gpu_origin(p, summary_of(st, r, chunk, kind)), t0 = eng_task_start(st->eng, ref->span);
-        int rc;
-        if (st->shifted[pi] == SHIFT_HOST) { /* from its GPU's and host's starts */
-            const sim_time_ps h = eng_task_end(st->eng, ref->lead) - summary_of(st, r, chunk, kind)->lead_ps;
-            rc = step_sweep(p, eng_task_start(st->eng, ref->first), h, w, err);
-            o = t0 = 0;
+        const pass_summary *ps = summary_of(st, r, chunk, kind);
+        sweep_memo *m = &memo[chunk * st->n_kinds + kind];
+        /* From its GPU's and host's starts, else from its stand-in's GPU
+         * start, the template's GPU origin there. */
+        sim_time_ps t0, gpu_at, host_at = 0;
+        if (st->shifted[pi] == SHIFT_HOST) {
+            gpu_at = eng_task_start(st->eng, ref->first);
+            host_at = eng_task_end(st->eng, ref->lead) - ps->lead_ps;
+            t0 = gpu_at < host_at ? gpu_at : host_at;
         } else {
-            rc = step_sweep(p, o, 0, w, err);
+            gpu_at = step_gpu_origin(p, ps);
+            t0 = eng_task_start(st->eng, ref->span);
         }
+        const sim_time_ps *rs, *re;
+        int rc = memo_sweep(p, st->shifted[pi], gpu_at, host_at, m, mstart, mend, w, &rs, &re, err);
         if (rc != SIM_OK)
             return rc;
-        int32_t gpu = 0; /* its first GPU op, where its span begins */
-        while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
-            gpu++;
-        first_at[i] = t0 + (w->start[gpu] - o);
+        first_at[i] = t0 + rs[m->gpu];
         for (int32_t j = 0; j < p->n_ops; j++) {
             const int k = p->ops[j].stream;
             if (k != STREAM_HOST)
-                inj[at[k] + fill[k]] = (interval){t0 + (w->start[j] - o), t0 + (w->end[j] - o)};
+                inj[at[k] + fill[k]] = (interval){t0 + rs[j], t0 + re[j]};
             fill[k]++;
         }
     }
@@ -161,11 +208,15 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
      * (whole) and those of them measured from their ops (shifted). */
     sim_time_ps *n_whole = malloc(2 * n_sums * sizeof *n_whole), *n_shifted = n_whole ? n_whole + n_sums : NULL;
     size_t *per_sum = malloc(n_sums * sizeof *per_sum);
+    /* The sweeps of a stage's shifted templates: no more ops than its
+     * shifted passes bring. */
+    sweep_memo *memo = malloc(n_sums * sizeof *memo);
+    sim_time_ps *mstart = malloc(2 * (n_inj + 1) * sizeof *mstart), *mend = mstart ? mstart + n_inj + 1 : NULL;
     tmpl_scratch w = {0};
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     int rc = SIM_OK;
     bool fits = true;
-    if (!comp || !comm || !all || !tmp || !inj || !first_at || !n_whole || !per_sum ||
+    if (!comp || !comm || !all || !tmp || !inj || !first_at || !n_whole || !per_sum || !memo || !mstart ||
         (n_inj && step_scratch_init(&w, longest) != SIM_OK) || !res->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
@@ -184,17 +235,20 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
          * which is start order (passes start on the in-order compute
          * stream). */
         size_t at[STREAM_KINDS + 1] = {0};
-        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, per_sum, err)) != SIM_OK)
-            goto done;
         memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
-        bool shifts = false;
+        memset(per_sum, 0, n_sums * sizeof *per_sum);
+        bool shifts = false, any_shifted = false;
         size_t pass = (size_t)(r * st->rank_passes);
         for (int kind = 0; kind < n_kinds; kind++)
             for (int64_t mb = 0; mb < M; mb++)
                 for (int64_t c = 0; c < v; c++, pass++) {
+                    const size_t q = (size_t)(c * n_kinds + kind);
+                    if (st->shifted[pass]) {
+                        per_sum[q]++;
+                        any_shifted = true;
+                    }
                     if (!st->collapsed[pass] || st->paired[pass])
                         continue;
-                    const size_t q = (size_t)(c * n_kinds + kind);
                     if (st->shifted[pass]) {
                         n_shifted[q]++;
                         shifts = true;
@@ -202,6 +256,9 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
                         n_whole[q]++;
                     }
                 }
+        if (any_shifted &&
+            (rc = shifted_ops(st, r, &w, inj, at, first_at, per_sum, memo, mstart, mend, err)) != SIM_OK)
+            goto done;
         size_t n = 0;
         for (int64_t i = 0; i < st->rank_passes; i++) {
             const size_t pi = (size_t)st->order[r * st->rank_passes + i];
@@ -335,6 +392,8 @@ done:
     free(first_at);
     free(n_whole);
     free(per_sum);
+    free(memo);
+    free(mstart);
     step_scratch_free(&w);
     free(comp);
     free(comm);

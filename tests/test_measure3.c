@@ -9,7 +9,18 @@
 #include <gsl/gsl_rng.h>
 #include <string.h>
 
+#include "sim_run.h"
+#include "step_internal.h"
 #include "step_measure.h"
+#include "streams.h"
+#include "workload.h"
+
+/* A small-expert MoE at a short sequence: short kernels, and the host
+ * shows (test_host.c). */
+#define SMALL_MOE                                                                                            \
+    "model.name=qwen3-30b-a3b", "cluster.topology=dgx-h100", "cluster.num_gpus=8",                           \
+        "model.expert_model_parallel_size=8", "model.moe_token_dispatcher_type=alltoall",                    \
+        "train.global_batch_size=16", "train.micro_batch_size=1", "model.seq_length=1024"
 
 #define ROOM 120
 #define HORIZON (50 + ROOM * (400 + 81))
@@ -117,4 +128,99 @@ Test(measure3, touching_pieces_of_several_lists_and_overlapping_ones)
     /* The same list twice: its own uncovered length, once. */
     const interval *w[] = {a, a};
     cr_assert_eq(check(w, nu, 2, comp, 2), 10 + 15);
+}
+
+/* The measurement keeps one sweep of each (chunk, kind)'s template per
+ * stage for its passes measured from their ops: one from the GPU's and
+ * the host's starts stands for every pass whose two starts lie as far
+ * apart, its times later by as much as their starts (the sweep is
+ * max-plus), and one that would overflow 2^64 ps is swept and fails as
+ * before.  Every template of a workload with host ops, both sides late in
+ * turn. */
+Test(measure3, a_sweep_later_by_d_from_both_starts_is_every_time_later_by_d)
+{
+    const char *kv[] = {SMALL_MOE, "cluster.host.launch_us=50", NULL};
+    sim x;
+    sim_run(&x, kv);
+    workload_t *wl = NULL;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(workload_build(&wl, &x.in, &x.s, &err), SIM_OK, "%s", err.msg);
+    tmpl_scratch w0, w1;
+    size_t longest = 1, host_ops = 0;
+    for (int64_t c = 0; c < wl->v; c++)
+        for (int k = 0; k < 3; k++) {
+            const wl_pass *p = wl_chunk_pass(&wl->stages[0].chunks[c], (sched_kind)k);
+            longest = (size_t)p->n_ops > longest ? (size_t)p->n_ops : longest;
+        }
+    cr_assert_eq(step_scratch_init(&w0, longest), SIM_OK);
+    cr_assert_eq(step_scratch_init(&w1, longest), SIM_OK);
+    const sim_time_ps starts[][2] = {{0, 0}, {1000, 0}, {0, 1000}, {12345678, 12}, {3, 987654321}};
+    const sim_time_ps later[] = {1, 777, 1000000007};
+    for (int64_t c = 0; c < wl->v; c++)
+        for (int k = 0; k < 3; k++) {
+            const wl_pass *p = wl_chunk_pass(&wl->stages[0].chunks[c], (sched_kind)k);
+            for (int32_t j = 0; j < p->n_ops; j++)
+                host_ops += p->ops[j].stream == STREAM_HOST;
+            for (size_t s = 0; s < sizeof starts / sizeof *starts; s++) {
+                const sim_time_ps g = starts[s][0], h = starts[s][1];
+                cr_assert_eq(step_sweep(p, g, h, &w0, &err), SIM_OK);
+                for (size_t d = 0; d < sizeof later / sizeof *later; d++) {
+                    cr_assert_eq(step_sweep(p, g + later[d], h + later[d], &w1, &err), SIM_OK);
+                    for (int32_t j = 0; j < p->n_ops; j++) {
+                        cr_assert_eq(w1.start[j], w0.start[j] + later[d], "chunk %lld kind %d op %d",
+                                     (long long)c, k, j);
+                        cr_assert_eq(w1.end[j], w0.end[j] + later[d]);
+                    }
+                }
+            }
+            /* Past 2^64 ps the sweep fails, whichever side is late. */
+            if (p->n_ops > 0) {
+                cr_assert_eq(step_sweep(p, UINT64_MAX - 1, UINT64_MAX - 1, &w1, &err), SIM_ESIM);
+                cr_assert(strstr(err.msg, "overflows 2^64 ps") != NULL, "%s", err.msg);
+            }
+        }
+    cr_assert_gt(host_ops, 0, "the workload has host ops");
+    step_scratch_free(&w0);
+    step_scratch_free(&w1);
+    workload_destroy(wl);
+    sim_free(&x);
+}
+
+/* A step whose passes stand as their stand-ins, some of them measured
+ * from their ops (DP buckets released inside the last backward, run as
+ * alone from the GPU's start; with a host that falls behind its GPU, from
+ * the GPU's and the host's starts), against the same step with every
+ * kernel a task: every stage's communication and exposed time the same. */
+Test(measure3, stand_ins_measured_from_their_ops_as_every_kernel)
+{
+#define MIXTRAL_PP                                                                                             \
+    "model.name=mixtral-8x7b", "cluster.topology=dgx-h100", "cluster.num_gpus=64",                             \
+        "model.tensor_model_parallel_size=2", "model.sequence_parallel=true", "model.pipeline_model_parallel_size=4", \
+        "model.expert_model_parallel_size=8", "model.expert_tensor_parallel_size=1",                           \
+        "model.moe_token_dispatcher_type=alltoall", "train.global_batch_size=64", "model.seq_length=1024"
+    const char *gpu[] = {MIXTRAL_PP, NULL}, *host[] = {MIXTRAL_PP, "cluster.host.launch_us=20", NULL};
+    const char *const *cases[] = {gpu, host};
+    for (int i = 0; i < 2; i++) {
+        sim a, b;
+        sim_run(&a, cases[i]);
+        sim_rerun_every_kernel(&a, &b);
+        const step_result *ra = step_result_get(a.st), *rb = step_result_get(b.st);
+        cr_assert_lt(ra->tasks, rb->tasks);
+        cr_assert_eq(ra->n_stages, rb->n_stages);
+        for (int64_t r = 0; r < ra->n_stages; r++) {
+            const stage_result *x = &ra->stages[r], *y = &rb->stages[r];
+            cr_assert_eq(x->exposed_total_s, y->exposed_total_s, "case %d stage %lld: %.17g s, every kernel %.17g s",
+                         i, (long long)r, x->exposed_total_s, y->exposed_total_s);
+            for (int k = 0; k < STREAM_KINDS; k++) {
+                if (k == STREAM_HOST)
+                    continue; /* summed from summaries: rounding apart (test_host) */
+                cr_assert_eq(x->comm_s[k], y->comm_s[k], "case %d stage %lld stream %d", i, (long long)r, k);
+                cr_assert_eq(x->exposed_s[k], y->exposed_s[k], "case %d stage %lld stream %d: %.17g s, every kernel %.17g s",
+                             i, (long long)r, k, x->exposed_s[k], y->exposed_s[k]);
+            }
+        }
+        step_destroy(b.st);
+        sim_free(&a);
+    }
 }
