@@ -38,10 +38,11 @@ typedef struct sweep_memo {
 
 /* The times of a (chunk, kind)'s ops (*rs, *re, less the base the caller
  * adds) swept as shift says from gpu_at and host_at, from its memo where
- * that sweep is known, else swept into w and kept. */
+ * that sweep is known, else swept into the memo's place (step_sweep
+ * writes a timeline's starts and ends) and kept. */
 static int memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_time_ps host_at, sweep_memo *m,
-                      sim_time_ps *mstart, sim_time_ps *mend, tmpl_scratch *w, const sim_time_ps **rs,
-                      const sim_time_ps **re, sim_err *err)
+                      sim_time_ps *mstart, sim_time_ps *mend, const sim_time_ps **rs, const sim_time_ps **re,
+                      sim_err *err)
 {
     const sim_time_ps lo = gpu_at < host_at ? gpu_at : host_at, base = shift == SHIFT_HOST ? lo : gpu_at;
     sim_time_ps *ms = mstart + m->off, *me = mend + m->off;
@@ -53,12 +54,14 @@ static int memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_t
         known = me[j] <= UINT64_MAX - base;
     if (known)
         return SIM_OK;
-    int rc = step_sweep(p, gpu_at, host_at, w, err);
+    m->shift = SHIFT_NONE;
+    tmpl_scratch w = {.start = ms, .end = me};
+    int rc = step_sweep(p, gpu_at, host_at, &w, err);
     if (rc != SIM_OK)
         return rc;
     for (int32_t j = 0; j < p->n_ops; j++) {
-        ms[j] = w->start[j] - base;
-        me[j] = w->end[j] - base;
+        ms[j] -= base;
+        me[j] -= base;
     }
     *m = (sweep_memo){.off = m->off, .shift = shift, .gpu_d = gpu_at - lo, .host_d = host_at - lo, .gpu = 0};
     while (m->gpu < p->n_ops - 1 && p->ops[m->gpu].stream == STREAM_HOST)
@@ -71,7 +74,7 @@ static int memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_t
  * each placed from its stand-in's GPU start as it ran alone.  per_sum:
  * the stage's shifted passes per (chunk, kind) (v x kinds); memo, mstart
  * and mend as many sweeps and their ops' times as that leaves. */
-static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *inj, size_t at[STREAM_KINDS + 1],
+static int shifted_ops(const step_t *st, int64_t r, interval *inj, size_t at[STREAM_KINDS + 1],
                        sim_time_ps *first_at, const size_t *per_sum, sweep_memo *memo, sim_time_ps *mstart,
                        sim_time_ps *mend, sim_err *err)
 {
@@ -116,7 +119,7 @@ static int shifted_ops(const step_t *st, int64_t r, tmpl_scratch *w, interval *i
             t0 = eng_task_start(st->eng, ref->span);
         }
         const sim_time_ps *rs, *re;
-        int rc = memo_sweep(p, st->shifted[pi], gpu_at, host_at, m, mstart, mend, w, &rs, &re, err);
+        int rc = memo_sweep(p, st->shifted[pi], gpu_at, host_at, m, mstart, mend, &rs, &re, err);
         if (rc != SIM_OK)
             return rc;
         first_at[i] = t0 + rs[m->gpu];
@@ -172,18 +175,16 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     const int64_t pp = st->pp, v = st->v, M = st->M;
     const int n_kinds = st->n_kinds;
     const size_t n_tasks = eng_num_tasks(e);
-    /* Shifted passes bring their ops: the most a stage has, and the
-     * longest template; and the most tasks a stage has. */
-    size_t n_inj = 0, longest = 1, stage_most = 0;
+    /* Shifted passes bring their ops: the most a stage has; and the most
+     * tasks a stage has. */
+    size_t n_inj = 0, stage_most = 0;
     for (int64_t r = 0; r < pp; r++) {
         size_t n = 0, tasks = 0;
         for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
             if (st->shifted[pi]) {
                 const int64_t c = (int64_t)(pi % (size_t)v);
                 const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
-                size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
-                n += k;
-                longest = k > longest ? k : longest;
+                n += (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
             }
         for (int k = 0; k < STREAM_KINDS; k++) {
             const eng_span *x;
@@ -193,31 +194,54 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         stage_most = tasks > stage_most ? tasks : stage_most;
     }
     const size_t room = stage_most + n_inj + 1, n_sums = (size_t)(v * n_kinds);
-    interval *comp = malloc(room * sizeof *comp);
+    /* One block for the scratch below, each part a multiple of 8 bytes;
+     * what only shifted passes use has no room without any. */
+    const size_t sh = n_inj ? 1 : 0;
+    /* The two passes of an overlapped pair can be one task: a stage's
+     * pass spans may outnumber the tasks. */
+    const size_t n_all = room + (size_t)st->rank_passes;
+    const size_t sizes[] = {
+        n_all * sizeof(interval),                    /* all */
+        2 * n_sums * sizeof(sim_time_ps),            /* n_whole, n_shifted */
+        n_sums * sizeof(size_t),                     /* per_sum */
+        sh * room * sizeof(interval),                /* comp */
+        sh * room * sizeof(interval),                /* comm */
+        sh * n_all * sizeof(interval),               /* tmp */
+        sh * (n_inj + 1) * sizeof(interval),         /* inj */
+        sh * ((size_t)st->rank_passes + 1) * sizeof(sim_time_ps), /* first_at */
+        sh * n_sums * sizeof(sweep_memo),            /* memo */
+        sh * 2 * (n_inj + 1) * sizeof(sim_time_ps),  /* mstart, mend */
+    };
+    enum { N_PARTS = sizeof sizes / sizeof *sizes };
+    size_t bytes = 0, at_part[N_PARTS];
+    for (int i = 0; i < N_PARTS; i++) {
+        at_part[i] = bytes;
+        bytes += (sizes[i] + 7) / 8 * 8;
+    }
+    char *block = malloc(bytes);
+    char *part[N_PARTS];
+    for (int i = 0; i < N_PARTS; i++)
+        part[i] = block ? block + at_part[i] : NULL;
+    interval *all = (interval *)part[0];
+    sim_time_ps *n_whole = (sim_time_ps *)part[1], *n_shifted = n_whole ? n_whole + n_sums : NULL;
+    /* Per (chunk, kind) of a stage: its passes that stand as one task
+     * (whole), those of them measured from their ops (shifted), and all
+     * its shifted passes (per_sum). */
+    size_t *per_sum = (size_t *)part[2];
     /* Every communication stream's spans of a stage at once, one after
      * the other, where passes are shifted (else they are read in place):
      * together no more than the stage's tasks and shifted ops. */
-    interval *comm = malloc(room * sizeof *comm);
-    /* The two passes of an overlapped pair can be one task: a stage's
-     * pass spans may outnumber the tasks. */
-    interval *all = malloc((room + (size_t)st->rank_passes) * sizeof *all);
-    interval *tmp = malloc((room + (size_t)st->rank_passes) * sizeof *tmp);
-    interval *inj = malloc((n_inj + 1) * sizeof *inj);
-    sim_time_ps *first_at = malloc(((size_t)st->rank_passes + 1) * sizeof *first_at);
-    /* Per (chunk, kind) of a stage: its passes that stand as one task
-     * (whole) and those of them measured from their ops (shifted). */
-    sim_time_ps *n_whole = malloc(2 * n_sums * sizeof *n_whole), *n_shifted = n_whole ? n_whole + n_sums : NULL;
-    size_t *per_sum = malloc(n_sums * sizeof *per_sum);
+    interval *comp = (interval *)part[3], *comm = (interval *)part[4], *tmp = (interval *)part[5];
+    interval *inj = (interval *)part[6];
+    sim_time_ps *first_at = (sim_time_ps *)part[7];
     /* The sweeps of a stage's shifted templates: no more ops than its
      * shifted passes bring. */
-    sweep_memo *memo = malloc(n_sums * sizeof *memo);
-    sim_time_ps *mstart = malloc(2 * (n_inj + 1) * sizeof *mstart), *mend = mstart ? mstart + n_inj + 1 : NULL;
-    tmpl_scratch w = {0};
+    sweep_memo *memo = (sweep_memo *)part[8];
+    sim_time_ps *mstart = (sim_time_ps *)part[9], *mend = mstart ? mstart + n_inj + 1 : NULL;
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     int rc = SIM_OK;
     bool fits = true;
-    if (!comp || !comm || !all || !tmp || !inj || !first_at || !n_whole || !per_sum || !memo || !mstart ||
-        (n_inj && step_scratch_init(&w, longest) != SIM_OK) || !res->stages) {
+    if (!block || !res->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
     }
@@ -257,7 +281,7 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
                     }
                 }
         if (any_shifted &&
-            (rc = shifted_ops(st, r, &w, inj, at, first_at, per_sum, memo, mstart, mend, err)) != SIM_OK)
+            (rc = shifted_ops(st, r, inj, at, first_at, per_sum, memo, mstart, mend, err)) != SIM_OK)
             goto done;
         size_t n = 0;
         for (int64_t i = 0; i < st->rank_passes; i++) {
@@ -388,16 +412,6 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
                             "parsim counts (%.3g s); fewer microbatches keep it in range",
                             LIMIT_DURATION_S);
 done:
-    free(inj);
-    free(first_at);
-    free(n_whole);
-    free(per_sum);
-    free(memo);
-    free(mstart);
-    step_scratch_free(&w);
-    free(comp);
-    free(comm);
-    free(all);
-    free(tmp);
+    free(block);
     return rc;
 }
