@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "err.h"
 #include "step.h"
@@ -46,14 +47,16 @@ static inline size_t merge(interval *iv, size_t n)
     return k;
 }
 
-/* Union of two disjoint sorted interval lists into out (disjoint, sorted);
- * returns its length. */
+/* Union of two disjoint sorted interval lists (touching at most) into out
+ * (the same); returns its length.  Where one list has ended, the rest of
+ * the other past the union's last interval comes as it is (touching and
+ * empty intervals too, which cover what merging them covers). */
 static inline size_t unite(const interval *a, size_t na, const interval *b, size_t nb, interval *out)
 {
     /* merge() of the interleaved lists, done as they interleave. */
     size_t i = 0, j = 0, n = 0;
-    while (i < na || j < nb) {
-        const interval x = (j >= nb || (i < na && a[i].a <= b[j].a)) ? a[i++] : b[j++];
+    while (i < na && j < nb) {
+        const interval x = a[i].a <= b[j].a ? a[i++] : b[j++];
         if (x.b <= x.a)
             continue;
         if (n > 0 && x.a <= out[n - 1].b) {
@@ -63,11 +66,17 @@ static inline size_t unite(const interval *a, size_t na, const interval *b, size
             out[n++] = x;
         }
     }
-    return n;
+    const interval *r = i < na ? a + i : b + j;
+    size_t nr = i < na ? na - i : nb - j;
+    for (; nr > 0 && n > 0 && r->a <= out[n - 1].b; r++, nr--)
+        if (r->b > out[n - 1].b)
+            out[n - 1].b = r->b;
+    memcpy(out + n, r, nr * sizeof *out);
+    return n + nr;
 }
 
-/* *u becomes the union of *u and c (both disjoint, sorted, without empty
- * intervals), built in *spare and the two buffers swapped (both of the
+/* *u becomes the union of *u and c (both disjoint, sorted, touching at
+ * most), built in *spare and the two buffers swapped (both of the
  * same room) instead of copied back; returns its length.  An empty c
  * leaves *u as it is, which is what merging it would give. */
 static inline size_t unite_into(interval **u, size_t nu, const interval *c, size_t nc, interval **spare)

@@ -107,6 +107,35 @@ Test(measure3, each_list_and_their_union_as_their_instants_count)
     gsl_rng_free(g);
 }
 
+/* The union of two lists, the rest of one past the other's end as it is:
+ * sorted, disjoint (touching at most), its ends never decreasing, and it
+ * covers what the two cover, instant by instant. */
+Test(measure3, unite_covers_both_lists_and_stays_sorted)
+{
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 31);
+    static interval x[ROOM], y[ROOM], out[2 * ROOM];
+    static unsigned char want[HORIZON], got[HORIZON];
+    for (int rep = 0; rep < 400; rep++) {
+        /* One list often ends long before the other. */
+        size_t nx = random_list(g, x, gsl_rng_uniform_int(g, ROOM), rep % 3 ? 400 : 30, 80);
+        size_t ny = random_list(g, y, gsl_rng_uniform_int(g, rep % 2 ? ROOM : 8), 400, 80);
+        const size_t n = unite(x, nx, y, ny, out);
+        cr_assert_leq(n, nx + ny);
+        for (size_t i = 1; i < n; i++) {
+            cr_assert_geq(out[i].a, out[i - 1].b, "rep %d interval %zu", rep, i);
+            cr_assert_geq(out[i].b, out[i].a);
+        }
+        memset(want, 0, sizeof want);
+        memset(got, 0, sizeof got);
+        mark(x, nx, want);
+        mark(y, ny, want);
+        mark(out, n, got);
+        cr_assert(memcmp(want, got, sizeof want) == 0, "rep %d", rep);
+    }
+    gsl_rng_free(g);
+}
+
 Test(measure3, touching_pieces_of_several_lists_and_overlapping_ones)
 {
     /* Compute busy over [10, 20) and [40, 50). */
