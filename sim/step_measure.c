@@ -115,7 +115,8 @@ static int shifted_ops(const step_t *st, int64_t r, interval *inj, size_t at[STR
             host_at = eng_task_end(st->eng, ref->lead) - ps->lead_ps;
             t0 = gpu_at < host_at ? gpu_at : host_at;
         } else {
-            gpu_at = step_gpu_origin(p, ps);
+            /* The origin its memo was swept from (less a host start of 0). */
+            gpu_at = m->shift == SHIFT_AHEAD ? m->gpu_d : step_gpu_origin(p, ps);
             t0 = eng_task_start(st->eng, ref->span);
         }
         const sim_time_ps *rs, *re;
