@@ -93,7 +93,8 @@ typedef struct split {
     uint64_t allocs[PH_N];
     uint64_t alloc_bytes[PH_N];
     uint64_t step_runs, eng_runs, tasks, events;
-    uint64_t extended; /* step_runs whose figures came from two samples (step_period) */
+    uint64_t extended; /* step_runs whose figures came from samples (step_period) */
+    uint64_t one_sample; /* of them, from one sample (step_samples) */
 } split;
 
 static split acc;          /* the current search */
@@ -103,6 +104,7 @@ static bool in_step;       /* inside step_run */
 static bool count_allocs;  /* --allocs */
 static bool verify;        /* --verify */
 static uint64_t verified, verify_failed;
+static uint64_t period_checked, period_failed; /* --verify: one sample against two (sim.period_check) */
 
 static double thread_cpu_s(void)
 {
@@ -192,11 +194,25 @@ int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *
     phase was = enter(PH_TEMPLATES);
     in_step = true;
     acc.step_runs++;
-    int rc = __real_step_run_reuse(out, in, s, wl, cache, err);
+    /* --verify: a step from one sample takes the second as well and
+     * compares what one period adds. */
+    run_inputs checked;
+    if (verify) {
+        checked = *in;
+        checked.sim.period_check = true;
+    }
+    int rc = __real_step_run_reuse(out, verify ? &checked : in, s, wl, cache, err);
     if (rc == SIM_OK && step_extended(*out)) {
         acc.extended++;
-        if (verify)
+        acc.one_sample += step_samples(*out) == 1;
+        if (verify) {
             verify_whole(*out, in, s);
+            const int c = step_period_checked(*out);
+            period_checked += c != 0;
+            if (c < 0 && period_failed++ < 10)
+                fprintf(stderr, "bench_search: --verify: PP %lld VP %lld M %lld: one sample's period differs from two samples'\n",
+                        (long long)s->pp, (long long)s->v, (long long)s->num_microbatches);
+        }
     }
     in_step = false;
     enter(was);
@@ -550,8 +566,9 @@ static void print_outcome(const outcome *r, const char *label)
            r->sp.eng_runs ? (double)r->sp.tasks / (double)r->sp.eng_runs : 0.0,
            r->sp.eng_runs ? (double)r->sp.events / (double)r->sp.eng_runs : 0.0, r->sp.eng_runs,
            (double)r->maxrss_kib / 1024, (double)r->rss_kib / 1024);
-    printf("          steps from two samples (sim.steady_extension): %" PRIu64 " of %" PRIu64 "\n", r->sp.extended,
-           r->sp.step_runs);
+    printf("          steps from samples (sim.steady_extension): %" PRIu64 " of %" PRIu64 ", %" PRIu64
+           " of them from one\n",
+           r->sp.extended, r->sp.step_runs, r->sp.one_sample);
     if (count_allocs) {
         uint64_t a = 0, b = 0;
         for (int p = 0; p < PH_N; p++) {
@@ -667,9 +684,11 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     if (verify) {
-        printf("verify: %" PRIu64 " steps from two samples, %" PRIu64 " differ from the whole simulation\n", verified,
+        printf("verify: %" PRIu64 " steps from samples, %" PRIu64 " differ from the whole simulation\n", verified,
                verify_failed);
-        if (verify_failed)
+        printf("verify: %" PRIu64 " steps from one sample, %" PRIu64 " differ from their second sample\n",
+               period_checked, period_failed);
+        if (verify_failed || period_failed)
             rc = 1;
     }
     return rc;

@@ -37,6 +37,9 @@ typedef struct sim_opts {
     bool steady_extension; /* a long step from two short samples where verified periodic (step_period.h) */
     bool keep_ops;         /* not a key: keep every kernel a task (for a trace)
                               instead of fusing chains on one stream */
+    bool period_check;     /* not a key: a step from one sample takes the
+                              second as well and compares the two
+                              (step_period_checked) */
 } sim_opts;
 
 /* CUDA graphs (Megatron's cuda_graph_impl / cuda_graph_modules). */

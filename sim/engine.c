@@ -978,3 +978,17 @@ size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap
             ids[k] = t;
     return k;
 }
+
+bool eng_counter_nets(const engine_t *e, const int32_t *sel, int32_t value, int64_t *net)
+{
+    for (int c = 0; c < e->n_counters; c++)
+        net[c] = 0;
+    for (size_t i = 0; i < e->n_deltas; i++) {
+        const eng__delta *d = &e->deltas[i];
+        int64_t *x = &net[d->counter];
+        if (sel[d->task] == value &&
+            (__builtin_add_overflow(*x, d->at_start, x) || __builtin_add_overflow(*x, d->at_end, x)))
+            return false;
+    }
+    return true;
+}

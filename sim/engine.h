@@ -103,4 +103,9 @@ size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids);
  * returns its length; before, NULL and 0. */
 size_t eng_stream_spans(const engine_t *e, int stream, const eng_span **spans);
 
+/* Every counter's net change by the tasks t with sel[t] == value (their
+ * deltas at start and at end together) into net (one per counter): false
+ * when one would overflow. */
+bool eng_counter_nets(const engine_t *e, const int32_t *sel, int32_t value, int64_t *net);
+
 #endif

@@ -1494,21 +1494,28 @@ static bool same_task(const void *ctx, eng_task ta, eng_task tb)
  * (its timeline periodic and long enough: with fit->short_blocks > 0, ms
  * is left as it was). */
 static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms,
-                  step_period_fit *fit)
+                  step_period_fit *fit, step_meas *inc, bool *derived)
 {
     sim_err quiet;
     sim_err_clear(&quiet);
     step_t *x = sample_of(st);
-    int32_t *task_pass = NULL;
+    int32_t *task_pass = NULL, *block = NULL;
     uint8_t *timed = NULL;
     sched_pass *seq = NULL;
+    sim_time_ps *from = NULL;
+    if (derived)
+        *derived = false;
     bool ok = x && simulate(x, in, s, M, fit ? NULL : ms, &quiet) == SIM_OK;
     if (ok && fit) {
         const size_t n = eng_num_tasks(x->eng), np = (size_t)(x->pp * x->rank_passes);
         task_pass = malloc((n ? n : 1) * sizeof *task_pass);
         timed = malloc((n ? n : 1) * sizeof *timed);
         seq = malloc(np * sizeof *seq);
-        ok = task_pass && timed && seq;
+        if (inc) {
+            block = malloc((n ? n : 1) * sizeof *block);
+            from = malloc((size_t)x->pp * sizeof *from);
+        }
+        ok = task_pass && timed && seq && (!inc || (block && from));
         /* measure() reads the times of the compute and communication
          * streams, and the host lead of a pass placed from its host's
          * start (SHIFT_HOST, below); of the other host tasks only
@@ -1558,9 +1565,17 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
         const step_timeline tl = {.eng = x->eng, .same_task = same_task, .ctx = x, .pp = x->pp, .streams_per_stage = STREAM_KINDS,
                                   .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass, .timed = timed,
                                   .period_mb = sched_plan_period(&x->plan),
-                                  .period_passes = sched_plan_period(&x->plan) * x->n_kinds * x->v};
+                                  .period_passes = sched_plan_period(&x->plan) * x->n_kinds * x->v,
+                                  .block_out = block, .from_out = from};
         ok = ok && step_period_fit_find(&tl, fit) && (fit->short_blocks != 0 || step_measure(x, ms, &quiet) == SIM_OK);
+        /* What one period adds, off this timeline (step_period.h, "One
+         * sample"), where its window holds a whole period. */
+        if (ok && inc && fit->short_blocks == 0 && fit->whole_period && fit->cut + 1 < INT32_MAX)
+            ok = step_measure_period(x, block, (int32_t)(fit->cut + 1), from, fit->lambda_ps, timed, inc, derived,
+                                     &quiet) == SIM_OK;
     }
+    free(block);
+    free(from);
     free(task_pass);
     free(timed);
     free(seq);
@@ -1572,6 +1587,17 @@ static void meas_free(step_meas *m)
 {
     free(m->stages);
     m->stages = NULL;
+}
+
+/* Every figure of a and b the same. */
+static bool meas_equal(const step_meas *a, const step_meas *b)
+{
+    step_meas x = *a, y = *b;
+    x.stages = y.stages = NULL;
+    bool same = memcmp(&x, &y, sizeof x) == 0;
+    for (int64_t r = 0; same && r < a->n_stages; r++)
+        same = memcmp(&a->stages[r], &b->stages[r], sizeof a->stages[r]) == 0;
+    return same;
 }
 
 /* *K: the blocks of the steady run of the schedule's order at M
@@ -1643,16 +1669,18 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
         return rc;
     if (K1 >= want)
         M1 -= (K0 - want) * P;
-    step_meas a = {0}, b = {0}, out;
+    step_meas a = {0}, b = {0}, inc = {0}, out;
     step_period_fit fit;
+    bool derived = false;
     rc = DECLINED;
     for (int attempt = 0; attempt < 4; attempt++) {
         if (!samples_pay(M1, P, M))
             break;
         meas_free(&a);
+        meas_free(&inc);
         fit.blocks = 0;
         fit.cut = -2;
-        if (sample(st, in, s, M1, &a, &fit) != SIM_OK) {
+        if (sample(st, in, s, M1, &a, &fit, &inc, &derived) != SIM_OK) {
             /* Blocks that repeat but a transient longer than the sample
              * (ZB-H1's and the V schedules' settle over tens of blocks):
              * again with twice the blocks, or as many more as the
@@ -1675,8 +1703,23 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
             break;
         M1 += fit.short_blocks * P;
     }
-    if (rc == SIM_OK)
-        rc = sample(st, in, s, M1 + P, &b, NULL);
+    /* The sample one period longer: a plus what one period adds where the
+     * first gave that, else simulated (and under sim.period_check both,
+     * compared). */
+    if (rc == SIM_OK && derived && !step_period_next(&a, &inc, &b))
+        derived = false;
+    if (rc == SIM_OK && (!derived || in->sim.period_check)) {
+        step_meas b2 = {0};
+        rc = sample(st, in, s, M1 + P, &b2, NULL, NULL, NULL);
+        if (rc == SIM_OK && derived)
+            st->period_checked = meas_equal(&b, &b2) ? 1 : -1;
+        if (rc == SIM_OK && !derived) {
+            b = b2;
+            b2.stages = NULL;
+        }
+        meas_free(&b2);
+    }
+    st->samples = derived ? 1 : 2;
     /* The two samples are a step apart in the affine range: their ends are
      * lambda apart, past the window. */
     if (rc == SIM_OK &&
@@ -1696,6 +1739,7 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
     }
     meas_free(&a);
     meas_free(&b);
+    meas_free(&inc);
     return rc;
 }
 
@@ -1783,6 +1827,16 @@ const engine_t *step_engine(const step_t *st)
 bool step_extended(const step_t *st)
 {
     return st->eng == NULL;
+}
+
+int step_samples(const step_t *st)
+{
+    return st->eng == NULL ? st->samples : 0;
+}
+
+int step_period_checked(const step_t *st)
+{
+    return st->period_checked;
 }
 
 void step_task_describe(const step_t *st, eng_task t, step_task_info *out)

@@ -83,8 +83,16 @@ typedef struct step_task_info {
 /* The step's engine; NULL when the figures came from two short samples
  * (sim.steady_extension, step_period.h), which a trace never does. */
 const engine_t *step_engine(const step_t *st);
-/* Did the figures come from two short samples (step_period.h)? */
+/* Did the figures come from short samples (step_period.h)? */
 bool step_extended(const step_t *st);
+/* How many samples they came from: 0 (simulated whole), 1 (the
+ * increments of one period measured on the first, step_period.h's "One
+ * sample") or 2 (the second sample taken). */
+int step_samples(const step_t *st);
+/* Under sim.period_check, for a step from one sample: 1 when the second
+ * sample has every figure one period adds bit for bit, -1 when not; 0
+ * when not checked. */
+int step_period_checked(const step_t *st);
 
 /* Pipeline size, chunks per stage and microbatches of the step. */
 void step_shape(const step_t *st, int64_t *pp, int64_t *v, int64_t *M);

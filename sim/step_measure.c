@@ -416,3 +416,239 @@ done:
     free(block);
     return rc;
 }
+
+/* The part of iv (sorted, disjoint) inside [lo, hi) into out; its length. */
+static size_t clip(const interval *iv, size_t n, sim_time_ps lo, sim_time_ps hi, interval *out)
+{
+    size_t k = 0;
+    for (size_t i = skip_ended(iv, 0, n, lo); i < n && iv[i].a < hi; i++) {
+        const interval x = {iv[i].a > lo ? iv[i].a : lo, iv[i].b < hi ? iv[i].b : hi};
+        if (x.b > x.a)
+            out[k++] = x;
+    }
+    return k;
+}
+
+static sim_time_ps length_of(const interval *iv, size_t n)
+{
+    sim_time_ps total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += iv[i].b - iv[i].a;
+    return total;
+}
+
+/* Did a timed task of a block from blk on end where the latest end of
+ * ends (the tasks' ends, or the passes' last tasks' when pass is set) is? */
+static bool last_shifts(const step_t *st, const int32_t *block, int32_t blk, const uint8_t *timed, bool pass,
+                        sim_time_ps latest)
+{
+    const engine_t *e = st->eng;
+    if (!pass) {
+        for (size_t t = 0; t < eng_num_tasks(e); t++)
+            if (timed[t] && block[t] >= blk && eng_task_end(e, (eng_task)t) == latest)
+                return true;
+        return false;
+    }
+    for (size_t pi = 0; pi < (size_t)(st->pp * st->rank_passes); pi++) {
+        const eng_task t = st->passes[pi].last;
+        if (t >= 0 && timed[t] && block[t] >= blk && eng_task_end(e, t) == latest)
+            return true;
+    }
+    return false;
+}
+
+int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim_time_ps *from, sim_time_ps lambda,
+                        const uint8_t *timed, step_meas *inc, bool *derived, sim_err *err)
+{
+    const engine_t *e = st->eng;
+    const int64_t pp = st->pp, v = st->v, M = st->M;
+    const int n_kinds = st->n_kinds;
+    const size_t n_tasks = eng_num_tasks(e), n_sums = (size_t)(v * n_kinds);
+    *derived = false;
+    memset(inc, 0, sizeof *inc);
+    if (st->n_pairs > 0 || eng_events(e) != 2 * (uint64_t)n_tasks)
+        return SIM_OK;
+    size_t n_inj = 0, longest = 1, stage_most = 0;
+    for (int64_t r = 0; r < pp; r++) {
+        size_t n = 0, tasks = 0;
+        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
+            if (st->shifted[pi]) {
+                const int64_t c = (int64_t)(pi % (size_t)v);
+                const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
+                size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
+                n += k;
+                longest = k > longest ? k : longest;
+            }
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            const eng_span *x;
+            tasks += eng_stream_spans(e, stream_of(r, (stream_kind)k), &x);
+        }
+        n_inj = n > n_inj ? n : n_inj;
+        stage_most = tasks > stage_most ? tasks : stage_most;
+    }
+    const size_t room = stage_most + n_inj + (size_t)st->rank_passes + 1;
+    /* comp: the compute stream's (with shifted ops); comm: the streams'
+     * own where passes are shifted; un: their unions with shifted ops;
+     * cut: every list clipped to the window, one after the other. */
+    interval *comp = malloc(room * sizeof *comp), *comm = malloc(room * sizeof *comm);
+    interval *un = malloc(room * sizeof *un), *cut = malloc(room * sizeof *cut);
+    interval *inj = malloc((n_inj + 1) * sizeof *inj);
+    sim_time_ps *first_at = malloc(((size_t)st->rank_passes + 1) * sizeof *first_at);
+    sim_time_ps *n_whole = malloc(2 * n_sums * sizeof *n_whole), *n_shifted = n_whole ? n_whole + n_sums : NULL;
+    size_t *per_sum = malloc(n_sums * sizeof *per_sum);
+    int64_t *nets = malloc((size_t)(pp * CTR_PER_STAGE) * sizeof *nets);
+    tmpl_scratch w = {0};
+    inc->stages = calloc((size_t)pp, sizeof *inc->stages);
+    int rc = SIM_OK;
+    bool ok = true;
+    if (!comp || !comm || !un || !cut || !inj || !first_at || !n_whole || !per_sum || !nets ||
+        (n_inj && step_scratch_init(&w, longest) != SIM_OK) || !inc->stages) {
+        rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
+        goto done;
+    }
+    inc->n_stages = pp;
+    /* Counters: a block changes none of them (so the finals stay, and the
+     * values past the window repeat those before it). */
+    ok = eng_counter_nets(e, block, blk, nets);
+    for (int64_t c = 0; ok && c < pp * CTR_PER_STAGE; c++)
+        ok = nets[c] == 0;
+    /* Sums over the tasks of one block. */
+    for (size_t t = 0; ok && t < n_tasks; t++)
+        if (block[t] == blk) {
+            inc->tasks++;
+            inc->work_ps += eng_task_end(e, (eng_task)t) - eng_task_start(e, (eng_task)t);
+        }
+    inc->events = 2 * inc->tasks;
+    /* The latest ends shift by lambda where a task after the cut holds them. */
+    inc->makespan_ps = inc->pipe_end_ps = lambda;
+    for (int64_t r = 0; ok && r < pp; r++) {
+        step_stage_meas *sr = &inc->stages[r];
+        const sim_time_ps lo = from[r], hi = lo + lambda;
+        size_t at[STREAM_KINDS + 1] = {0};
+        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, per_sum, err)) != SIM_OK)
+            goto done;
+        /* The passes of one block that stand as one task, per (chunk, kind). */
+        memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
+        bool shifts = false;
+        for (size_t pass = (size_t)(r * st->rank_passes); pass < (size_t)((r + 1) * st->rank_passes); pass++) {
+            if (!st->collapsed[pass] || st->paired[pass])
+                continue;
+            const pass_ref *p = &st->passes[pass];
+            const eng_task t = p->span >= 0 ? p->span : p->first;
+            shifts = shifts || st->shifted[pass];
+            if (t < 0) {
+                ok = false;
+                break;
+            }
+            if (block[t] != blk)
+                continue;
+            const size_t q = (size_t)((int64_t)(pass % (size_t)v) * n_kinds + (int64_t)(pass / (size_t)(v * M) % (size_t)n_kinds));
+            if (st->shifted[pass])
+                n_shifted[q]++;
+            else
+                n_whole[q]++;
+        }
+        /* Busy: the union of the pass spans over one period. */
+        size_t n = 0;
+        for (int64_t i = 0; i < st->rank_passes; i++) {
+            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
+            const pass_ref *p = &st->passes[pi];
+            if (p->last >= 0 && p->span >= 0)
+                un[n++] = (interval){st->shifted[pi] ? first_at[i] : eng_task_start(e, p->span), eng_task_end(e, p->last)};
+        }
+        n = merge(un, n);
+        sr->busy_ps = length_of(cut, clip(un, n, lo, hi, cut));
+        /* Communication and its exposed part over one period. */
+        const interval *cp;
+        size_t nc;
+        if (shifts) {
+            nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), comp);
+            cp = with_shifted(comp, &nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], un);
+            if (cp == un) {
+                memcpy(comp, un, nc * sizeof *comp);
+                cp = comp;
+            }
+        } else {
+            nc = eng_stream_spans(e, stream_of(r, STREAM_COMPUTE), &cp);
+        }
+        const interval *streams[STREAM_KINDS];
+        size_t lens[STREAM_KINDS], used = 0;
+        int n_comm = 0;
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            if (!streams_is_comm((stream_kind)k))
+                continue;
+            const interval *cm;
+            size_t nk;
+            if (shifts) {
+                nk = stream_intervals(st, stream_of(r, (stream_kind)k), comm);
+                cm = with_shifted(comm, &nk, inj + at[k], at[k + 1] - at[k], un);
+            } else {
+                nk = eng_stream_spans(e, stream_of(r, (stream_kind)k), &cm);
+            }
+            interval *mine = cut + used;
+            nk = clip(cm, nk, lo, hi, mine);
+            used += nk;
+            sr->comm_ps[k] = length_of(mine, nk);
+            sr->exposed_ps[k] = uncovered(mine, nk, cp, nc);
+            streams[n_comm] = mine;
+            lens[n_comm++] = nk;
+        }
+        sim_time_ps exposed_ps = uncovered_union(streams, lens, n_comm, cp, nc);
+        /* The host: its tasks of one block by their durations. */
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
+                continue;
+            const eng_task *hid;
+            const eng_span *hs;
+            size_t nk = eng_stream_view(e, stream_of(r, (stream_kind)k), &hid);
+            eng_stream_spans(e, stream_of(r, (stream_kind)k), &hs);
+            for (size_t i = 0; i < nk; i++) {
+                const char *name = st->info[eng_task_tag(e, hid[i])].name;
+                if (block[hid[i]] == blk && name != step_host_lead && name != step_host_rest)
+                    sr->comm_ps[k] += hs[i].b - hs[i].a;
+            }
+        }
+        /* The summaries of the block's passes that stand as one task. */
+        for (int64_t c = 0; c < v; c++)
+            for (int kind = 0; kind < n_kinds; kind++) {
+                const size_t q = (size_t)(c * n_kinds + kind);
+                const pass_summary *ps = summary_of(st, r, c, kind);
+                if (n_shifted[q])
+                    for (int k = 0; k < STREAM_KINDS; k++)
+                        if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                            ok = ok && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_shifted[q]);
+                if (!n_whole[q])
+                    continue;
+                ok = ok && add_times(&exposed_ps, ps->exposed_all_ps, n_whole[q]);
+                for (int k = 0; k < STREAM_KINDS; k++)
+                    ok = ok && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_whole[q]) &&
+                         add_times(&sr->exposed_ps[k], ps->exposed_ps[k], n_whole[q]);
+            }
+        sr->exposed_total_ps = exposed_ps;
+    }
+    ok = ok && last_shifts(st, block, blk, timed, false, eng_makespan(e));
+    if (ok) {
+        sim_time_ps pipe_end = 0;
+        for (size_t pi = 0; pi < (size_t)(pp * st->rank_passes); pi++)
+            if (st->passes[pi].last >= 0 && eng_task_end(e, st->passes[pi].last) > pipe_end)
+                pipe_end = eng_task_end(e, st->passes[pi].last);
+        ok = last_shifts(st, block, blk, timed, true, pipe_end);
+    }
+    *derived = ok;
+done:
+    free(inj);
+    free(first_at);
+    free(n_whole);
+    free(per_sum);
+    free(nets);
+    step_scratch_free(&w);
+    free(comp);
+    free(comm);
+    free(un);
+    free(cut);
+    if (!*derived) {
+        free(inc->stages);
+        inc->stages = NULL;
+    }
+    return rc;
+}

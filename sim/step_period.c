@@ -476,6 +476,7 @@ static void window(const fitter *f, step_period_fit *fit)
     const wide lam = fit->lambda_ps;
     int64_t lack = 0;
     wide worst = 0;
+    fit->whole_period = true;
     for (int64_t r = 0; r < f->tl->pp; r++) {
         wide a1 = 0, x0 = ~(wide)0, x1 = 0, c0 = ~(wide)0;
         bool any_x = false;
@@ -513,6 +514,11 @@ static void window(const fitter *f, step_period_fit *fit)
             e = e2 > e ? e2 : e;
         }
         lack = e > lack ? e : lack;
+        /* One period from lo inside the window: lo + lambda <= both ends. */
+        const wide hi = c0 < have ? c0 : have;
+        fit->whole_period = fit->whole_period && e == 0 && lo + lam <= hi && lo + lam <= (wide)UINT64_MAX;
+        if (f->tl->from_out)
+            f->tl->from_out[r] = lo > (wide)UINT64_MAX ? UINT64_MAX : (sim_time_ps)lo;
     }
     fit->short_blocks = lack;
     fit->window_ps = worst > (wide)UINT64_MAX ? UINT64_MAX : (sim_time_ps)worst;
@@ -591,9 +597,12 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         fit->cut = find_cut(&f, &fit->lambda_ps, &fit->settle_blocks);
         ok = fit->cut >= 0;
     }
+    fit->whole_period = false;
     if (ok)
         window(&f, fit);
     ok = ok && fit->short_blocks != INT64_MAX;
+    if (ok && tl->block_out)
+        memcpy(tl->block_out, f.beta, f.n * sizeof *f.beta);
     free(s0);
     free(f.beta);
     free(f.pos);
@@ -650,5 +659,38 @@ bool step_period_extend(const step_meas *a, const step_meas *b, int64_t n, step_
         return false;
     }
     *out = o;
+    return true;
+}
+
+static bool add_u(uint64_t a, uint64_t d, uint64_t *out)
+{
+    return !__builtin_add_overflow(a, d, out);
+}
+
+bool step_period_next(const step_meas *a, const step_meas *inc, step_meas *b)
+{
+    if (a->n_stages != inc->n_stages)
+        return false;
+    step_meas o = {.n_stages = a->n_stages};
+    bool ok = add_u(a->makespan_ps, inc->makespan_ps, &o.makespan_ps) &&
+              add_u(a->pipe_end_ps, inc->pipe_end_ps, &o.pipe_end_ps) && add_u(a->work_ps, inc->work_ps, &o.work_ps) &&
+              add_u(a->events, inc->events, &o.events) && add_u(a->tasks, inc->tasks, &o.tasks);
+    o.stages = ok ? calloc((size_t)a->n_stages, sizeof *o.stages) : NULL;
+    ok = ok && o.stages;
+    for (int64_t r = 0; ok && r < a->n_stages; r++) {
+        const step_stage_meas *x = &a->stages[r], *d = &inc->stages[r];
+        step_stage_meas *z = &o.stages[r];
+        *z = *x; /* peaks and finals stay */
+        ok = add_u(x->busy_ps, d->busy_ps, &z->busy_ps) &&
+             add_u(x->exposed_total_ps, d->exposed_total_ps, &z->exposed_total_ps);
+        for (int k = 0; ok && k < STREAM_KINDS; k++)
+            ok = add_u(x->comm_ps[k], d->comm_ps[k], &z->comm_ps[k]) &&
+                 add_u(x->exposed_ps[k], d->exposed_ps[k], &z->exposed_ps[k]);
+    }
+    if (!ok) {
+        free(o.stages);
+        return false;
+    }
+    *b = o;
     return true;
 }

@@ -124,6 +124,11 @@ typedef struct step_timeline {
     const uint8_t *timed;
     int64_t period_mb;         /* microbatches per period */
     int64_t period_passes;     /* passes per period on one stage */
+    /* Outputs of a fit that succeeds, where not NULL: per task its block
+     * (-1 the prefix, 0 .. K-1, K the suffix), and per stage where the
+     * window begins (lo: max(end(E) + lambda, x1)). */
+    int32_t *block_out;
+    sim_time_ps *from_out;
 } step_timeline;
 
 typedef struct step_period_fit {
@@ -135,6 +140,9 @@ typedef struct step_period_fit {
     /* A fit that failed because its last blocks do not yet shift alike:
      * the blocks their transient is estimated to last (0: no estimate). */
     int64_t settle_blocks;
+    /* Every stage's window holds one whole period from its lo:
+     * lo + lambda <= min(x0 + (K - c - 1) lambda, c0) (step_period_one). */
+    bool whole_period;
 } step_period_fit;
 
 /* True when the timeline is periodic as above (fit says where); false
@@ -153,5 +161,9 @@ int64_t step_period_order_blocks(const sched_pass *seq, int64_t pp, int64_t rank
  * of a); false (out untouched) when a and b do not agree as two samples
  * of the affine range do, or a figure would overflow. */
 bool step_period_extend(const step_meas *a, const step_meas *b, int64_t n, step_meas *out);
+
+/* b = a + inc (b->stages allocated): the sample one period longer; false
+ * (b untouched) on overflow or out of memory. */
+bool step_period_next(const step_meas *a, const step_meas *inc, step_meas *b);
 
 #endif
