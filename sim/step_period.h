@@ -1,4 +1,4 @@
-/* step_period: a long step from two short ones, exactly.
+/* step_period: a long step from short ones (one, or two), exactly.
  *
  * The step's engine is max-plus linear (engine.h: in-order streams,
  * dependencies, no contention), and in the steady phase of a pipeline
@@ -75,6 +75,47 @@
  * reason), and checked: peaks and finals equal, sums not shrinking, the
  * ends of the two samples lambda apart.  Anything that fails falls back
  * to the whole simulation.
+ *
+ * One sample.  The sample one period longer (K + 1 blocks) differs from
+ * the first (K) by what one period of the periodic middle adds, and the
+ * window gives that off the first alone (step_measure_period) where it
+ * holds a whole period on every stage: with lo = max(end(E) + lambda, x1)
+ * and hi = min(x0 + (K - c - 1) lambda, c0), lo + lambda <= hi
+ * (whole_period).  On a stage:
+ *   instants   before hi the timed tasks of K + 1 blocks are those of K
+ *              at the same times (block K and the suffix start at hi or
+ *              later), and from lo on those of K + 1 at t + lambda are
+ *              those of K at t (E and block c + 1 end by lo); so K + 1's
+ *              coverage is K's on (-inf, lo + lambda) and K's shifted
+ *              after, and a figure integrated over time (busy: the union
+ *              of pass spans; a communication stream's busy time; its
+ *              exposed part, against compute; the exposed union) grows
+ *              by its integral over [lo, lo + lambda) of the first sample:
+ *              the lists are clipped to that period (a span across lo or
+ *              lo + lambda cut there) before the uncovered part is taken
+ *              against the compute stream (which only covers, and is not
+ *              clipped);
+ *   sums       the tasks, events (two per task), work and host time (by
+ *              durations) and the summaries of the passes that stand as
+ *              one task grow by their sums over one block, c + 1: blocks
+ *              hold the same tasks with the same durations and flags (the
+ *              structure check), and K + 1 blocks have one more;
+ *   counters   change at the starts and ends of passes (timed tasks).  A
+ *              block whose changes sum to zero leaves the finals, and
+ *              K + 1's value is K's before lo + lambda and K's lambda
+ *              earlier from then on: every value K + 1 takes K takes, so
+ *              the peaks stay;
+ *   ends       the makespan and the pipeline's end grow by lambda where a
+ *              timed task of block c + 1 or later holds them (its copy one
+ *              block later, or the suffix's, ends lambda later, and no
+ *              task shifts by more).
+ * All of these are integer picoseconds or counts, so a + n inc has the
+ * bits a + n (b - a) has.  Where one of them does not hold (a window
+ * shorter than a period, a block that changes a counter, a latest end
+ * before the cut) or a figure is counted otherwise (an overlapped pair
+ * standing as one task: its summary per item), the second sample is
+ * simulated as before; sim.period_check takes it for a derived one too
+ * and compares (bench_search --verify).
  */
 #ifndef PARSIM_STEP_PERIOD_H
 #define PARSIM_STEP_PERIOD_H
