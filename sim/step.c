@@ -1455,8 +1455,9 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
     return rc;
 }
 
-/* A step of M microbatches simulated in two samples M1 and M1 + P
- * (step_period.h): SIM_OK with st's result, or 1 to simulate it whole. */
+/* A step of M microbatches from a sample of M1 and what one period adds
+ * to it, or from two samples M1 and M1 + P (step_period.h): SIM_OK with
+ * st's result, or 1 to simulate it whole. */
 enum { DECLINED = 1 };
 
 /* A sample of the step at M microbatches sharing st's workload. */
@@ -1492,7 +1493,8 @@ static bool same_task(const void *ctx, eng_task ta, eng_task tb)
 /* The figures of the sample at M, and whether its timeline is periodic:
  * the check first, the figures then only of a sample that can be used
  * (its timeline periodic and long enough: with fit->short_blocks > 0, ms
- * is left as it was). */
+ * is left as it was); with inc, also what one period adds to them where
+ * the sample gives that (*derived, step_measure_period). */
 static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms,
                   step_period_fit *fit, step_meas *inc, bool *derived)
 {
@@ -1643,12 +1645,14 @@ static int order_blocks(const step_t *st, int64_t M, int64_t P, int64_t *K, sim_
  * than a period of N does blocks. */
 enum { SAMPLE_BLOCKS = 5, SAMPLE_STEADY_MBS = 7 };
 
-/* Samples of M1 and M1 + P microbatches gain on a step of M only where
- * they are at most four fifths of it: each also pays the check, and some
- * a retry. */
+/* A sample of M1 microbatches gains on a step of M only where it is at
+ * most half of it, and two periods short of it: it also pays the check
+ * and what one period adds (step_measure_period), some a retry, and a
+ * few the second sample one period longer (step_period.h, "One sample";
+ * taken then, as it is shorter than the rest of the step). */
 static bool samples_pay(int64_t M1, int64_t P, int64_t M)
 {
-    return M1 + 2 * P <= M && 5 * (2 * M1 + P) <= 4 * M;
+    return M1 + 2 * P <= M && 2 * M1 <= M;
 }
 
 static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
