@@ -80,7 +80,7 @@ typedef struct step_task_info {
     int32_t chunk;         /* -1 if none */
 } step_task_info;
 
-/* The step's engine; NULL when the figures came from two short samples
+/* The step's engine; NULL when the figures came from short samples
  * (sim.steady_extension, step_period.h), which a trace never does. */
 const engine_t *step_engine(const step_t *st);
 /* Did the figures come from short samples (step_period.h)? */
