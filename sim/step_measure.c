@@ -468,16 +468,14 @@ int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim
     memset(inc, 0, sizeof *inc);
     if (st->n_pairs > 0 || eng_events(e) != 2 * (uint64_t)n_tasks)
         return SIM_OK;
-    size_t n_inj = 0, longest = 1, stage_most = 0;
+    size_t n_inj = 0, stage_most = 0;
     for (int64_t r = 0; r < pp; r++) {
         size_t n = 0, tasks = 0;
         for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
             if (st->shifted[pi]) {
                 const int64_t c = (int64_t)(pi % (size_t)v);
                 const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
-                size_t k = (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
-                n += k;
-                longest = k > longest ? k : longest;
+                n += (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
             }
         for (int k = 0; k < STREAM_KINDS; k++) {
             const eng_span *x;
@@ -497,12 +495,14 @@ int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim
     sim_time_ps *n_whole = malloc(2 * n_sums * sizeof *n_whole), *n_shifted = n_whole ? n_whole + n_sums : NULL;
     size_t *per_sum = malloc(n_sums * sizeof *per_sum);
     int64_t *nets = malloc((size_t)(pp * CTR_PER_STAGE) * sizeof *nets);
-    tmpl_scratch w = {0};
+    /* The sweeps of a stage's shifted templates (shifted_ops). */
+    sweep_memo *memo = malloc((n_sums + 1) * sizeof *memo);
+    sim_time_ps *mstart = malloc(2 * (n_inj + 1) * sizeof *mstart), *mend = mstart ? mstart + n_inj + 1 : NULL;
     inc->stages = calloc((size_t)pp, sizeof *inc->stages);
     int rc = SIM_OK;
     bool ok = true;
-    if (!comp || !comm || !un || !cut || !inj || !first_at || !n_whole || !per_sum || !nets ||
-        (n_inj && step_scratch_init(&w, longest) != SIM_OK) || !inc->stages) {
+    if (!comp || !comm || !un || !cut || !inj || !first_at || !n_whole || !per_sum || !nets || !memo ||
+        !mstart || !inc->stages) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
     }
@@ -525,7 +525,17 @@ int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim
         step_stage_meas *sr = &inc->stages[r];
         const sim_time_ps lo = from[r], hi = lo + lambda;
         size_t at[STREAM_KINDS + 1] = {0};
-        if (n_inj && (rc = shifted_ops(st, r, &w, inj, at, first_at, per_sum, err)) != SIM_OK)
+        /* The stage's shifted passes per (chunk, kind), as shifted_ops
+         * takes them. */
+        memset(per_sum, 0, n_sums * sizeof *per_sum);
+        bool any_shifted = false;
+        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
+            if (st->shifted[pi]) {
+                per_sum[(size_t)((int64_t)(pi % (size_t)v) * n_kinds + (int64_t)(pi / (size_t)(v * M) % (size_t)n_kinds))]++;
+                any_shifted = true;
+            }
+        if (any_shifted &&
+            (rc = shifted_ops(st, r, inj, at, first_at, per_sum, memo, mstart, mend, err)) != SIM_OK)
             goto done;
         /* The passes of one block that stand as one task, per (chunk, kind). */
         memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
@@ -573,7 +583,7 @@ int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim
         }
         const interval *streams[STREAM_KINDS];
         size_t lens[STREAM_KINDS], used = 0;
-        int n_comm = 0;
+        int kinds[STREAM_KINDS], n_comm = 0;
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (!streams_is_comm((stream_kind)k))
                 continue;
@@ -588,12 +598,16 @@ int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim
             interval *mine = cut + used;
             nk = clip(cm, nk, lo, hi, mine);
             used += nk;
-            sr->comm_ps[k] = length_of(mine, nk);
-            sr->exposed_ps[k] = uncovered(mine, nk, cp, nc);
+            kinds[n_comm] = k;
             streams[n_comm] = mine;
             lens[n_comm++] = nk;
         }
-        sim_time_ps exposed_ps = uncovered_union(streams, lens, n_comm, cp, nc);
+        sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
+        sim_time_ps exposed_ps = exposed_lists(streams, lens, n_comm, cp, nc, tot, unc);
+        for (int i = 0; i < n_comm; i++) {
+            sr->comm_ps[kinds[i]] = tot[i];
+            sr->exposed_ps[kinds[i]] = unc[i];
+        }
         /* The host: its tasks of one block by their durations. */
         for (int k = 0; k < STREAM_KINDS; k++) {
             if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
@@ -641,7 +655,8 @@ done:
     free(n_whole);
     free(per_sum);
     free(nets);
-    step_scratch_free(&w);
+    free(memo);
+    free(mstart);
     free(comp);
     free(comm);
     free(un);
