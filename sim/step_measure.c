@@ -158,6 +158,88 @@ static bool add_times(sim_time_ps *x, sim_time_ps d, sim_time_ps n)
     return !__builtin_mul_overflow(d, n, &y) && add_ps(x, y);
 }
 
+/* The most ops a stage's shifted passes bring (*n_inj) and the most
+ * tasks a stage has (*stage_most): the room measuring a stage takes. */
+static void stage_room(const step_t *st, size_t *n_inj, size_t *stage_most)
+{
+    const int64_t v = st->v, M = st->M;
+    *n_inj = *stage_most = 0;
+    for (int64_t r = 0; r < st->pp; r++) {
+        size_t n = 0, tasks = 0;
+        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
+            if (st->shifted[pi]) {
+                const int64_t c = (int64_t)(pi % (size_t)v);
+                const int kind = (int)(pi / (size_t)(v * M) % (size_t)st->n_kinds);
+                n += (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
+            }
+        for (int k = 0; k < STREAM_KINDS; k++) {
+            const eng_span *x;
+            tasks += eng_stream_spans(st->eng, stream_of(r, (stream_kind)k), &x);
+        }
+        *n_inj = n > *n_inj ? n : *n_inj;
+        *stage_most = tasks > *stage_most ? tasks : *stage_most;
+    }
+}
+
+/* Each listed stream's busy and exposed time into sr (list i is stream
+ * kinds[i]'s), in one walk; returned, their union's exposed time. */
+static sim_time_ps measure_comm(const interval *const *streams, const size_t *lens, const int *kinds, int n,
+                                const interval *cp, size_t nc, step_stage_meas *sr)
+{
+    sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
+    const sim_time_ps exposed_ps = exposed_lists(streams, lens, n, cp, nc, tot, unc);
+    for (int i = 0; i < n; i++) {
+        sr->comm_ps[kinds[i]] = tot[i];
+        sr->exposed_ps[kinds[i]] = unc[i];
+    }
+    return exposed_ps;
+}
+
+/* Busy time of stage r's host stream k: its tasks (only those of block
+ * blk where block is given) by their durations, but not the stand-ins of
+ * collapsed passes, which include the host's waits: those count from
+ * their summaries (add_summaries). */
+static sim_time_ps host_busy(const step_t *st, int64_t r, int k, const int32_t *block, int32_t blk)
+{
+    const engine_t *e = st->eng;
+    const eng_task *hid;
+    const eng_span *hs;
+    const size_t nk = eng_stream_view(e, stream_of(r, (stream_kind)k), &hid);
+    eng_stream_spans(e, stream_of(r, (stream_kind)k), &hs);
+    sim_time_ps total = 0;
+    for (size_t i = 0; i < nk; i++) {
+        const char *name = st->info[eng_task_tag(e, hid[i])].name;
+        if ((!block || block[hid[i]] == blk) && name != step_host_lead && name != step_host_rest)
+            total += hs[i].b - hs[i].a;
+    }
+    return total;
+}
+
+/* Passes of stage r that stand as one task (n_whole per (chunk, kind))
+ * bring their communication from their summary; those measured from
+ * their ops (n_shifted) only their host.  False when a sum would wrap. */
+static bool add_summaries(const step_t *st, int64_t r, const sim_time_ps *n_whole, const sim_time_ps *n_shifted,
+                          step_stage_meas *sr, sim_time_ps *exposed_ps)
+{
+    bool fits = true;
+    for (int64_t c = 0; c < st->v; c++)
+        for (int kind = 0; kind < st->n_kinds; kind++) {
+            const size_t q = (size_t)(c * st->n_kinds + kind);
+            const pass_summary *ps = summary_of(st, r, c, kind);
+            if (n_shifted[q])
+                for (int k = 0; k < STREAM_KINDS; k++)
+                    if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                        fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_shifted[q]);
+            if (!n_whole[q])
+                continue;
+            fits = fits && add_times(exposed_ps, ps->exposed_all_ps, n_whole[q]);
+            for (int k = 0; k < STREAM_KINDS; k++)
+                fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_whole[q]) &&
+                       add_times(&sr->exposed_ps[k], ps->exposed_ps[k], n_whole[q]);
+        }
+    return fits;
+}
+
 /* The step's figures off the timeline, in integer picoseconds (summed
  * first, made seconds once by finish(): so that step_period's sums of
  * them are exact).
@@ -178,22 +260,8 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
     const size_t n_tasks = eng_num_tasks(e);
     /* Shifted passes bring their ops: the most a stage has; and the most
      * tasks a stage has. */
-    size_t n_inj = 0, stage_most = 0;
-    for (int64_t r = 0; r < pp; r++) {
-        size_t n = 0, tasks = 0;
-        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
-            if (st->shifted[pi]) {
-                const int64_t c = (int64_t)(pi % (size_t)v);
-                const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
-                n += (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
-            }
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            const eng_span *x;
-            tasks += eng_stream_spans(e, stream_of(r, (stream_kind)k), &x);
-        }
-        n_inj = n > n_inj ? n : n_inj;
-        stage_most = tasks > stage_most ? tasks : stage_most;
-    }
+    size_t n_inj, stage_most;
+    stage_room(st, &n_inj, &stage_most);
     const size_t room = stage_most + n_inj + 1, n_sums = (size_t)(v * n_kinds);
     /* One block for the scratch below, each part a multiple of 8 bytes;
      * what only shifted passes use has no room without any. */
@@ -343,49 +411,11 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
             kinds[n_comm] = k;
             lens[n_comm++] = nk;
         }
-        /* Each stream's busy and exposed time and their union's exposed
-         * time in one walk. */
-        sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
-        sim_time_ps exposed_ps = exposed_lists(streams, lens, n_comm, cp, nc, tot, unc);
-        for (int i = 0; i < n_comm; i++) {
-            sr->comm_ps[kinds[i]] = tot[i];
-            sr->exposed_ps[kinds[i]] = unc[i];
-        }
-        /* Host busy time: its tasks, but the stand-ins of collapsed
-         * passes (which include the host's waits) count from their
-         * summaries below. */
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
-                continue;
-            const eng_task *hid;
-            const eng_span *hs;
-            size_t nk = eng_stream_view(e, stream_of(r, (stream_kind)k), &hid);
-            eng_stream_spans(e, stream_of(r, (stream_kind)k), &hs);
-            sim_time_ps total = 0;
-            for (size_t i = 0; i < nk; i++) {
-                const char *name = st->info[eng_task_tag(e, hid[i])].name;
-                if (name != step_host_lead && name != step_host_rest)
-                    total += hs[i].b - hs[i].a;
-            }
-            sr->comm_ps[k] = total;
-        }
-        /* Passes that stand as one task bring their communication from
-         * their summary; those measured from their ops only their host. */
-        for (int64_t c = 0; c < v; c++)
-            for (int kind = 0; kind < n_kinds; kind++) {
-                const size_t q = (size_t)(c * n_kinds + kind);
-                const pass_summary *ps = summary_of(st, r, c, kind);
-                if (n_shifted[q])
-                    for (int k = 0; k < STREAM_KINDS; k++)
-                        if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                            fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_shifted[q]);
-                if (!n_whole[q])
-                    continue;
-                fits = fits && add_times(&exposed_ps, ps->exposed_all_ps, n_whole[q]);
-                for (int k = 0; k < STREAM_KINDS; k++)
-                    fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_whole[q]) &&
-                           add_times(&sr->exposed_ps[k], ps->exposed_ps[k], n_whole[q]);
-            }
+        sim_time_ps exposed_ps = measure_comm(streams, lens, kinds, n_comm, cp, nc, sr);
+        for (int k = 0; k < STREAM_KINDS; k++)
+            if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                sr->comm_ps[k] = host_busy(st, r, k, NULL, 0);
+        fits = fits && add_summaries(st, r, n_whole, n_shifted, sr, &exposed_ps);
         /* Overlapped pairs that stood as one task: their template's. */
         for (size_t q = 0; q < st->n_pairs; q++) {
             const pair_entry *pe = &st->pairs[q];
@@ -468,22 +498,8 @@ int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim
     memset(inc, 0, sizeof *inc);
     if (st->n_pairs > 0 || eng_events(e) != 2 * (uint64_t)n_tasks)
         return SIM_OK;
-    size_t n_inj = 0, stage_most = 0;
-    for (int64_t r = 0; r < pp; r++) {
-        size_t n = 0, tasks = 0;
-        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
-            if (st->shifted[pi]) {
-                const int64_t c = (int64_t)(pi % (size_t)v);
-                const int kind = (int)(pi / (size_t)(v * M) % (size_t)n_kinds);
-                n += (size_t)wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind)->n_ops;
-            }
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            const eng_span *x;
-            tasks += eng_stream_spans(e, stream_of(r, (stream_kind)k), &x);
-        }
-        n_inj = n > n_inj ? n : n_inj;
-        stage_most = tasks > stage_most ? tasks : stage_most;
-    }
+    size_t n_inj, stage_most;
+    stage_room(st, &n_inj, &stage_most);
     const size_t room = stage_most + n_inj + (size_t)st->rank_passes + 1;
     /* comp: the compute stream's (with shifted ops); comm: the streams'
      * own where passes are shifted; un: their unions with shifted ops;
@@ -602,42 +618,13 @@ int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim
             streams[n_comm] = mine;
             lens[n_comm++] = nk;
         }
-        sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
-        sim_time_ps exposed_ps = exposed_lists(streams, lens, n_comm, cp, nc, tot, unc);
-        for (int i = 0; i < n_comm; i++) {
-            sr->comm_ps[kinds[i]] = tot[i];
-            sr->exposed_ps[kinds[i]] = unc[i];
-        }
-        /* The host: its tasks of one block by their durations. */
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            if (streams_desc((stream_kind)k)->role != STREAM_ROLE_HOST)
-                continue;
-            const eng_task *hid;
-            const eng_span *hs;
-            size_t nk = eng_stream_view(e, stream_of(r, (stream_kind)k), &hid);
-            eng_stream_spans(e, stream_of(r, (stream_kind)k), &hs);
-            for (size_t i = 0; i < nk; i++) {
-                const char *name = st->info[eng_task_tag(e, hid[i])].name;
-                if (block[hid[i]] == blk && name != step_host_lead && name != step_host_rest)
-                    sr->comm_ps[k] += hs[i].b - hs[i].a;
-            }
-        }
-        /* The summaries of the block's passes that stand as one task. */
-        for (int64_t c = 0; c < v; c++)
-            for (int kind = 0; kind < n_kinds; kind++) {
-                const size_t q = (size_t)(c * n_kinds + kind);
-                const pass_summary *ps = summary_of(st, r, c, kind);
-                if (n_shifted[q])
-                    for (int k = 0; k < STREAM_KINDS; k++)
-                        if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                            ok = ok && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_shifted[q]);
-                if (!n_whole[q])
-                    continue;
-                ok = ok && add_times(&exposed_ps, ps->exposed_all_ps, n_whole[q]);
-                for (int k = 0; k < STREAM_KINDS; k++)
-                    ok = ok && add_times(&sr->comm_ps[k], ps->comm_ps[k], n_whole[q]) &&
-                         add_times(&sr->exposed_ps[k], ps->exposed_ps[k], n_whole[q]);
-            }
+        sim_time_ps exposed_ps = measure_comm(streams, lens, kinds, n_comm, cp, nc, sr);
+        /* The host: its tasks of one block; the summaries of the block's
+         * passes that stand as one task. */
+        for (int k = 0; k < STREAM_KINDS; k++)
+            if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                sr->comm_ps[k] = host_busy(st, r, k, block, blk);
+        ok = ok && add_summaries(st, r, n_whole, n_shifted, sr, &exposed_ps);
         sr->exposed_total_ps = exposed_ps;
     }
     ok = ok && last_shifts(st, block, blk, timed, false, eng_makespan(e));
