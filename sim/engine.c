@@ -3,13 +3,18 @@
  * Storage.  Everything lives in a handful of flat arrays owned by the
  * engine_t, sized from the hints of eng_create and grown by doubling (with
  * overflow-checked sizes) when a hint was short:
- *   tasks   one 32-byte record per task: duration, start, the count of
- *           predecessors not yet ended, the next task of its stream, stream
- *           and tag.  A task's end is start + duration, so it is not stored.
+ *   tasks   a struct of arrays, one entry per task in each: duration,
+ *           stream, the next task of its stream, tag, its successor count,
+ *           and what a run reads and writes of a task it releases, side by
+ *           side in one 16-byte record (hot: start, the count of
+ *           predecessors not yet ended, the sweep's round), so that
+ *           releasing a successor touches one cache line and the loops over
+ *           every task read only the fields they use.  A task's end is
+ *           start + duration, so it is not stored.
  *   edges   (before, after) pairs in the order eng_add_dep saw them.
  *   deltas  (task, counter, at_start, at_end) records in the order added.
- * Streams are intrusive singly linked lists threaded through the task
- * records (stream_next), with a head and a tail per stream.  eng_run
+ * Streams are intrusive singly linked lists threaded through the tasks
+ * (stream_next), with a head and a tail per stream.  eng_run
  * groups the task ids by stream (ids are in run order within a stream;
  * the sweep puts each where its stream's slice is at when it takes it, the
  * event loop's run a counting sort after), with every task's span (start,
@@ -18,15 +23,17 @@
  *
  * Dependencies: CSR built at eng_run start.  While the graph is being
  * built, eng_add_dep only appends to the edge list (O(1), no per-task
- * bookkeeping beyond the predecessor count).  eng_run then turns the list
- * into compressed sparse rows (an offset per task, successors contiguous in
- * one array) with a stable counting sort: two sequential passes over the
- * edges.  The event loop then walks each ended task's successors as one
+ * bookkeeping beyond the predecessor count of `after` and the successor
+ * count of `before`).  eng_run then turns the counts into offsets and the
+ * list into compressed sparse rows (successors contiguous in one array)
+ * with a stable counting sort whose counting was done by the add calls:
+ * one pass over the edges.  The event loop then walks each ended task's successors as one
  * contiguous slice instead of chasing pointers through a pool, which is
  * what the hot path wants; the price is a second copy of the edges (4 bytes
  * each), which stays after the run for eng_task_succs, and that edges cannot be added after eng_run (they
- * cannot anyway: eng_run runs once).  Counter deltas get the same treatment
- * so that a task's deltas are contiguous.
+ * cannot anyway: eng_run runs once).  Counter deltas are sorted by task
+ * the same way when they were not added in task order (the add calls note
+ * whether they were); the event loop also gets their rows.
  *
  * Streams as dependencies.  Stream order is folded into the predecessor
  * count: every task but the first of its stream counts its stream
@@ -91,14 +98,13 @@
 #define MAX_EDGES ((size_t)UINT32_MAX - 1)  /* CSR offsets are uint32_t */
 #define MAX_DELTAS ((size_t)UINT32_MAX - 1)
 
-typedef struct eng__task {
-    sim_time_ps duration_ps;
+/* What a run reads and writes of a task when a predecessor ends: one
+ * record, so that releasing a successor is one cache line. */
+typedef struct eng__hot {
     sim_time_ps start_ps;   /* NEVER until the task starts */
     int32_t pending;        /* predecessors not ended, stream predecessor included */
-    int32_t stream_next;    /* next task of the same stream, -1 at the tail */
-    int32_t stream;
-    int32_t tag;
-} eng__task;
+    uint32_t round;         /* the sweep's: the event loop's round it starts in */
+} eng__hot;
 
 typedef struct eng__edge {
     int32_t before, after;
@@ -122,12 +128,21 @@ struct engine {
     int n_streams;
     int n_counters;
 
-    eng__task *tasks;
+    /* The tasks, cap_tasks entries in each array. */
     size_t n_tasks, cap_tasks;
+    sim_time_ps *duration;
+    eng__hot *hot;
+    int32_t *stream_next;   /* next task of the same stream, -1 at the tail */
+    int32_t *stream;
+    int32_t *tag;
+    /* Until eng_run: [t] counts the dependency successors of t (cap_tasks
+     * + 1 entries); eng_run turns it into the CSR's offsets in place. */
+    uint32_t *succ_off;
     eng__edge *edges;       /* freed by eng_run once the CSR exists */
     size_t n_edges, cap_edges;
     eng__delta *deltas;     /* sorted by task by eng_run */
     size_t n_deltas, cap_deltas;
+    bool deltas_sorted;     /* every delta added for a task no earlier than the last */
 
     int32_t *stream_head;   /* first task of each stream, -1 if empty */
     int32_t *stream_tail;   /* last task of each stream, -1 if empty */
@@ -140,8 +155,7 @@ struct engine {
     /* After eng_run, beside by_stream: every task's span in its order, for
      * the measurements that read whole streams (NULL until then). */
     eng_span *stream_spans;
-    /* After eng_run: the CSR of dependency successors (eng_task_succs). */
-    uint32_t *succ_off;
+    /* After eng_run: the successors of the CSR (eng_task_succs). */
     int32_t *succ;
     int64_t *counter_value; /* current (after eng_run: final) value */
     int64_t *counter_peak;
@@ -151,6 +165,31 @@ struct engine {
     bool ran;
 };
 
+/* The capacity to grow an array of cap elements to for need, doubling,
+ * never past limit; 0 when need is past limit. */
+static size_t grown_cap(size_t cap, size_t need, size_t limit)
+{
+    if (need > limit)
+        return 0;
+    size_t nc = cap < 16 ? 16 : cap;
+    while (nc < need)
+        nc = nc > limit / 2 ? limit : nc * 2;
+    return nc;
+}
+
+/* *p resized to n elements of size elem.  SIM_OK or SIM_ENOMEM (*p
+ * untouched then). */
+static int resize(void **p, size_t n, size_t elem)
+{
+    if (n > SIZE_MAX / elem)
+        return SIM_ENOMEM;
+    void *q = realloc(*p, n * elem);
+    if (!q)
+        return SIM_ENOMEM;
+    *p = q;
+    return SIM_OK;
+}
+
 /* Grows *p (an array of *cap elements of size elem) to at least need
  * elements, doubling, never past limit.  Returns SIM_OK or SIM_ENOMEM; *p is
  * untouched on failure. */
@@ -158,18 +197,30 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem, size_t limit)
 {
     if (need <= *cap)
         return SIM_OK;
-    if (need > limit)
+    size_t nc = grown_cap(*cap, need, limit);
+    if (nc == 0 || resize(p, nc, elem) != SIM_OK)
         return SIM_ENOMEM;
-    size_t nc = *cap < 16 ? 16 : *cap;
-    while (nc < need)
-        nc = nc > limit / 2 ? limit : nc * 2;
-    if (nc > SIZE_MAX / elem)
-        return SIM_ENOMEM;
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return SIM_ENOMEM;
-    *p = q;
     *cap = nc;
+    return SIM_OK;
+}
+
+/* Every task array grown to room for need tasks.  An array that grew
+ * before another failed keeps its room (cap_tasks stays the least). */
+static int grow_tasks(engine_t *e, size_t need)
+{
+    if (need <= e->cap_tasks)
+        return SIM_OK;
+    size_t nc = grown_cap(e->cap_tasks, need, MAX_TASKS);
+    if (nc == 0)
+        return SIM_ENOMEM;
+    if (resize((void **)&e->duration, nc, sizeof *e->duration) != SIM_OK ||
+        resize((void **)&e->hot, nc, sizeof *e->hot) != SIM_OK ||
+        resize((void **)&e->stream_next, nc, sizeof *e->stream_next) != SIM_OK ||
+        resize((void **)&e->stream, nc, sizeof *e->stream) != SIM_OK ||
+        resize((void **)&e->tag, nc, sizeof *e->tag) != SIM_OK ||
+        resize((void **)&e->succ_off, nc + 1, sizeof *e->succ_off) != SIM_OK)
+        return SIM_ENOMEM;
+    e->cap_tasks = nc;
     return SIM_OK;
 }
 
@@ -182,6 +233,7 @@ engine_t *eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep
         return NULL;
     e->n_streams = n_streams;
     e->n_counters = n_counters;
+    e->deltas_sorted = true;
     size_t ns = n_streams > 0 ? (size_t)n_streams : 1;
     size_t nc = n_counters > 0 ? (size_t)n_counters : 1;
     e->stream_head = malloc(ns * sizeof *e->stream_head);
@@ -193,8 +245,8 @@ engine_t *eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep
         goto fail;
     for (size_t s = 0; s < ns; s++)
         e->stream_head[s] = e->stream_tail[s] = -1;
-    if (grow((void **)&e->tasks, &e->cap_tasks, task_hint < MAX_TASKS ? task_hint : MAX_TASKS,
-             sizeof *e->tasks, MAX_TASKS) != SIM_OK)
+    /* At least one entry: eng_run turns succ_off into n + 1 offsets. */
+    if (grow_tasks(e, task_hint < 1 ? 1 : task_hint < MAX_TASKS ? task_hint : MAX_TASKS) != SIM_OK)
         goto fail;
     if (grow((void **)&e->edges, &e->cap_edges, dep_hint < MAX_EDGES ? dep_hint : MAX_EDGES,
              sizeof *e->edges, MAX_EDGES) != SIM_OK)
@@ -215,7 +267,12 @@ void eng_destroy(engine_t *e)
 {
     if (!e)
         return;
-    free(e->tasks);
+    free(e->duration);
+    free(e->hot);
+    free(e->stream_next);
+    free(e->stream);
+    free(e->tag);
+    free(e->succ_off);
     free(e->edges);
     free(e->deltas);
     free(e->stream_head);
@@ -223,7 +280,6 @@ void eng_destroy(engine_t *e)
     free(e->by_stream);
     free(e->stream_off);
     free(e->stream_spans);
-    free(e->succ_off);
     free(e->succ);
     free(e->counter_value);
     free(e->counter_peak);
@@ -236,21 +292,18 @@ eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t 
     assert(stream >= 0 && stream < e->n_streams);
     if (e->ran || (uint32_t)stream >= (uint32_t)e->n_streams) /* n_streams >= 0: a negative one too */
         return -1;
-    if (e->n_tasks == e->cap_tasks && grow((void **)&e->tasks, &e->cap_tasks, e->n_tasks + 1, sizeof *e->tasks,
-                                           MAX_TASKS) != SIM_OK)
+    if (e->n_tasks == e->cap_tasks && grow_tasks(e, e->n_tasks + 1) != SIM_OK)
         return -1;
     eng_task id = (eng_task)e->n_tasks++;
     int32_t tail = e->stream_tail[stream];
-    e->tasks[id] = (eng__task){
-        .duration_ps = duration_ps,
-        .start_ps = NEVER,
-        .pending = tail >= 0 ? 1 : 0,
-        .stream_next = -1,
-        .stream = stream,
-        .tag = tag,
-    };
+    e->duration[id] = duration_ps;
+    e->hot[id] = (eng__hot){.start_ps = NEVER, .pending = tail >= 0 ? 1 : 0, .round = 0};
+    e->stream_next[id] = -1;
+    e->stream[id] = stream;
+    e->tag[id] = tag;
+    e->succ_off[id] = 0;
     if (tail >= 0)
-        e->tasks[tail].stream_next = id;
+        e->stream_next[tail] = id;
     else
         e->stream_head[stream] = id;
     e->stream_tail[stream] = id;
@@ -269,13 +322,14 @@ int eng_add_dep(engine_t *e, eng_task before, eng_task after)
     assert(valid_task(e, before) && valid_task(e, after));
     if (e->ran || !valid_task(e, before) || !valid_task(e, after))
         return SIM_EINVAL;
-    if (e->tasks[after].pending == INT32_MAX)
+    if (e->hot[after].pending == INT32_MAX)
         return SIM_ENOMEM;
     if (e->n_edges == e->cap_edges && grow((void **)&e->edges, &e->cap_edges, e->n_edges + 1, sizeof *e->edges,
                                            MAX_EDGES) != SIM_OK)
         return SIM_ENOMEM;
     e->edges[e->n_edges++] = (eng__edge){before, after};
-    e->tasks[after].pending++;
+    e->hot[after].pending++;
+    e->succ_off[before]++;
     return SIM_OK;
 }
 
@@ -288,6 +342,8 @@ int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start
     if (e->n_deltas == e->cap_deltas && grow((void **)&e->deltas, &e->cap_deltas, e->n_deltas + 1,
                                              sizeof *e->deltas, MAX_DELTAS) != SIM_OK)
         return SIM_ENOMEM;
+    if (e->n_deltas > 0 && t < e->deltas[e->n_deltas - 1].task)
+        e->deltas_sorted = false;
     e->deltas[e->n_deltas++] = (eng__delta){t, counter, at_start, at_end};
     return SIM_OK;
 }
@@ -296,7 +352,8 @@ int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start
 
 /* State that exists only while eng_run runs. */
 typedef struct run {
-    uint32_t *succ_off;     /* CSR: successors of t are succ[succ_off[t] .. succ_off[t+1]) */
+    uint32_t *succ_off;     /* CSR: successors of t are succ[succ_off[t] .. succ_off[t+1])
+                               (the engine's array: it stays) */
     int32_t *succ;
     uint32_t *delta_off;    /* deltas of t are e->deltas[delta_off[t] .. delta_off[t+1]) */
     /* the event loop */
@@ -377,7 +434,6 @@ static inline void flush_peaks(engine_t *e, run *r)
 
 static void run_free(run *r)
 {
-    free(r->succ_off);
     free(r->succ);
     free(r->delta_off);
     free(r->heap);
@@ -391,51 +447,48 @@ static void run_free(run *r)
 static int run_prepare(engine_t *e, run *r)
 {
     size_t n = e->n_tasks;
-    r->succ_off = calloc(n + 1, sizeof *r->succ_off);
     r->succ = malloc((e->n_edges ? e->n_edges : 1) * sizeof *r->succ);
-    r->delta_off = calloc(n + 1, sizeof *r->delta_off);
-    if (!r->succ_off || !r->succ || !r->delta_off)
+    if (!r->succ)
         return SIM_ENOMEM;
 
-    /* Counting sort of the edges by `before`: count, prefix-sum, place. */
-    for (size_t k = 0; k < e->n_edges; k++)
-        r->succ_off[e->edges[k].before + 1]++;
-    for (size_t t = 0; t < n; t++)
-        r->succ_off[t + 1] += r->succ_off[t];
-    for (size_t k = 0; k < e->n_edges; k++) {
-        /* succ_off[t] serves as the fill cursor, then is shifted back. */
-        int32_t b = e->edges[k].before;
-        r->succ[r->succ_off[b]++] = e->edges[k].after;
+    /* Counting sort of the edges by `before`, counted by eng_add_dep:
+     * inclusive prefix sums make off[t] the end of t's row; placing the
+     * edges from the last, each one before its row's end, leaves off[t]
+     * the row's start and the row in the order of the add calls. */
+    uint32_t *off = e->succ_off, sum = 0;
+    for (size_t t = 0; t < n; t++) {
+        sum += off[t];
+        off[t] = sum;
     }
-    memmove(r->succ_off + 1, r->succ_off, n * sizeof *r->succ_off);
-    r->succ_off[0] = 0;
+    off[n] = sum;
+    for (size_t k = e->n_edges; k-- > 0;)
+        r->succ[--off[e->edges[k].before]] = e->edges[k].after;
+    r->succ_off = off;
     free(e->edges);
     e->edges = NULL;
     e->cap_edges = 0;
 
-    /* The same for the deltas, into a new array; deltas added in task
-     * order (the usual way) are sorted already, and a stable sort would
-     * leave them as they are: then only the offsets. */
-    if (e->n_deltas) {
-        bool in_order = true;
-        for (size_t k = 0; k < e->n_deltas; k++) {
-            r->delta_off[e->deltas[k].task + 1]++;
-            in_order = in_order && (k == 0 || e->deltas[k].task >= e->deltas[k - 1].task);
-        }
-        for (size_t t = 0; t < n; t++)
-            r->delta_off[t + 1] += r->delta_off[t];
-        if (in_order)
-            return SIM_OK;
+    /* The deltas sorted by task into a new array when they were not
+     * added in task order (the usual way: nothing to do then). */
+    if (e->n_deltas && !e->deltas_sorted) {
+        uint32_t *doff = calloc(n + 1, sizeof *doff);
         eng__delta *sorted = malloc(e->n_deltas * sizeof *sorted);
-        if (!sorted)
+        if (!doff || !sorted) {
+            free(doff);
+            free(sorted);
             return SIM_ENOMEM;
+        }
         for (size_t k = 0; k < e->n_deltas; k++)
-            sorted[r->delta_off[e->deltas[k].task]++] = e->deltas[k];
-        memmove(r->delta_off + 1, r->delta_off, n * sizeof *r->delta_off);
-        r->delta_off[0] = 0;
+            doff[e->deltas[k].task + 1]++;
+        for (size_t t = 0; t < n; t++)
+            doff[t + 1] += doff[t];
+        for (size_t k = 0; k < e->n_deltas; k++)
+            sorted[doff[e->deltas[k].task]++] = e->deltas[k];
+        free(doff);
         free(e->deltas);
         e->deltas = sorted;
         e->cap_deltas = e->n_deltas;
+        e->deltas_sorted = true;
     }
     return SIM_OK;
 }
@@ -446,17 +499,27 @@ static int loop_alloc(engine_t *e, run *r)
 {
     size_t ns = e->n_streams > 0 ? (size_t)e->n_streams : 1;
     size_t nc = e->n_counters > 0 ? (size_t)e->n_counters : 1;
+    size_t n = e->n_tasks;
     r->cap = ns;
     r->heap = malloc(ns * sizeof *r->heap);
     r->ready = malloc(ns * sizeof *r->ready);
     r->dirty = malloc(nc * sizeof *r->dirty);
     r->is_dirty = calloc(nc, 1);
-    return r->heap && r->ready && r->dirty && r->is_dirty ? SIM_OK : SIM_ENOMEM;
+    /* The rows of the deltas (sorted by task by run_prepare). */
+    r->delta_off = calloc(n + 1, sizeof *r->delta_off);
+    if (!r->heap || !r->ready || !r->dirty || !r->is_dirty || !r->delta_off)
+        return SIM_ENOMEM;
+    for (size_t k = 0; k < e->n_deltas; k++)
+        r->delta_off[e->deltas[k].task + 1]++;
+    for (size_t t = 0; t < n; t++)
+        r->delta_off[t + 1] += r->delta_off[t];
+    return SIM_OK;
 }
 
 static int run_loop(engine_t *e, run *r, sim_err *err)
 {
-    eng__task *tasks = e->tasks;
+    eng__hot *hot = e->hot;
+    const sim_time_ps *dur = e->duration;
     size_t n = e->n_tasks, started = 0;
     uint64_t events = 0;
     uint32_t seq = 0;
@@ -465,22 +528,21 @@ static int run_loop(engine_t *e, run *r, sim_err *err)
 
     /* Tasks ready at time 0: stream heads without dependencies. */
     for (size_t t = 0; t < n; t++)
-        if (tasks[t].pending == 0)
+        if (hot[t].pending == 0)
             r->ready[r->ready_n++] = (int32_t)t;
 
     for (;;) {
         /* Starts phase. */
         for (size_t k = 0; k < r->ready_n; k++) {
             int32_t t = r->ready[k];
-            eng__task *T = &tasks[t];
-            if (T->duration_ps > NEVER - 1 - now) {
+            if (dur[t] > NEVER - 1 - now) {
                 overflow = true;
                 break;
             }
-            T->start_ps = now;
+            hot[t].start_ps = now;
             if (r->delta_off[t] != r->delta_off[t + 1])
                 apply_deltas(e, r, t, true);
-            heap_push(r, (eng__event){now + T->duration_ps, seq++, t});
+            heap_push(r, (eng__event){now + dur[t], seq++, t});
         }
         if (overflow)
             break;
@@ -501,11 +563,11 @@ static int run_loop(engine_t *e, run *r, sim_err *err)
                 apply_deltas(e, r, t, false);
             for (uint32_t k = r->succ_off[t], end = r->succ_off[t + 1]; k < end; k++) {
                 int32_t s = r->succ[k];
-                if (--tasks[s].pending == 0)
+                if (--hot[s].pending == 0)
                     r->ready[r->ready_n++] = s;
             }
-            int32_t s = tasks[t].stream_next;
-            if (s >= 0 && --tasks[s].pending == 0)
+            int32_t s = e->stream_next[t];
+            if (s >= 0 && --hot[s].pending == 0)
                 r->ready[r->ready_n++] = s;
             assert(r->ready_n <= r->cap);
         } while (r->heap_n > 0 && r->heap[0].time_ps == now);
@@ -520,14 +582,14 @@ static int run_loop(engine_t *e, run *r, sim_err *err)
                            (unsigned long long)now);
     if (started < n) {
         size_t first = 0;
-        while (tasks[first].start_ps != NEVER)
+        while (hot[first].start_ps != NEVER)
             first++;
         return sim_err_set(err, SIM_ESIM,
                            "engine: %zu of %zu tasks can never start (dependency cycle or "
                            "inconsistent stream order), e.g. task %zu (stream %d, tag %d) "
                            "with %d predecessors unfinished",
-                           n - started, n, first, (int)tasks[first].stream,
-                           (int)tasks[first].tag, (int)tasks[first].pending);
+                           n - started, n, first, (int)e->stream[first], (int)e->tag[first],
+                           (int)hot[first].pending);
     }
     return SIM_OK;
 }
@@ -554,16 +616,19 @@ static int cmp_change(const void *x, const void *y)
     return change_before(a, b) ? -1 : change_before(b, a) ? 1 : 0;
 }
 
-/* A task starts at the latest end among its predecessors (0 without any),
- * in the round after the last of them ended there. */
-static inline void relax(eng__task *u, uint32_t *round_u, sim_time_ps end, uint32_t end_round)
+/* A predecessor of u ended at `end` in round end_round: u starts at the
+ * latest end among its predecessors (0 without any), in the round after
+ * the last of them ended there; u joins the order (at *tail, which has
+ * room for one more) when it was the last.  Selects rather than branches:
+ * which predecessor ends last follows no pattern. */
+static inline void release(eng__hot *u, int32_t id, sim_time_ps end, uint32_t end_round, int32_t *order,
+                           size_t *tail)
 {
-    if (end > u->start_ps) {
-        u->start_ps = end;
-        *round_u = end_round;
-    } else if (end == u->start_ps && end_round > *round_u) {
-        *round_u = end_round;
-    }
+    const bool later = end > u->start_ps || (end == u->start_ps && end_round > u->round);
+    u->start_ps = later ? end : u->start_ps;
+    u->round = later ? end_round : u->round;
+    order[*tail] = id;
+    *tail += --u->pending == 0;
 }
 
 /* Where a counter's changes stand while sweep_counters reads them in task
@@ -578,15 +643,15 @@ typedef struct eng__ctr {
 
 /* The i-th change (0: at start, 1: at end) of delta d as the loop places
  * it; false when that delta is 0 (no change). */
-static inline bool change_of(const engine_t *e, const uint32_t *round, const eng__delta *d, int i, eng__change *out)
+static inline bool change_of(const engine_t *e, const eng__delta *d, int i, eng__change *out)
 {
-    const eng__task *T = &e->tasks[d->task];
+    const eng__hot *h = &e->hot[d->task];
+    const sim_time_ps dur = e->duration[d->task];
     if (i == 0) {
-        *out = (eng__change){T->start_ps, 2 * round[d->task], d->counter, d->at_start};
+        *out = (eng__change){h->start_ps, 2 * h->round, d->counter, d->at_start};
         return d->at_start != 0;
     }
-    *out = (eng__change){T->start_ps + T->duration_ps, T->duration_ps ? 1 : 2 * round[d->task] + 1, d->counter,
-                         d->at_end};
+    *out = (eng__change){h->start_ps + dur, dur ? 1 : 2 * h->round + 1, d->counter, d->at_end};
     return d->at_end != 0;
 }
 
@@ -597,7 +662,7 @@ static inline bool change_of(const engine_t *e, const uint32_t *round, const eng
  * deltas are read (a peak when a later phase begins, and at the end).
  * The changes of a counter that come out of order are gathered and
  * sorted, then summed the same way. */
-static int sweep_counters(engine_t *e, const uint32_t *round)
+static int sweep_counters(engine_t *e)
 {
     size_t nc = (size_t)e->n_counters;
     if (e->n_deltas == 0)
@@ -614,7 +679,7 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
         eng__ctr *c = &cs[d->counter];
         for (int i = 0; i < 2; i++) {
             eng__change ch;
-            if (!change_of(e, round, d, i, &ch))
+            if (!change_of(e, d, i, &ch))
                 continue;
             n_late += c->unsorted;
             if (c->unsorted)
@@ -666,7 +731,7 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
         const eng__delta *d = &e->deltas[k];
         eng__change x;
         for (int i = 0; i < 2 && cs[d->counter].unsorted; i++)
-            if (change_of(e, round, d, i, &x))
+            if (change_of(e, d, i, &x))
                 ch[off[d->counter]++] = x;
     }
     memmove(off + 1, off, nc * sizeof *off);
@@ -698,14 +763,17 @@ static int sweep_counters(engine_t *e, const uint32_t *round)
  * then runs the event loop, which says which. */
 static int run_sweep(engine_t *e, run *r)
 {
-    eng__task *tasks = e->tasks;
+    eng__hot *hot = e->hot;
+    const sim_time_ps *dur = e->duration;
+    const int32_t *stream = e->stream, *next = e->stream_next, *succ = r->succ;
+    const uint32_t *off = r->succ_off;
     size_t n = e->n_tasks, head = 0, tail = 0, ns = (size_t)e->n_streams;
-    int32_t *order = malloc((n ? n : 1) * sizeof *order);
-    uint32_t *round = malloc((n ? n : 1) * sizeof *round);
+    /* One entry more than tasks: release() writes at the tail before it
+     * knows whether the task joins. */
+    int32_t *order = malloc((n + 1) * sizeof *order);
     uint32_t *at = malloc((ns ? ns : 1) * sizeof *at);
-    if (!order || !round || !at) {
+    if (!order || !at) {
         free(order);
-        free(round);
         free(at);
         return SIM_ENOMEM;
     }
@@ -716,46 +784,37 @@ static int run_sweep(engine_t *e, run *r)
     int32_t *by_stream = e->by_stream;
     eng_span *spans = e->stream_spans;
     for (size_t t = 0; t < n; t++) {
-        tasks[t].start_ps = 0;
-        round[t] = 0;
-        if (tasks[t].pending == 0)
-            order[tail++] = (int32_t)t;
+        hot[t].start_ps = 0;
+        hot[t].round = 0;
+        order[tail] = (int32_t)t;
+        tail += hot[t].pending == 0;
     }
     sim_time_ps makespan = 0;
     int rc = SIM_OK;
     while (head < tail) {
-        int32_t t = order[head++];
-        const eng__task *T = &tasks[t];
-        if (T->duration_ps > NEVER - 1 - T->start_ps) {
+        const int32_t t = order[head++];
+        const sim_time_ps a = hot[t].start_ps, d = dur[t];
+        if (d > NEVER - 1 - a) {
             rc = SIM_ESIM;
             break;
         }
-        sim_time_ps end = T->start_ps + T->duration_ps;
-        uint32_t end_round = T->duration_ps ? 1 : round[t] + 1;
-        if (end > makespan)
-            makespan = end;
-        const uint32_t k_at = at[T->stream]++;
+        const sim_time_ps end = a + d;
+        const uint32_t end_round = d ? 1 : hot[t].round + 1;
+        makespan = end > makespan ? end : makespan;
+        const uint32_t k_at = at[stream[t]]++;
         by_stream[k_at] = t;
-        spans[k_at] = (eng_span){T->start_ps, end};
-        for (uint32_t k = r->succ_off[t], kend = r->succ_off[t + 1]; k < kend; k++) {
-            int32_t s = r->succ[k];
-            relax(&tasks[s], &round[s], end, end_round);
-            if (--tasks[s].pending == 0)
-                order[tail++] = s;
-        }
-        int32_t s = T->stream_next;
-        if (s >= 0) {
-            relax(&tasks[s], &round[s], end, end_round);
-            if (--tasks[s].pending == 0)
-                order[tail++] = s;
-        }
+        spans[k_at] = (eng_span){a, end};
+        for (uint32_t k = off[t], kend = off[t + 1]; k < kend; k++)
+            release(&hot[succ[k]], succ[k], end, end_round, order, &tail);
+        const int32_t s = next[t];
+        if (s >= 0)
+            release(&hot[s], s, end, end_round, order, &tail);
     }
     if (rc == SIM_OK && tail < n)
         rc = SIM_ESIM;
     if (rc == SIM_OK)
-        rc = sweep_counters(e, round);
+        rc = sweep_counters(e);
     free(order);
-    free(round);
     free(at);
     if (rc == SIM_OK) {
         e->makespan_ps = makespan;
@@ -769,12 +828,11 @@ static int run_sweep(engine_t *e, run *r)
 static void sweep_undo(engine_t *e, const run *r)
 {
     for (size_t t = 0; t < e->n_tasks; t++) {
-        eng__task *T = &e->tasks[t];
-        T->start_ps = NEVER;
-        T->pending = e->stream_head[T->stream] == (int32_t)t ? 0 : 1;
+        e->hot[t].start_ps = NEVER;
+        e->hot[t].pending = e->stream_head[e->stream[t]] == (int32_t)t ? 0 : 1;
     }
     for (uint32_t k = 0; k < r->succ_off[e->n_tasks]; k++)
-        e->tasks[r->succ[k]].pending++;
+        e->hot[r->succ[k]].pending++;
 }
 
 /* Room for the tasks grouped by stream (by_stream and stream_spans: each
@@ -804,9 +862,9 @@ static void index_streams(engine_t *e)
 {
     size_t n = e->n_tasks, ns = (size_t)e->n_streams;
     for (size_t t = 0; t < n; t++) {
-        const eng__task *T = &e->tasks[t];
-        const eng_span sp = {T->start_ps, T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps};
-        const uint32_t at = e->stream_off[T->stream]++;
+        const sim_time_ps a = e->hot[t].start_ps;
+        const eng_span sp = {a, a == NEVER ? NEVER : a + e->duration[t]};
+        const uint32_t at = e->stream_off[e->stream[t]]++;
         e->by_stream[at] = (int32_t)t;
         e->stream_spans[at] = sp;
     }
@@ -848,10 +906,8 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
         rc = run_loop(e, &r, err);
         index_streams(e);
     }
-    /* The successors stay for eng_task_succs. */
-    e->succ_off = r.succ_off;
+    /* The successors stay for eng_task_succs (succ_off is the engine's). */
     e->succ = r.succ;
-    r.succ_off = NULL;
     r.succ = NULL;
     run_free(&r);
     return rc;
@@ -874,36 +930,36 @@ size_t eng_num_tasks(const engine_t *e) { return e->n_tasks; }
 int eng_task_stream(const engine_t *e, eng_task t)
 {
     assert(valid_task(e, t));
-    return e->tasks[t].stream;
+    return e->stream[t];
 }
 
 int32_t eng_task_tag(const engine_t *e, eng_task t)
 {
     assert(valid_task(e, t));
-    return e->tasks[t].tag;
+    return e->tag[t];
 }
 
 sim_time_ps eng_task_start(const engine_t *e, eng_task t)
 {
     assert(valid_task(e, t));
-    return e->tasks[t].start_ps;
+    return e->hot[t].start_ps;
 }
 
 sim_time_ps eng_task_end(const engine_t *e, eng_task t)
 {
     assert(valid_task(e, t));
-    const eng__task *T = &e->tasks[t];
-    return T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps;
+    const sim_time_ps a = e->hot[t].start_ps;
+    return a == NEVER ? NEVER : a + e->duration[t];
 }
 
 void eng_task_times(const engine_t *e, sim_time_ps *start, sim_time_ps *end, int32_t *stream)
 {
+    if (stream && e->n_tasks)
+        memcpy(stream, e->stream, e->n_tasks * sizeof *stream);
     for (size_t t = 0; t < e->n_tasks; t++) {
-        const eng__task *T = &e->tasks[t];
-        start[t] = T->start_ps;
-        end[t] = T->start_ps == NEVER ? NEVER : T->start_ps + T->duration_ps;
-        if (stream)
-            stream[t] = T->stream;
+        const sim_time_ps a = e->hot[t].start_ps;
+        start[t] = a;
+        end[t] = a == NEVER ? NEVER : a + e->duration[t];
     }
 }
 
@@ -926,7 +982,7 @@ uint64_t eng_events(const engine_t *e) { return e->events; }
 size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ)
 {
     assert(valid_task(e, t));
-    if (!e->succ_off) {
+    if (!e->succ) {
         *succ = NULL;
         return 0;
     }
@@ -936,9 +992,9 @@ size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ)
 
 bool eng_succ_rows(const engine_t *e, const uint32_t **off, const eng_task **succ)
 {
-    *off = e->succ_off;
-    *succ = e->succ_off ? e->succ : NULL;
-    return e->succ_off != NULL;
+    *off = e->succ ? e->succ_off : NULL;
+    *succ = e->succ;
+    return e->succ != NULL;
 }
 
 size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids)
@@ -973,7 +1029,7 @@ size_t eng_stream_tasks(const engine_t *e, int stream, eng_task *ids, size_t cap
         return k;
     }
     size_t k = 0;
-    for (int32_t t = e->stream_head[stream]; t >= 0; t = e->tasks[t].stream_next, k++)
+    for (int32_t t = e->stream_head[stream]; t >= 0; t = e->stream_next[t], k++)
         if (k < cap)
             ids[k] = t;
     return k;
