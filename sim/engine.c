@@ -106,15 +106,10 @@ typedef struct eng__hot {
     uint32_t round;         /* the sweep's: the event loop's round it starts in */
 } eng__hot;
 
-typedef struct eng__edge {
-    int32_t before, after;
-} eng__edge;
-
-typedef struct eng__delta {
-    int32_t task;           /* owner (the deltas are sorted by it in eng_run) */
-    int32_t counter;
-    int64_t at_start, at_end;
-} eng__delta;
+/* Edges are eng_dep (before, after) and deltas eng_delta (the deltas are
+ * sorted by task in eng_run), as the block calls take them. */
+typedef eng_dep eng__edge;
+typedef eng_delta eng__delta;
 
 /* A pending completion.  seq is taken from a per-run counter when the task
  * starts; every task starts at most once, so it fits 32 bits. */
@@ -286,29 +281,11 @@ void eng_destroy(engine_t *e)
     free(e);
 }
 
+/* The single adds are blocks of one. */
 eng_task eng_add_task(engine_t *e, int stream, sim_time_ps duration_ps, int32_t tag)
 {
-    assert(!e->ran && "eng_add_task after eng_run");
-    assert(stream >= 0 && stream < e->n_streams);
-    if (e->ran || (uint32_t)stream >= (uint32_t)e->n_streams) /* n_streams >= 0: a negative one too */
-        return -1;
-    if (e->n_tasks == e->cap_tasks && grow_tasks(e, e->n_tasks + 1) != SIM_OK)
-        return -1;
-    eng_task id = (eng_task)e->n_tasks++;
-    int32_t tail = e->stream_tail[stream];
-    e->duration[id] = duration_ps;
-    e->hot[id] = (eng__hot){.start_ps = NEVER, .pending = tail >= 0 ? 1 : 0, .round = 0};
-    e->stream_next[id] = -1;
-    e->stream[id] = stream;
-    e->tag[id] = tag;
-    e->succ_off[id] = 0;
-    if (tail >= 0)
-        e->stream_next[tail] = id;
-    else
-        e->stream_head[stream] = id;
-    e->stream_tail[stream] = id;
-    e->stream_off[stream + 1]++;
-    return id;
+    const int32_t s = stream;
+    return eng_add_tasks(e, 1, &s, &duration_ps, tag);
 }
 
 static bool valid_task(const engine_t *e, eng_task t)
@@ -318,33 +295,100 @@ static bool valid_task(const engine_t *e, eng_task t)
 
 int eng_add_dep(engine_t *e, eng_task before, eng_task after)
 {
-    assert(!e->ran && "eng_add_dep after eng_run");
-    assert(valid_task(e, before) && valid_task(e, after));
-    if (e->ran || !valid_task(e, before) || !valid_task(e, after))
-        return SIM_EINVAL;
-    if (e->hot[after].pending == INT32_MAX)
-        return SIM_ENOMEM;
-    if (e->n_edges == e->cap_edges && grow((void **)&e->edges, &e->cap_edges, e->n_edges + 1, sizeof *e->edges,
-                                           MAX_EDGES) != SIM_OK)
-        return SIM_ENOMEM;
-    e->edges[e->n_edges++] = (eng__edge){before, after};
-    e->hot[after].pending++;
-    e->succ_off[before]++;
-    return SIM_OK;
+    return eng_add_deps(e, 1, &(eng_dep){before, after});
 }
 
 int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start, int64_t at_end)
 {
-    assert(!e->ran && "eng_add_counter_delta after eng_run");
-    assert(valid_task(e, t) && counter >= 0 && counter < e->n_counters);
-    if (e->ran || !valid_task(e, t) || (uint32_t)counter >= (uint32_t)e->n_counters)
+    return eng_add_counter_deltas(e, 1, &(eng_delta){t, counter, at_start, at_end});
+}
+
+eng_task eng_add_tasks(engine_t *e, size_t n, const int32_t *stream, const sim_time_ps *duration, int32_t first_tag)
+{
+    assert(!e->ran && "eng_add_tasks after eng_run");
+    if (e->ran || n > MAX_TASKS - e->n_tasks || (int64_t)first_tag + (int64_t)n - 1 > INT32_MAX)
+        return -1;
+    bool streams_ok = true;
+    for (size_t i = 0; i < n; i++)
+        streams_ok &= (uint32_t)stream[i] < (uint32_t)e->n_streams;
+    assert(streams_ok);
+    if (!streams_ok || grow_tasks(e, e->n_tasks + n) != SIM_OK)
+        return -1;
+    const size_t base = e->n_tasks;
+    if (n == 0)
+        return (eng_task)base;
+    memcpy(e->duration + base, duration, n * sizeof *duration);
+    memcpy(e->stream + base, stream, n * sizeof *stream);
+    memset(e->succ_off + base, 0, n * sizeof *e->succ_off);
+    int32_t *head = e->stream_head, *tail = e->stream_tail, *next = e->stream_next;
+    for (size_t i = 0; i < n; i++) {
+        const int32_t id = (int32_t)(base + i), s = stream[i], last = tail[s];
+        e->hot[id] = (eng__hot){.start_ps = NEVER, .pending = last >= 0, .round = 0};
+        e->tag[id] = (int32_t)((int64_t)first_tag + (int64_t)i);
+        next[id] = -1;
+        if (last >= 0)
+            next[last] = id;
+        else
+            head[s] = id;
+        tail[s] = id;
+        e->stream_off[s + 1]++;
+    }
+    e->n_tasks = base + n;
+    return (eng_task)base;
+}
+
+int eng_add_deps(engine_t *e, size_t n, const eng_dep *deps)
+{
+    assert(!e->ran && "eng_add_deps after eng_run");
+    if (e->ran)
         return SIM_EINVAL;
-    if (e->n_deltas == e->cap_deltas && grow((void **)&e->deltas, &e->cap_deltas, e->n_deltas + 1,
-                                             sizeof *e->deltas, MAX_DELTAS) != SIM_OK)
+    if (n > MAX_EDGES - e->n_edges ||
+        grow((void **)&e->edges, &e->cap_edges, e->n_edges + n, sizeof *e->edges, MAX_EDGES) != SIM_OK)
         return SIM_ENOMEM;
-    if (e->n_deltas > 0 && t < e->deltas[e->n_deltas - 1].task)
-        e->deltas_sorted = false;
-    e->deltas[e->n_deltas++] = (eng__delta){t, counter, at_start, at_end};
+    eng__hot *hot = e->hot;
+    uint32_t *outs = e->succ_off;
+    eng__edge *to = e->edges + e->n_edges;
+    for (size_t k = 0; k < n; k++) {
+        const eng_dep d = deps[k];
+        assert(valid_task(e, d.before) && valid_task(e, d.after));
+        if (!valid_task(e, d.before) || !valid_task(e, d.after)) {
+            e->n_edges += k;
+            return SIM_EINVAL;
+        }
+        if (hot[d.after].pending == INT32_MAX) {
+            e->n_edges += k;
+            return SIM_ENOMEM;
+        }
+        to[k] = d;
+        hot[d.after].pending++;
+        outs[d.before]++;
+    }
+    e->n_edges += n;
+    return SIM_OK;
+}
+
+int eng_add_counter_deltas(engine_t *e, size_t n, const eng_delta *deltas)
+{
+    assert(!e->ran && "eng_add_counter_deltas after eng_run");
+    if (e->ran)
+        return SIM_EINVAL;
+    if (n > MAX_DELTAS - e->n_deltas ||
+        grow((void **)&e->deltas, &e->cap_deltas, e->n_deltas + n, sizeof *e->deltas, MAX_DELTAS) != SIM_OK)
+        return SIM_ENOMEM;
+    eng__delta *to = e->deltas + e->n_deltas;
+    int32_t last = e->n_deltas > 0 ? e->deltas[e->n_deltas - 1].task : 0;
+    for (size_t k = 0; k < n; k++) {
+        const eng_delta d = deltas[k];
+        assert(valid_task(e, d.task) && d.counter >= 0 && d.counter < e->n_counters);
+        if (!valid_task(e, d.task) || (uint32_t)d.counter >= (uint32_t)e->n_counters) {
+            e->n_deltas += k;
+            return SIM_EINVAL;
+        }
+        e->deltas_sorted &= d.task >= last;
+        last = d.task;
+        to[k] = d;
+    }
+    e->n_deltas += n;
     return SIM_OK;
 }
 

@@ -52,6 +52,29 @@ int eng_add_dep(engine_t *e, eng_task before, eng_task after);
  * ends.  Several deltas per task are allowed. */
 int eng_add_counter_delta(engine_t *e, eng_task t, int counter, int64_t at_start, int64_t at_end);
 
+/* The same in blocks: what n calls of eng_add_task, eng_add_dep or
+ * eng_add_counter_delta would add, in that order, with one check for room
+ * and tight loops instead of a call each (a graph builder that knows how
+ * many ids it has given out can keep its additions and hand them over in
+ * blocks).  eng_add_tasks puts task i at the tail of stream[i], duration[i]
+ * long, tagged first_tag + i, and returns the first one's id (the others
+ * follow it), or -1 with none added (out of memory, past the task limit,
+ * a stream out of range, or a tag past INT32_MAX).  eng_add_deps and
+ * eng_add_counter_deltas return SIM_OK, or SIM_ENOMEM with none added when
+ * there is no room, or else the first failure a single call would have
+ * had, with the ones before it added. */
+typedef struct eng_dep {
+    eng_task before, after;
+} eng_dep;
+typedef struct eng_delta {
+    eng_task task;
+    int32_t counter;
+    int64_t at_start, at_end;
+} eng_delta;
+eng_task eng_add_tasks(engine_t *e, size_t n, const int32_t *stream, const sim_time_ps *duration, int32_t first_tag);
+int eng_add_deps(engine_t *e, size_t n, const eng_dep *deps);
+int eng_add_counter_deltas(engine_t *e, size_t n, const eng_delta *deltas);
+
 /* Runs to completion.  Fails with SIM_ESIM if tasks remain that can never
  * start (a dependency cycle or an inconsistent stream order). */
 int eng_run(engine_t *e, sim_err *err);

@@ -114,6 +114,29 @@ typedef struct builder {
     eng_task *bucket_task;   /* [bucket] */
     bool chained;
     struct tmpl_scratch *w;  /* for simulating a template while building */
+    /* Looked up once rather than per pass: the pass kinds' descriptors;
+     * per stage, the pipeline send's duration (send_ps, made the first time
+     * a pass of the stage sends: send_made) and whether a pass of (chunk,
+     * kind) sends (sends[chunk * SCHED_KINDS + kind]). */
+    const sched_kind_desc *kd[SCHED_KINDS];
+    sim_time_ps send_ps;
+    bool send_made;
+    bool *sends;
+    /* The tasks, dependencies and counter deltas of the stage being built,
+     * not yet in the engine: flush() hands them over in one block each
+     * (eng_add_tasks and the like).  A task's id is known when it is
+     * added, the engine's next (next_id); new_tag is the tag of the first
+     * kept task (its index in st->info), tag_shift a task's tag less its
+     * id. */
+    int32_t *new_stream;
+    sim_time_ps *new_dur;
+    size_t n_new, cap_new;
+    eng_dep *new_deps;
+    size_t n_new_deps, cap_new_deps;
+    eng_delta *new_deltas;
+    size_t n_new_deltas, cap_new_deltas;
+    int64_t next_id, tag_shift;
+    int32_t new_tag;
 } builder;
 
 /* Records the first failure; later ones keep it. */
@@ -127,6 +150,34 @@ static void dep(builder *b, eng_task before, eng_task after);
 static void host_flush(builder *b);
 
 const char step_host_lead[] = "host_issue", step_host_rest[] = "host_issue ";
+
+/* Doubles a kept array of *cap elements (of size elem); false, with the
+ * build failed, when out of memory. */
+static bool room(builder *b, void **p, size_t *cap, size_t elem)
+{
+    size_t nc = *cap < 64 ? 64 : 2 * *cap;
+    void *q = nc <= SIZE_MAX / elem ? realloc(*p, nc * elem) : NULL;
+    if (!q) {
+        fail(b, SIM_ENOMEM);
+        return false;
+    }
+    *p = q;
+    *cap = nc;
+    return true;
+}
+
+/* Doubles the room for kept tasks (both arrays). */
+static bool room_tasks(builder *b)
+{
+    size_t cap = b->cap_new;
+    if (!room(b, (void **)&b->new_stream, &cap, sizeof *b->new_stream))
+        return false;
+    cap = b->cap_new;
+    if (!room(b, (void **)&b->new_dur, &cap, sizeof *b->new_dur))
+        return false;
+    b->cap_new = cap;
+    return true;
+}
 
 #define WORK_SURE_PS ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
 
@@ -150,6 +201,11 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
         }
     }
     b->work_ps += d; /* at most LIMIT_DURATION_S: no wrap */
+    /* The engine's limit: ids up to INT32_MAX - 1 (eng_add_task). */
+    if (b->next_id >= INT32_MAX || (b->n_new == b->cap_new && !room_tasks(b))) {
+        fail(b, SIM_ENOMEM);
+        return NO_TASK;
+    }
     if (st->n_info == st->cap_info) {
         size_t cap = st->cap_info ? 2 * st->cap_info : 1024;
         step_task_info *p = realloc(st->info, cap * sizeof *p);
@@ -160,11 +216,9 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
         st->info = p;
         st->cap_info = cap;
     }
-    eng_task t = eng_add_task(st->eng, stream_of(stage, k), d, (int32_t)st->n_info);
-    if (t < 0) {
-        fail(b, SIM_ENOMEM); /* out of memory or past the engine's task limit */
-        return NO_TASK;
-    }
+    const eng_task t = (eng_task)b->next_id++;
+    b->new_stream[b->n_new] = stream_of(stage, k);
+    b->new_dur[b->n_new++] = d;
     st->info[st->n_info++] =
         (step_task_info){.stage = stage, .stream = k, .name = name, .microbatch = mb, .chunk = chunk};
     return t;
@@ -173,7 +227,7 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
 /* Adds a task that stands for a whole pass (or its GPU span). */
 static eng_task add_whole(builder *b, int64_t stage, sim_time_ps d, sched_kind kind, int32_t mb, int32_t chunk)
 {
-    eng_task t = add(b, stage, STREAM_COMPUTE, d, sched_kind_of(kind)->name, mb, chunk);
+    eng_task t = add(b, stage, STREAM_COMPUTE, d, b->kd[kind]->name, mb, chunk);
     if (t != NO_TASK)
         b->st->info[b->st->n_info - 1].whole_pass = true;
     return t;
@@ -209,18 +263,39 @@ static void dep(builder *b, eng_task before, eng_task after)
 {
     if (b->rc != SIM_OK || before == NO_TASK || after == NO_TASK)
         return;
-    int rc = eng_add_dep(b->st->eng, before, after);
-    if (rc != SIM_OK)
-        fail(b, rc);
+    if (b->n_new_deps == b->cap_new_deps &&
+        !room(b, (void **)&b->new_deps, &b->cap_new_deps, sizeof *b->new_deps))
+        return;
+    b->new_deps[b->n_new_deps++] = (eng_dep){before, after};
 }
 
 static void count(builder *b, eng_task t, int counter, int64_t at_start, int64_t at_end)
 {
     if (b->rc != SIM_OK || t == NO_TASK)
         return;
-    int rc = eng_add_counter_delta(b->st->eng, t, counter, at_start, at_end);
-    if (rc != SIM_OK)
-        fail(b, rc);
+    if (b->n_new_deltas == b->cap_new_deltas &&
+        !room(b, (void **)&b->new_deltas, &b->cap_new_deltas, sizeof *b->new_deltas))
+        return;
+    b->new_deltas[b->n_new_deltas++] = (eng_delta){t, counter, at_start, at_end};
+}
+
+/* Hands the kept tasks, dependencies and counter deltas to the engine (in
+ * that order: the dependencies and deltas name kept tasks). */
+static void flush(builder *b)
+{
+    engine_t *e = b->st->eng;
+    if (b->rc != SIM_OK)
+        return;
+    if (b->n_new > 0 && eng_add_tasks(e, b->n_new, b->new_stream, b->new_dur, b->new_tag) < 0) {
+        fail(b, SIM_ENOMEM); /* out of memory (the ids and tags are in range) */
+        return;
+    }
+    int rc = eng_add_deps(e, b->n_new_deps, b->new_deps);
+    if (rc == SIM_OK)
+        rc = eng_add_counter_deltas(e, b->n_new_deltas, b->new_deltas);
+    fail(b, rc);
+    b->n_new = b->n_new_deps = b->n_new_deltas = 0;
+    b->new_tag = (int32_t)b->st->n_info;
 }
 
 /* Time to all-gather a chunk's updated parameters: all its buckets. */
@@ -574,7 +649,7 @@ static void link_backward(builder *b, int64_t r, const sched_pass *it, const wl_
     }
     if (frees)
         count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 0, -1);
-    const pass_ref *f = &st->passes[pass_index(st, r, sched_kind_of(it->kind)->after, it->microbatch, it->chunk)];
+    const pass_ref *f = &st->passes[pass_index(st, r, b->kd[it->kind]->after, it->microbatch, it->chunk)];
     dep(b, f->last, ref->first);
 }
 
@@ -769,7 +844,7 @@ static bool stands(const builder *b, int64_t i, const pass_summary *sum)
     if (i + 1 == b->n_seq)
         return true;
     const sched_pass *it = &b->seq[i], *next = &b->seq[i + 1];
-    return b->seq_pair[i + 1] < 0 && sched_kind_of(next->kind)->after == it->kind &&
+    return b->seq_pair[i + 1] < 0 && b->kd[next->kind]->after == it->kind &&
            next->microbatch == it->microbatch && next->chunk == it->chunk;
 }
 
@@ -877,6 +952,12 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
      * host pass behind its lead. */
     const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first);
     bool lead_placed = false;
+    b->send_made = false;
+    for (int64_t c = 0; c < v; c++)
+        for (int k = 0; k < SCHED_KINDS; k++) {
+            const int64_t to = sched_vstage(&st->plan, r, c) + b->kd[k]->send_dir;
+            b->sends[c * SCHED_KINDS + k] = b->kd[k]->send_dir != 0 && to >= 0 && to < pp * v && pp > 1;
+        }
     const sched_kind grad = sched_plan_grad_kind(&st->plan);
     for (int64_t i = 0; i < b->n_seq && b->rc == SIM_OK; i++) {
         /* One item: a pass, or two in an overlapped template. */
@@ -971,7 +1052,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         if (whole && !pe && (chain || !sum->collapsible) && b->rc == SIM_OK) {
             st->shifted[pis[0]] = ahead ? SHIFT_AHEAD : SHIFT_HOST;
             for (eng_task t = refs[0]->span; t <= refs[0]->last; t++)
-                st->info[eng_task_tag(st->eng, t)].replaced = true;
+                st->info[t + b->tag_shift].replaced = true;
         }
         if (pe && whole)
             pe->standing++;
@@ -984,7 +1065,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         pending_send = NO_TASK;
         for (int u = 0; u < n_unit; u++) {
             const sched_pass *it = &b->seq[i + u];
-            const sched_kind_desc *kd = sched_kind_of(it->kind);
+            const sched_kind_desc *kd = b->kd[it->kind];
             const wl_chunk *ch = &ws->chunks[it->chunk];
             pass_ref *ref = refs[u];
             if (it->kind == SCHED_F)
@@ -993,11 +1074,13 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
                 link_backward(b, r, it, ch, ref);
             /* Pipeline send of the output (forward) or input gradient
              * (backward) to the neighbouring virtual stage. */
-            int64_t to = sched_vstage(&st->plan, r, it->chunk) + kd->send_dir;
             ref->send = NO_TASK;
-            if (kd->send_dir != 0 && to >= 0 && to < pp * v && pp > 1) {
-                ref->send = add(b, r, STREAM_PP, duration_ps(b, ws->p2p_s, "the pipeline send", r), kd->send,
-                                it->microbatch, it->chunk);
+            if (b->sends[it->chunk * SCHED_KINDS + it->kind]) {
+                if (!b->send_made) {
+                    b->send_ps = duration_ps(b, ws->p2p_s, "the pipeline send", r);
+                    b->send_made = true;
+                }
+                ref->send = add(b, r, STREAM_PP, b->send_ps, kd->send, it->microbatch, it->chunk);
                 dep(b, ref->last, ref->send);
                 pending_send = ref->send; /* the PP stream is in order: the later send ends last */
             }
@@ -1072,13 +1155,17 @@ static void link_stages(builder *b)
     for (int64_t r = 0; r < pp && b->rc == SIM_OK; r++)
         for (int64_t c = 0; c < v; c++)
             for (int k = 0; k < st->n_kinds; k++) {
-                const sched_kind_desc *kd = sched_kind_of((sched_kind)k);
+                const sched_kind_desc *kd = b->kd[k];
                 int64_t from = sched_vstage(&st->plan, r, c) - kd->send_dir, fr, fc;
                 if (kd->send_dir == 0 || from < 0 || from >= pp * v)
                     continue;
                 sched_locate(&st->plan, from, &fr, &fc);
-                for (int64_t mb = 0; mb < M; mb++)
-                    dep(b, st->passes[pass_index(st, fr, k, mb, fc)].send, st->passes[pass_index(st, r, k, mb, c)].first);
+                /* Microbatch mb of a (stage, kind, chunk) is v passes after
+                 * mb - 1 (pass_index). */
+                const pass_ref *src = &st->passes[pass_index(st, fr, k, 0, fc)];
+                const pass_ref *dst = &st->passes[pass_index(st, r, k, 0, c)];
+                for (int64_t mb = 0; mb < M; mb++, src += v, dst += v)
+                    dep(b, src->send, dst->first);
             }
 }
 
@@ -1086,6 +1173,7 @@ static void link_stages(builder *b)
  * backward) on stage r, made and simulated the first time it is met.
  * Returns its index, or -1 with b->rc set. */
 static int pair_gates(pair_entry *pe, const wl_pass *fp, const wl_pass *bp, sim_err *err);
+static double task_hint(const step_t *st, int64_t M);
 
 static int32_t pair_entry_of(builder *b, int64_t r, const sched_item *it)
 {
@@ -1211,8 +1299,22 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     int wrc = step_scratch_init(&w, longest);
     b.w = wrc == SIM_OK ? &w : NULL;
     b.bucket_task = malloc(most_buckets * sizeof *b.bucket_task);
+    b.sends = malloc((size_t)v * SCHED_KINDS * sizeof *b.sends);
+    for (int k = 0; k < SCHED_KINDS; k++)
+        b.kd[k] = sched_kind_of((sched_kind)k);
+    /* Room for a stage's share of the step's tasks (grown if short). */
+    b.cap_new = (size_t)(task_hint(st, st->M) / (double)s->pp) + 64;
+    b.cap_new_deps = 2 * b.cap_new;
+    b.cap_new_deltas = b.cap_new;
+    b.new_stream = malloc(b.cap_new * sizeof *b.new_stream);
+    b.new_dur = malloc(b.cap_new * sizeof *b.new_dur);
+    b.new_deps = malloc(b.cap_new_deps * sizeof *b.new_deps);
+    b.new_deltas = malloc(b.cap_new_deltas * sizeof *b.new_deltas);
+    b.next_id = (int64_t)eng_num_tasks(st->eng);
+    b.tag_shift = (int64_t)st->n_info - b.next_id;
+    b.new_tag = (int32_t)st->n_info;
     if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad || !b.w ||
-        !b.bucket_task)
+        !b.bucket_task || !b.sends || !b.new_stream || !b.new_dur || !b.new_deps || !b.new_deltas)
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     sched_orders kept = {0};
@@ -1248,8 +1350,10 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
         if (b.rc == SIM_OK)
             add_tail(&b, r, last_rs, ag_first);
         host_flush(&b);
+        flush(&b);
     }
     link_stages(&b);
+    flush(&b);
     st->work_ps = b.work_ps;
     free(b.items);
     free(b.seq);
@@ -1258,6 +1362,11 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     free(b.first_f_done);
     free(b.last_grad);
     free(b.bucket_task);
+    free(b.sends);
+    free(b.new_stream);
+    free(b.new_dur);
+    free(b.new_deps);
+    free(b.new_deltas);
     sched_orders_free(&kept);
     if (b.w)
         step_scratch_free(b.w);
