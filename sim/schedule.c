@@ -127,6 +127,39 @@ void sched_virtual(int64_t v, int64_t M, int64_t N, int64_t k,
     }
 }
 
+/* sched_virtual's (microbatch, chunk) for k = 0, 1, 2, ... in turn,
+ * without its divisions per k: sched_build reads the table in order.
+ * Group g holds `width` microbatches (N, the last one what is left) of
+ * every chunk c in turn; (g, c, j) is virtual id k's place. */
+typedef struct vcursor {
+    int64_t v, N, groups, last_width, width, g, c, j;
+} vcursor;
+
+static vcursor vcursor_at_0(int64_t v, int64_t M, int64_t N)
+{
+    /* v = 1: one group of M (microbatch k, chunk 0), whatever N is. */
+    const int64_t groups = v == 1 ? 1 : (M + N - 1) / N, last_width = M - (groups - 1) * N;
+    return (vcursor){v, N, groups, last_width, groups > 1 ? N : last_width, 0, 0, 0};
+}
+
+static inline void vcursor_read(const vcursor *q, int32_t *microbatch, int32_t *chunk)
+{
+    *microbatch = (int32_t)(q->g * q->N + q->j);
+    *chunk = (int32_t)q->c;
+}
+
+static inline void vcursor_next(vcursor *q)
+{
+    if (++q->j < q->width)
+        return;
+    q->j = 0;
+    if (++q->c < q->v)
+        return;
+    q->c = 0;
+    q->g++;
+    q->width = q->g < q->groups - 1 ? q->N : q->last_width;
+}
+
 int sched_build(int64_t p, int64_t v, int64_t M, int64_t N, int64_t rank,
                 sched_item *out, sim_err *err)
 {
@@ -167,18 +200,21 @@ int sched_build(int64_t p, int64_t v, int64_t M, int64_t N, int64_t rank,
 
     int64_t total = M * v, w = sched_warmup(p, v, M, N, rank), n = 0;
     int32_t mb, ch;
-    for (int64_t k = 0; k < w; k++) {
-        sched_virtual(v, M, N, k, &mb, &ch);
+    /* The forwards take virtual ids 0, 1, ... in order, and so do the
+     * backwards: a cursor each. */
+    vcursor f = vcursor_at_0(v, M, N), b = f;
+    for (int64_t k = 0; k < w; k++, vcursor_next(&f)) {
+        vcursor_read(&f, &mb, &ch);
         out[n++] = sched_one(SCHED_F, mb, ch);
     }
-    for (int64_t k = 0; k < total - w; k++) {
-        sched_virtual(v, M, N, k + w, &mb, &ch);
+    for (int64_t k = 0; k < total - w; k++, vcursor_next(&f), vcursor_next(&b)) {
+        vcursor_read(&f, &mb, &ch);
         out[n++] = sched_one(SCHED_F, mb, ch);
-        sched_virtual(v, M, N, k, &mb, &ch);
+        vcursor_read(&b, &mb, &ch);
         out[n++] = sched_one(SCHED_B, mb, (int32_t)(v - 1 - ch));
     }
-    for (int64_t k = total - w; k < total; k++) {
-        sched_virtual(v, M, N, k, &mb, &ch);
+    for (int64_t k = total - w; k < total; k++, vcursor_next(&b)) {
+        vcursor_read(&b, &mb, &ch);
         out[n++] = sched_one(SCHED_B, mb, (int32_t)(v - 1 - ch));
     }
     assert(n == sched_len(M, v));

@@ -3,7 +3,9 @@
  * both ways, in blocks of random sizes with tasks, dependencies (forward
  * and backward in id order) and deltas (out of task order too) between
  * them, run both ways with every start, end, tag, stream, successor row,
- * stream slice and counter the same; and the refusals that add nothing. */
+ * stream slice and counter the same; and the refusals that add nothing.
+ * Also the pass orders the step's graph is built from (sched_build walks
+ * the virtual microbatch table in order). */
 #include <criterion/criterion.h>
 
 #include <gsl/gsl_rng.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "schedule.h"
 
 enum { N = 300, NS = 5, NC = 3, MAX_DEPS = 2 * N, MAX_DELTAS = N };
 
@@ -203,4 +206,41 @@ Test(engine_block, cycle_fails_as_singles)
     cr_assert(strstr(eb.msg, "can never start") != NULL, "%s", eb.msg);
     eng_destroy(a);
     eng_destroy(b);
+}
+
+/* The step's graph takes each rank's pass order from sched_build, which
+ * walks the virtual microbatch table in order instead of computing each
+ * entry: its order is sched_virtual's table read entry by entry, for
+ * every valid (p, v, M, N, rank) in a range that has short last groups. */
+Test(engine_block, schedule_walks_the_virtual_table)
+{
+    static sched_item out[2 * 64 * 4];
+    int checked = 0;
+    for (int64_t p = 1; p <= 4; p++)
+        for (int64_t v = 1; v <= 4; v++)
+            for (int64_t M = 1; M * v <= 64; M++)
+                for (int64_t n = v == 1 ? 1 : p; n <= (v == 1 ? 1 : M); n++) {
+                    if (v > 1 && (p == 1 || (M % n > 0 && M % n < p)))
+                        continue;
+                    for (int64_t rank = 0; rank < p; rank++) {
+                        sim_err err;
+                        sim_err_clear(&err);
+                        cr_assert_eq(sched_build(p, v, M, n, rank, out, &err), SIM_OK, "%s", err.msg);
+                        const int64_t total = M * v, w = sched_warmup(p, v, M, n, rank);
+                        int64_t kf = 0, kb = 0;
+                        for (int64_t i = 0; i < 2 * total; i++) {
+                            const sched_pass *x = &out[i].pass[0];
+                            const bool fwd = i < w || (i >= w && i < w + 2 * (total - w) && (i - w) % 2 == 0);
+                            int32_t mb, ch;
+                            sched_virtual(v, M, n, fwd ? kf++ : kb++, &mb, &ch);
+                            cr_assert_eq(x->kind, fwd ? SCHED_F : SCHED_B);
+                            cr_assert_eq(x->microbatch, mb, "p %lld v %lld M %lld N %lld rank %lld pass %lld",
+                                         (long long)p, (long long)v, (long long)M, (long long)n, (long long)rank,
+                                         (long long)i);
+                            cr_assert_eq(x->chunk, fwd ? ch : (int32_t)(v - 1 - ch));
+                        }
+                        checked++;
+                    }
+                }
+    cr_assert_gt(checked, 500);
 }
