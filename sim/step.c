@@ -964,100 +964,134 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         const int32_t pe_i = b->seq_pair[i];
         pair_entry *pe = pe_i >= 0 ? &st->pairs[pe_i] : NULL;
         const int n_unit = pe ? 2 : 1;
-        bool keep = in->sim.keep_ops, inside = false;
-        for (int u = 0; u < n_unit; u++) {
-            const sched_pass *it = &b->seq[i + u];
-            const wl_chunk *ch = &ws->chunks[it->chunk];
-            /* The last pass of a chunk that finishes weight gradients
-             * releases gradient buckets from inside it when reduction
-             * overlaps: a chain (add_chain) where it can stand, else its
-             * ops.  The first forward of a chunk that waits for the
-             * parameter gathers of several buckets keeps its ops. */
-            bool rel = it->kind == grad && in->ddp.overlap_grad_reduce && i + u == b->last_grad[it->chunk] &&
-                       ch->n_buckets > 1;
-            inside = inside || rel;
-            keep = keep || (rel && n_unit > 1) ||
-                   (it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1);
-        }
-        b->chained = false;
-        const sched_pass *it0 = &b->seq[i];
-        const pass_summary *sum = pe ? &pe->sum : summary_of(st, r, it0->chunk, it0->kind);
         pass_ref *refs[2];
         size_t pis[2];
-        for (int u = 0; u < n_unit; u++) {
-            const sched_pass *it = &b->seq[i + u];
-            pis[u] = pass_index(st, r, it->kind, it->microbatch, it->chunk);
-            refs[u] = &st->passes[pis[u]];
-            st->order[r * st->rank_passes + i + u] = (int32_t)pis[u];
-            st->paired[pis[u]] = pe != NULL;
-        }
-        /* A pair whose passes receive from other stages stands as its
-         * gated stand-in (host ahead only); with a host stand-in it keeps
-         * its ops. */
-        const bool gated = pe && pp > 1;
-        if (gated && (!pe->gated || (sum->host && !no_host)))
-            keep = true;
-        /* A stand-in measured from its ops (a chain, a tail) must run as
-         * alone from its GPU start. */
-        const wl_chunk *ch0 = &ws->chunks[it0->chunk];
-        const sim_time_ps gpu_span = sum->host && sum->collapsible ? sum->gpu_ps : sum->span_ps;
-        const bool ahead = !sum->host || no_host;
-        if (inside && !keep &&
-            !(ahead && sum->collapsible && chain_cuts(b, sum, gpu_span, wl_chunk_pass(ch0, (sched_kind)it0->kind), ch0)))
-            keep = true;
-        /* A tail pass gated by parameter gathers (a chunk's first
-         * forward) does not run as alone from its start: its ops. */
-        if (!pe && sum->tail &&
-            ((ahead && !sum->shifts_ahead) || (it0->kind == SCHED_F && ag_first && !b->first_f_done[it0->chunk])))
-            keep = true;
-        /* Nor does one behind the stage's first lead (its GPU starts from
-         * the host's): its ops, which then carry the lead. */
-        if (!keep && !pe && no_host && sum->host && !lead_placed && (inside || sum->tail)) {
-            keep = true;
-            lead_placed = true;
-        }
-        const int32_t chain = inside && !keep ? ch0->n_buckets : 0;
-        const bool whole = !keep && stands(b, i, sum);
-        if (whole && (!sum->host || no_host)) {
-            eng_task lead = NO_TASK;
-            if (sum->host && !lead_placed) {
-                lead = add(b, r, STREAM_HOST, sum->lead_ps, step_host_lead, it0->microbatch, it0->chunk);
+        /* The common pass: alone, its summary collapsible without a tail
+         * op, releasing no buckets from inside and waiting for no
+         * parameter gathers, ops not kept.  It stands as the task of its
+         * span (behind the stage's first lead when that is still to
+         * come), or as its host stand-in: what the general case below
+         * places for it, without the case analysis. */
+        const sched_pass *itp = &b->seq[i];
+        const pass_summary *sump = pe ? NULL : summary_of(st, r, itp->chunk, itp->kind);
+        const int32_t nbp = ws->chunks[itp->chunk].n_buckets;
+        if (!pe && !in->sim.keep_ops && sump->collapsible && !sump->tail &&
+            !(nbp > 1 && itp->kind == grad && in->ddp.overlap_grad_reduce && i == b->last_grad[itp->chunk]) &&
+            !(nbp > 1 && itp->kind == SCHED_F && ag_first && !b->first_f_done[itp->chunk])) {
+            b->chained = false;
+            pis[0] = pass_index(st, r, itp->kind, itp->microbatch, itp->chunk);
+            refs[0] = &st->passes[pis[0]];
+            st->order[r * st->rank_passes + i] = (int32_t)pis[0];
+            st->paired[pis[0]] = false;
+            if (!sump->host || no_host) {
+                eng_task lead = NO_TASK;
+                if (sump->host && !lead_placed) {
+                    lead = add(b, r, STREAM_HOST, sump->lead_ps, step_host_lead, itp->microbatch, itp->chunk);
+                    lead_placed = true;
+                }
+                const eng_task t = add_whole(b, r, sump->host ? sump->gpu_ps : sump->span_ps, itp->kind,
+                                             itp->microbatch, itp->chunk);
+                dep(b, lead, t);
+                *refs[0] = (pass_ref){t, t, t, t, NO_TASK, NO_TASK, NULL};
+            } else {
+                add_host_pass(b, r, sump, itp, 0, false, refs[0]);
+                refs[0]->map = NULL;
+            }
+            st->collapsed[pis[0]] = true;
+        } else {
+            bool keep = in->sim.keep_ops, inside = false;
+            for (int u = 0; u < n_unit; u++) {
+                const sched_pass *it = &b->seq[i + u];
+                const wl_chunk *ch = &ws->chunks[it->chunk];
+                /* The last pass of a chunk that finishes weight gradients
+                 * releases gradient buckets from inside it when reduction
+                 * overlaps: a chain (add_chain) where it can stand, else its
+                 * ops.  The first forward of a chunk that waits for the
+                 * parameter gathers of several buckets keeps its ops. */
+                bool rel = it->kind == grad && in->ddp.overlap_grad_reduce && i + u == b->last_grad[it->chunk] &&
+                           ch->n_buckets > 1;
+                inside = inside || rel;
+                keep = keep || (rel && n_unit > 1) ||
+                       (it->kind == SCHED_F && ag_first && !b->first_f_done[it->chunk] && ch->n_buckets > 1);
+            }
+            b->chained = false;
+            const sched_pass *it0 = &b->seq[i];
+            const pass_summary *sum = pe ? &pe->sum : summary_of(st, r, it0->chunk, it0->kind);
+            for (int u = 0; u < n_unit; u++) {
+                const sched_pass *it = &b->seq[i + u];
+                pis[u] = pass_index(st, r, it->kind, it->microbatch, it->chunk);
+                refs[u] = &st->passes[pis[u]];
+                st->order[r * st->rank_passes + i + u] = (int32_t)pis[u];
+                st->paired[pis[u]] = pe != NULL;
+            }
+            /* A pair whose passes receive from other stages stands as its
+             * gated stand-in (host ahead only); with a host stand-in it keeps
+             * its ops. */
+            const bool gated = pe && pp > 1;
+            if (gated && (!pe->gated || (sum->host && !no_host)))
+                keep = true;
+            /* A stand-in measured from its ops (a chain, a tail) must run as
+             * alone from its GPU start. */
+            const wl_chunk *ch0 = &ws->chunks[it0->chunk];
+            const sim_time_ps gpu_span = sum->host && sum->collapsible ? sum->gpu_ps : sum->span_ps;
+            const bool ahead = !sum->host || no_host;
+            if (inside && !keep &&
+                !(ahead && sum->collapsible && chain_cuts(b, sum, gpu_span, wl_chunk_pass(ch0, (sched_kind)it0->kind), ch0)))
+                keep = true;
+            /* A tail pass gated by parameter gathers (a chunk's first
+             * forward) does not run as alone from its start: its ops. */
+            if (!pe && sum->tail &&
+                ((ahead && !sum->shifts_ahead) || (it0->kind == SCHED_F && ag_first && !b->first_f_done[it0->chunk])))
+                keep = true;
+            /* Nor does one behind the stage's first lead (its GPU starts from
+             * the host's): its ops, which then carry the lead. */
+            if (!keep && !pe && no_host && sum->host && !lead_placed && (inside || sum->tail)) {
+                keep = true;
                 lead_placed = true;
             }
-            const sim_time_ps span = sum->host ? sum->gpu_ps : sum->span_ps;
-            if (gated) {
-                add_gated_pair(b, r, pe, span, it0, lead, refs);
+            const int32_t chain = inside && !keep ? ch0->n_buckets : 0;
+            const bool whole = !keep && stands(b, i, sum);
+            if (whole && (!sum->host || no_host)) {
+                eng_task lead = NO_TASK;
+                if (sum->host && !lead_placed) {
+                    lead = add(b, r, STREAM_HOST, sum->lead_ps, step_host_lead, it0->microbatch, it0->chunk);
+                    lead_placed = true;
+                }
+                const sim_time_ps span = sum->host ? sum->gpu_ps : sum->span_ps;
+                if (gated) {
+                    add_gated_pair(b, r, pe, span, it0, lead, refs);
+                } else {
+                    eng_task end, t = chain ? add_chain(b, r, span, it0, chain, lead, &end)
+                                            : add_span(b, r, sum, span, it0, lead, &end);
+                    *refs[0] = (pass_ref){t, t, t, end, NO_TASK, NO_TASK, NULL};
+                }
+            } else if (whole) {
+                add_host_pass(b, r, sum, it0, chain, !pe && !sum->collapsible, refs[0]);
+                refs[0]->map = NULL;
+            } else if (pe) {
+                pass_ref both;
+                const sched_pass *it1 = &b->seq[i + 1];
+                add_ops(b, r, &pe->t.pass, pe->t.side, (int32_t[2]){it0->microbatch, it1->microbatch},
+                        (int32_t[2]){it0->chunk, it1->chunk}, &both);
+                pair_refs(pe, wl_chunk_pass(&ws->chunks[it0->chunk], SCHED_F),
+                          wl_chunk_pass(&ws->chunks[b->seq[i + 1].chunk], (sched_kind)b->seq[i + 1].kind), both.base,
+                          refs[0], refs[1]);
             } else {
-                eng_task end, t = chain ? add_chain(b, r, span, it0, chain, lead, &end)
-                                        : add_span(b, r, sum, span, it0, lead, &end);
-                *refs[0] = (pass_ref){t, t, t, end, NO_TASK, NO_TASK, NULL};
+                add_pass(b, r, wl_chunk_pass(&ws->chunks[it0->chunk], (sched_kind)it0->kind), it0->microbatch,
+                         it0->chunk, refs[0]);
             }
-        } else if (whole) {
-            add_host_pass(b, r, sum, it0, chain, !pe && !sum->collapsible, refs[0]);
-            refs[0]->map = NULL;
-        } else if (pe) {
-            pass_ref both;
-            const sched_pass *it1 = &b->seq[i + 1];
-            add_ops(b, r, &pe->t.pass, pe->t.side, (int32_t[2]){it0->microbatch, it1->microbatch},
-                    (int32_t[2]){it0->chunk, it1->chunk}, &both);
-            pair_refs(pe, wl_chunk_pass(&ws->chunks[it0->chunk], SCHED_F),
-                      wl_chunk_pass(&ws->chunks[b->seq[i + 1].chunk], (sched_kind)b->seq[i + 1].kind), both.base,
-                      refs[0], refs[1]);
-        } else {
-            add_pass(b, r, wl_chunk_pass(&ws->chunks[it0->chunk], (sched_kind)it0->kind), it0->microbatch,
-                     it0->chunk, refs[0]);
+            if (pe && whole && !gated)
+                *refs[1] = *refs[0];
+            if (whole && !pe && (chain || !sum->collapsible) && b->rc == SIM_OK) {
+                st->shifted[pis[0]] = ahead ? SHIFT_AHEAD : SHIFT_HOST;
+                for (eng_task t = refs[0]->span; t <= refs[0]->last; t++)
+                    st->info[t + b->tag_shift].replaced = true;
+            }
+            if (pe && whole)
+                pe->standing++;
+            for (int u = 0; u < n_unit; u++)
+                st->collapsed[pis[u]] = whole;
         }
-        if (pe && whole && !gated)
-            *refs[1] = *refs[0];
-        if (whole && !pe && (chain || !sum->collapsible) && b->rc == SIM_OK) {
-            st->shifted[pis[0]] = ahead ? SHIFT_AHEAD : SHIFT_HOST;
-            for (eng_task t = refs[0]->span; t <= refs[0]->last; t++)
-                st->info[t + b->tag_shift].replaced = true;
-        }
-        if (pe && whole)
-            pe->standing++;
-        for (int u = 0; u < n_unit; u++)
-            st->collapsed[pis[u]] = whole;
         if (i == 0)
             dep(b, graph, refs[0]->first);
         for (int u = 0; u < n_unit && blocking_p2p; u++)
