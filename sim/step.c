@@ -146,7 +146,7 @@ static void fail(builder *b, int rc)
         b->rc = rc;
 }
 
-static void dep(builder *b, eng_task before, eng_task after);
+static inline void dep(builder *b, eng_task before, eng_task after);
 static void host_flush(builder *b);
 
 const char step_host_lead[] = "host_issue", step_host_rest[] = "host_issue ";
@@ -259,7 +259,7 @@ static void host_flush(builder *b)
 }
 
 /* `after` waits for `before`; no edge when either is NO_TASK. */
-static void dep(builder *b, eng_task before, eng_task after)
+static inline void dep(builder *b, eng_task before, eng_task after)
 {
     if (b->rc != SIM_OK || before == NO_TASK || after == NO_TASK)
         return;
@@ -269,7 +269,7 @@ static void dep(builder *b, eng_task before, eng_task after)
     b->new_deps[b->n_new_deps++] = (eng_dep){before, after};
 }
 
-static void count(builder *b, eng_task t, int counter, int64_t at_start, int64_t at_end)
+static inline void count(builder *b, eng_task t, int counter, int64_t at_start, int64_t at_end)
 {
     if (b->rc != SIM_OK || t == NO_TASK)
         return;
