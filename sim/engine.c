@@ -1092,3 +1092,8 @@ bool eng_counter_nets(const engine_t *e, const int32_t *sel, int32_t value, int6
     }
     return true;
 }
+
+const int32_t *eng_task_tags(const engine_t *e)
+{
+    return e->tag;
+}

@@ -131,4 +131,9 @@ size_t eng_stream_spans(const engine_t *e, int stream, const eng_span **spans);
  * when one would overflow. */
 bool eng_counter_nets(const engine_t *e, const int32_t *sel, int32_t value, int64_t *net);
 
+/* Every task's tag at once (eng_task_tag of t is its entry t), the
+ * engine's own array (valid until the next add or eng_destroy): a reader
+ * of many tasks' tags makes no call per task. */
+const int32_t *eng_task_tags(const engine_t *e);
+
 #endif

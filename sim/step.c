@@ -1594,7 +1594,7 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
     if (rc == SIM_OK)
         rc = eng_run(st->eng, err);
     if (rc == SIM_OK && ms)
-        rc = step_measure(st, ms, err);
+        rc = step_measure(st, ms, NULL, err);
     return rc;
 }
 
@@ -1637,7 +1637,7 @@ static bool same_task(const void *ctx, eng_task ta, eng_task tb)
  * the check first, the figures then only of a sample that can be used
  * (its timeline periodic and long enough: with fit->short_blocks > 0, ms
  * is left as it was); with inc, also what one period adds to them where
- * the sample gives that (*derived, step_measure_period). */
+ * the sample gives that (*derived, step_measure). */
 static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms,
                   step_period_fit *fit, step_meas *inc, bool *derived)
 {
@@ -1712,12 +1712,15 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                                   .period_mb = sched_plan_period(&x->plan),
                                   .period_passes = sched_plan_period(&x->plan) * x->n_kinds * x->v,
                                   .block_out = block, .from_out = from};
-        ok = ok && step_period_fit_find(&tl, fit) && (fit->short_blocks != 0 || step_measure(x, ms, &quiet) == SIM_OK);
-        /* What one period adds, off this timeline (step_period.h, "One
-         * sample"), where its window holds a whole period. */
-        if (ok && inc && fit->short_blocks == 0 && fit->whole_period && fit->cut + 1 < INT32_MAX)
-            ok = step_measure_period(x, block, (int32_t)(fit->cut + 1), from, fit->lambda_ps, timed, inc, derived,
-                                     &quiet) == SIM_OK;
+        ok = ok && step_period_fit_find(&tl, fit);
+        /* With what one period adds, off this timeline (step_period.h,
+         * "One sample"), where its window holds a whole period. */
+        if (ok && fit->short_blocks == 0) {
+            const bool one = inc && fit->whole_period && fit->cut + 1 < INT32_MAX;
+            const step_period_req per = {.block = block, .blk = one ? (int32_t)(fit->cut + 1) : 0, .from = from,
+                                         .lambda = fit->lambda_ps, .timed = timed, .inc = inc, .derived = derived};
+            ok = step_measure(x, ms, one ? &per : NULL, &quiet) == SIM_OK;
+        }
     }
     free(block);
     free(from);
@@ -1790,7 +1793,7 @@ enum { SAMPLE_BLOCKS = 5, SAMPLE_STEADY_MBS = 7 };
 
 /* A sample of M1 microbatches gains on a step of M only where it is at
  * most half of it, and two periods short of it: it also pays the check
- * and what one period adds (step_measure_period), some a retry, and a
+ * and what one period adds (step_measure with a period), some a retry, and a
  * few the second sample one period longer (step_period.h, "One sample";
  * taken then, as it is shorter than the rest of the step). */
 static bool samples_pay(int64_t M1, int64_t P, int64_t M)

@@ -13,10 +13,11 @@ static size_t stream_intervals(const step_t *st, int stream, interval *out)
 {
     const eng_task *ids;
     const eng_span *sp;
+    const int32_t *tag = eng_task_tags(st->eng);
     size_t n = eng_stream_view(st->eng, stream, &ids), k = 0;
     eng_stream_spans(st->eng, stream, &sp);
     for (size_t i = 0; i < n; i++)
-        if (!st->info[eng_task_tag(st->eng, ids[i])].replaced)
+        if (!st->info[tag[ids[i]]].replaced)
             out[k++] = sp[i];
     return k;
 }
@@ -204,11 +205,12 @@ static sim_time_ps host_busy(const step_t *st, int64_t r, int k, const int32_t *
     const engine_t *e = st->eng;
     const eng_task *hid;
     const eng_span *hs;
+    const int32_t *tag = eng_task_tags(e);
     const size_t nk = eng_stream_view(e, stream_of(r, (stream_kind)k), &hid);
     eng_stream_spans(e, stream_of(r, (stream_kind)k), &hs);
     sim_time_ps total = 0;
     for (size_t i = 0; i < nk; i++) {
-        const char *name = st->info[eng_task_tag(e, hid[i])].name;
+        const char *name = st->info[tag[hid[i]]].name;
         if ((!block || block[hid[i]] == blk) && name != step_host_lead && name != step_host_rest)
             total += hs[i].b - hs[i].a;
     }
@@ -240,6 +242,87 @@ static bool add_summaries(const step_t *st, int64_t r, const sim_time_ps *n_whol
     return fits;
 }
 
+/* The part of iv (sorted, disjoint) inside [lo, hi) into out; its length. */
+static size_t clip(const interval *iv, size_t n, sim_time_ps lo, sim_time_ps hi, interval *out)
+{
+    size_t k = 0;
+    for (size_t i = skip_ended(iv, 0, n, lo); i < n && iv[i].a < hi; i++) {
+        const interval x = {iv[i].a > lo ? iv[i].a : lo, iv[i].b < hi ? iv[i].b : hi};
+        if (x.b > x.a)
+            out[k++] = x;
+    }
+    return k;
+}
+
+static sim_time_ps length_of(const interval *iv, size_t n)
+{
+    sim_time_ps total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += iv[i].b - iv[i].a;
+    return total;
+}
+
+/* Does a timed task of a block from per->blk on end at latest, the
+ * latest end of all?  A stream's ends never decrease (it runs its tasks
+ * one at a time in order), so those that end there are each stream's
+ * last: only they are looked at. */
+static bool last_task_shifts(const step_t *st, const step_period_req *per, sim_time_ps latest)
+{
+    const engine_t *e = st->eng;
+    for (int s = 0; s < (int)(st->pp * STREAM_KINDS); s++) {
+        const eng_task *ids;
+        const eng_span *sp;
+        size_t i = eng_stream_view(e, s, &ids);
+        eng_stream_spans(e, s, &sp);
+        for (; i > 0 && sp[i - 1].b == latest; i--)
+            if (per->timed[ids[i - 1]] && per->block[ids[i - 1]] >= per->blk)
+                return true;
+    }
+    return false;
+}
+
+/* Does a timed last task of a pass, of a block from per->blk on, end at
+ * pipe_end, the latest end of the passes? */
+static bool last_pass_shifts(const step_t *st, const step_period_req *per, sim_time_ps pipe_end)
+{
+    for (size_t pi = 0; pi < (size_t)(st->pp * st->rank_passes); pi++) {
+        const eng_task t = st->passes[pi].last;
+        if (t >= 0 && per->timed[t] && per->block[t] >= per->blk && eng_task_end(st->eng, t) == pipe_end)
+            return true;
+    }
+    return false;
+}
+
+/* What one period adds that is no stage's: false where a block changes a
+ * counter (the finals would not stay, nor the values past the window
+ * repeat those before it); else the tasks of one block (read off the
+ * streams, which hold every task once), their work, and the latest ends'
+ * lambda into per->inc.  nets: room for every counter. */
+static bool period_sums(const step_t *st, const step_period_req *per, int64_t *nets)
+{
+    const engine_t *e = st->eng;
+    step_meas *inc = per->inc;
+    if (!eng_counter_nets(e, per->block, per->blk, nets))
+        return false;
+    for (int64_t c = 0; c < st->pp * CTR_PER_STAGE; c++)
+        if (nets[c] != 0)
+            return false;
+    for (int s = 0; s < (int)(st->pp * STREAM_KINDS); s++) {
+        const eng_task *ids;
+        const eng_span *sp;
+        const size_t n = eng_stream_view(e, s, &ids);
+        eng_stream_spans(e, s, &sp);
+        for (size_t i = 0; i < n; i++)
+            if (per->block[ids[i]] == per->blk) {
+                inc->tasks++;
+                inc->work_ps += sp[i].b - sp[i].a;
+            }
+    }
+    inc->events = 2 * inc->tasks;
+    inc->makespan_ps = inc->pipe_end_ps = per->lambda;
+    return true;
+}
+
 /* The step's figures off the timeline, in integer picoseconds (summed
  * first, made seconds once by finish(): so that step_period's sums of
  * them are exact).
@@ -251,21 +334,37 @@ static bool add_summaries(const step_t *st, int64_t r, const sim_time_ps *n_whol
  * (no replaced task, no ops brought in) reads them in place.  The passes
  * that stand as one task bring their summaries: counted per (chunk, kind)
  * first, each summary added times its count (integer sums: the same as
- * adding it once per pass, and wrapping exactly when that would). */
-int step_measure(step_t *st, step_meas *res, sim_err *err)
+ * adding it once per pass, and wrapping exactly when that would).
+ *
+ * One period's figures (per) are the same lists clipped to the stage's
+ * window, each taken as soon as the whole step's use of it is done: the
+ * busy union before the compute stream's list takes its place, the
+ * streams' lists (kept side by side) after the whole step's exposed time.
+ * A stream without tasks adds nothing to either walk, so it is left out
+ * of both. */
+int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err *err)
 {
     const engine_t *e = st->eng;
     const int64_t pp = st->pp, v = st->v, M = st->M;
     const int n_kinds = st->n_kinds;
     const size_t n_tasks = eng_num_tasks(e);
+    step_meas *inc = per ? per->inc : NULL;
+    if (per) {
+        *per->derived = false;
+        memset(inc, 0, sizeof *inc);
+    }
+    /* One period's figures come off a timeline without overlapped pairs
+     * on which every task ran. */
+    bool pok = per && st->n_pairs == 0 && eng_events(e) == 2 * (uint64_t)n_tasks;
     /* Shifted passes bring their ops: the most a stage has; and the most
      * tasks a stage has. */
     size_t n_inj, stage_most;
     stage_room(st, &n_inj, &stage_most);
     const size_t room = stage_most + n_inj + 1, n_sums = (size_t)(v * n_kinds);
     /* One block for the scratch below, each part a multiple of 8 bytes;
-     * what only shifted passes use has no room without any. */
-    const size_t sh = n_inj ? 1 : 0;
+     * what only shifted passes use has no room without any, what only the
+     * period uses none without it. */
+    const size_t sh = n_inj ? 1 : 0, pw = pok ? 1 : 0;
     /* The two passes of an overlapped pair can be one task: a stage's
      * pass spans may outnumber the tasks. */
     const size_t n_all = room + (size_t)st->rank_passes;
@@ -280,6 +379,9 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         sh * ((size_t)st->rank_passes + 1) * sizeof(sim_time_ps), /* first_at */
         sh * n_sums * sizeof(sweep_memo),            /* memo */
         sh * 2 * (n_inj + 1) * sizeof(sim_time_ps),  /* mstart, mend */
+        pw * 2 * n_sums * sizeof(sim_time_ps),       /* p_whole, p_shifted */
+        pw * n_all * sizeof(interval),               /* cut */
+        pw * (size_t)(pp * CTR_PER_STAGE) * sizeof(int64_t), /* nets */
     };
     enum { N_PARTS = sizeof sizes / sizeof *sizes };
     size_t bytes = 0, at_part[N_PARTS];
@@ -307,16 +409,27 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
      * shifted passes bring. */
     sweep_memo *memo = (sweep_memo *)part[8];
     sim_time_ps *mstart = (sim_time_ps *)part[9], *mend = mstart ? mstart + n_inj + 1 : NULL;
+    /* The period's: n_whole and n_shifted of one block's passes; every
+     * list clipped to the window, one after the other; counter nets. */
+    sim_time_ps *p_whole = (sim_time_ps *)part[10], *p_shifted = p_whole ? p_whole + n_sums : NULL;
+    interval *cut = (interval *)part[11];
+    int64_t *nets = (int64_t *)part[12];
     res->stages = calloc((size_t)pp, sizeof *res->stages);
+    if (pok)
+        inc->stages = calloc((size_t)pp, sizeof *inc->stages);
     int rc = SIM_OK;
     bool fits = true;
-    if (!block || !res->stages) {
+    if (!block || !res->stages || (pok && !inc->stages)) {
         rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
         goto done;
     }
     res->n_stages = pp;
     res->makespan_ps = eng_makespan(e);
     res->work_ps = st->work_ps;
+    if (pok) {
+        inc->n_stages = pp;
+        pok = period_sums(st, per, nets);
+    }
 
     /* The end of the last pass, from the stages' passes below (each
      * stage's order holds every one of its passes once). */
@@ -324,12 +437,16 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
 
     for (int64_t r = 0; r < pp; r++) {
         step_stage_meas *sr = &res->stages[r];
+        step_stage_meas *pr = pok ? &inc->stages[r] : NULL;
+        const sim_time_ps lo = pok ? per->from[r] : 0, hi = pok ? lo + per->lambda : 0;
         /* Busy = union of forward/backward pass spans, in schedule order,
          * which is start order (passes start on the in-order compute
          * stream). */
         size_t at[STREAM_KINDS + 1] = {0};
         memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
         memset(per_sum, 0, n_sums * sizeof *per_sum);
+        if (pok)
+            memset(p_whole, 0, 2 * n_sums * sizeof *p_whole);
         bool shifts = false, any_shifted = false;
         size_t pass = (size_t)(r * st->rank_passes);
         for (int kind = 0; kind < n_kinds; kind++)
@@ -348,7 +465,19 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
                     } else {
                         n_whole[q]++;
                     }
+                    /* The period's: those of one block (by the task
+                     * that stands for the pass). */
+                    if (pok) {
+                        const pass_ref *p = &st->passes[pass];
+                        const eng_task t = p->span >= 0 ? p->span : p->first;
+                        if (t < 0)
+                            pok = false;
+                        else if (per->block[t] == per->blk)
+                            (st->shifted[pass] ? p_shifted : p_whole)[q]++;
+                    }
                 }
+        if (!pok)
+            pr = NULL;
         if (any_shifted &&
             (rc = shifted_ops(st, r, inj, at, first_at, per_sum, memo, mstart, mend, err)) != SIM_OK)
             goto done;
@@ -367,10 +496,9 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         if (st->n_pairs > 0)
             qsort(all, n, sizeof *all, interval_cmp);
         n = merge(all, n);
-        sim_time_ps busy = 0;
-        for (size_t i = 0; i < n; i++)
-            busy += all[i].b - all[i].a;
-        sr->busy_ps = busy;
+        sr->busy_ps = length_of(all, n);
+        if (pr)
+            pr->busy_ps = length_of(cut, clip(all, n, lo, hi, cut));
 
         /* Exposed communication: comm-stream time with the compute stream
          * idle. */
@@ -433,6 +561,25 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
         sr->inflight_peak = eng_counter_peak(e, inflight);
         sr->act_final = eng_counter_final(e, act);
         sr->inflight_final = eng_counter_final(e, inflight);
+
+        if (pr) {
+            /* One period: the streams' lists clipped to the window, the
+             * compute stream's whole; the host's tasks of one block; the
+             * summaries of the block's passes that stand as one task. */
+            const interval *clipped[STREAM_KINDS];
+            size_t clen[STREAM_KINDS], cut_used = 0;
+            for (int i = 0; i < n_comm; i++) {
+                clipped[i] = cut + cut_used;
+                clen[i] = clip(streams[i], lens[i], lo, hi, cut + cut_used);
+                cut_used += clen[i];
+            }
+            sim_time_ps p_exposed = measure_comm(clipped, clen, kinds, n_comm, cp, nc, pr);
+            for (int k = 0; k < STREAM_KINDS; k++)
+                if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
+                    pr->comm_ps[k] = host_busy(st, r, k, per->block, per->blk);
+            pok = add_summaries(st, r, p_whole, p_shifted, pr, &p_exposed);
+            pr->exposed_total_ps = p_exposed;
+        }
     }
     res->pipe_end_ps = pipe_end;
     res->events = eng_events(e);
@@ -442,215 +589,18 @@ int step_measure(step_t *st, step_meas *res, sim_err *err)
                             "the step's communication time per stage, summed over its passes, is beyond what "
                             "parsim counts (%.3g s); fewer microbatches keep it in range",
                             LIMIT_DURATION_S);
+    /* The latest ends shift by lambda only where a task after the cut
+     * holds them. */
+    pok = pok && last_task_shifts(st, per, res->makespan_ps) && last_pass_shifts(st, per, pipe_end);
 done:
     free(block);
-    return rc;
-}
-
-/* The part of iv (sorted, disjoint) inside [lo, hi) into out; its length. */
-static size_t clip(const interval *iv, size_t n, sim_time_ps lo, sim_time_ps hi, interval *out)
-{
-    size_t k = 0;
-    for (size_t i = skip_ended(iv, 0, n, lo); i < n && iv[i].a < hi; i++) {
-        const interval x = {iv[i].a > lo ? iv[i].a : lo, iv[i].b < hi ? iv[i].b : hi};
-        if (x.b > x.a)
-            out[k++] = x;
-    }
-    return k;
-}
-
-static sim_time_ps length_of(const interval *iv, size_t n)
-{
-    sim_time_ps total = 0;
-    for (size_t i = 0; i < n; i++)
-        total += iv[i].b - iv[i].a;
-    return total;
-}
-
-/* Did a timed task of a block from blk on end where the latest end of
- * ends (the tasks' ends, or the passes' last tasks' when pass is set) is? */
-static bool last_shifts(const step_t *st, const int32_t *block, int32_t blk, const uint8_t *timed, bool pass,
-                        sim_time_ps latest)
-{
-    const engine_t *e = st->eng;
-    if (!pass) {
-        for (size_t t = 0; t < eng_num_tasks(e); t++)
-            if (timed[t] && block[t] >= blk && eng_task_end(e, (eng_task)t) == latest)
-                return true;
-        return false;
-    }
-    for (size_t pi = 0; pi < (size_t)(st->pp * st->rank_passes); pi++) {
-        const eng_task t = st->passes[pi].last;
-        if (t >= 0 && timed[t] && block[t] >= blk && eng_task_end(e, t) == latest)
-            return true;
-    }
-    return false;
-}
-
-int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim_time_ps *from, sim_time_ps lambda,
-                        const uint8_t *timed, step_meas *inc, bool *derived, sim_err *err)
-{
-    const engine_t *e = st->eng;
-    const int64_t pp = st->pp, v = st->v, M = st->M;
-    const int n_kinds = st->n_kinds;
-    const size_t n_tasks = eng_num_tasks(e), n_sums = (size_t)(v * n_kinds);
-    *derived = false;
-    memset(inc, 0, sizeof *inc);
-    if (st->n_pairs > 0 || eng_events(e) != 2 * (uint64_t)n_tasks)
-        return SIM_OK;
-    size_t n_inj, stage_most;
-    stage_room(st, &n_inj, &stage_most);
-    const size_t room = stage_most + n_inj + (size_t)st->rank_passes + 1;
-    /* comp: the compute stream's (with shifted ops); comm: the streams'
-     * own where passes are shifted; un: their unions with shifted ops;
-     * cut: every list clipped to the window, one after the other. */
-    interval *comp = malloc(room * sizeof *comp), *comm = malloc(room * sizeof *comm);
-    interval *un = malloc(room * sizeof *un), *cut = malloc(room * sizeof *cut);
-    interval *inj = malloc((n_inj + 1) * sizeof *inj);
-    sim_time_ps *first_at = malloc(((size_t)st->rank_passes + 1) * sizeof *first_at);
-    sim_time_ps *n_whole = malloc(2 * n_sums * sizeof *n_whole), *n_shifted = n_whole ? n_whole + n_sums : NULL;
-    size_t *per_sum = malloc(n_sums * sizeof *per_sum);
-    int64_t *nets = malloc((size_t)(pp * CTR_PER_STAGE) * sizeof *nets);
-    /* The sweeps of a stage's shifted templates (shifted_ops). */
-    sweep_memo *memo = malloc((n_sums + 1) * sizeof *memo);
-    sim_time_ps *mstart = malloc(2 * (n_inj + 1) * sizeof *mstart), *mend = mstart ? mstart + n_inj + 1 : NULL;
-    inc->stages = calloc((size_t)pp, sizeof *inc->stages);
-    int rc = SIM_OK;
-    bool ok = true;
-    if (!comp || !comm || !un || !cut || !inj || !first_at || !n_whole || !per_sum || !nets || !memo ||
-        !mstart || !inc->stages) {
-        rc = sim_err_set(err, SIM_ENOMEM, "out of memory measuring the step");
-        goto done;
-    }
-    inc->n_stages = pp;
-    /* Counters: a block changes none of them (so the finals stay, and the
-     * values past the window repeat those before it). */
-    ok = eng_counter_nets(e, block, blk, nets);
-    for (int64_t c = 0; ok && c < pp * CTR_PER_STAGE; c++)
-        ok = nets[c] == 0;
-    /* Sums over the tasks of one block. */
-    for (size_t t = 0; ok && t < n_tasks; t++)
-        if (block[t] == blk) {
-            inc->tasks++;
-            inc->work_ps += eng_task_end(e, (eng_task)t) - eng_task_start(e, (eng_task)t);
-        }
-    inc->events = 2 * inc->tasks;
-    /* The latest ends shift by lambda where a task after the cut holds them. */
-    inc->makespan_ps = inc->pipe_end_ps = lambda;
-    for (int64_t r = 0; ok && r < pp; r++) {
-        step_stage_meas *sr = &inc->stages[r];
-        const sim_time_ps lo = from[r], hi = lo + lambda;
-        size_t at[STREAM_KINDS + 1] = {0};
-        /* The stage's shifted passes per (chunk, kind), as shifted_ops
-         * takes them. */
-        memset(per_sum, 0, n_sums * sizeof *per_sum);
-        bool any_shifted = false;
-        for (size_t pi = (size_t)(r * st->rank_passes); pi < (size_t)((r + 1) * st->rank_passes); pi++)
-            if (st->shifted[pi]) {
-                per_sum[(size_t)((int64_t)(pi % (size_t)v) * n_kinds + (int64_t)(pi / (size_t)(v * M) % (size_t)n_kinds))]++;
-                any_shifted = true;
-            }
-        if (any_shifted &&
-            (rc = shifted_ops(st, r, inj, at, first_at, per_sum, memo, mstart, mend, err)) != SIM_OK)
-            goto done;
-        /* The passes of one block that stand as one task, per (chunk, kind). */
-        memset(n_whole, 0, 2 * n_sums * sizeof *n_whole);
-        bool shifts = false;
-        for (size_t pass = (size_t)(r * st->rank_passes); pass < (size_t)((r + 1) * st->rank_passes); pass++) {
-            if (!st->collapsed[pass] || st->paired[pass])
-                continue;
-            const pass_ref *p = &st->passes[pass];
-            const eng_task t = p->span >= 0 ? p->span : p->first;
-            shifts = shifts || st->shifted[pass];
-            if (t < 0) {
-                ok = false;
-                break;
-            }
-            if (block[t] != blk)
-                continue;
-            const size_t q = (size_t)((int64_t)(pass % (size_t)v) * n_kinds + (int64_t)(pass / (size_t)(v * M) % (size_t)n_kinds));
-            if (st->shifted[pass])
-                n_shifted[q]++;
-            else
-                n_whole[q]++;
-        }
-        /* Busy: the union of the pass spans over one period. */
-        size_t n = 0;
-        for (int64_t i = 0; i < st->rank_passes; i++) {
-            const size_t pi = (size_t)st->order[r * st->rank_passes + i];
-            const pass_ref *p = &st->passes[pi];
-            if (p->last >= 0 && p->span >= 0)
-                un[n++] = (interval){st->shifted[pi] ? first_at[i] : eng_task_start(e, p->span), eng_task_end(e, p->last)};
-        }
-        n = merge(un, n);
-        sr->busy_ps = length_of(cut, clip(un, n, lo, hi, cut));
-        /* Communication and its exposed part over one period. */
-        const interval *cp;
-        size_t nc;
-        if (shifts) {
-            nc = stream_intervals(st, stream_of(r, STREAM_COMPUTE), comp);
-            cp = with_shifted(comp, &nc, inj + at[STREAM_COMPUTE], at[STREAM_COMPUTE + 1] - at[STREAM_COMPUTE], un);
-            if (cp == un) {
-                memcpy(comp, un, nc * sizeof *comp);
-                cp = comp;
-            }
+    if (per) {
+        if (rc == SIM_OK && pok) {
+            *per->derived = true;
         } else {
-            nc = eng_stream_spans(e, stream_of(r, STREAM_COMPUTE), &cp);
+            free(inc->stages);
+            memset(inc, 0, sizeof *inc);
         }
-        const interval *streams[STREAM_KINDS];
-        size_t lens[STREAM_KINDS], used = 0;
-        int kinds[STREAM_KINDS], n_comm = 0;
-        for (int k = 0; k < STREAM_KINDS; k++) {
-            if (!streams_is_comm((stream_kind)k))
-                continue;
-            const interval *cm;
-            size_t nk;
-            if (shifts) {
-                nk = stream_intervals(st, stream_of(r, (stream_kind)k), comm);
-                cm = with_shifted(comm, &nk, inj + at[k], at[k + 1] - at[k], un);
-            } else {
-                nk = eng_stream_spans(e, stream_of(r, (stream_kind)k), &cm);
-            }
-            interval *mine = cut + used;
-            nk = clip(cm, nk, lo, hi, mine);
-            used += nk;
-            kinds[n_comm] = k;
-            streams[n_comm] = mine;
-            lens[n_comm++] = nk;
-        }
-        sim_time_ps exposed_ps = measure_comm(streams, lens, kinds, n_comm, cp, nc, sr);
-        /* The host: its tasks of one block; the summaries of the block's
-         * passes that stand as one task. */
-        for (int k = 0; k < STREAM_KINDS; k++)
-            if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                sr->comm_ps[k] = host_busy(st, r, k, block, blk);
-        ok = ok && add_summaries(st, r, n_whole, n_shifted, sr, &exposed_ps);
-        sr->exposed_total_ps = exposed_ps;
-    }
-    ok = ok && last_shifts(st, block, blk, timed, false, eng_makespan(e));
-    if (ok) {
-        sim_time_ps pipe_end = 0;
-        for (size_t pi = 0; pi < (size_t)(pp * st->rank_passes); pi++)
-            if (st->passes[pi].last >= 0 && eng_task_end(e, st->passes[pi].last) > pipe_end)
-                pipe_end = eng_task_end(e, st->passes[pi].last);
-        ok = last_shifts(st, block, blk, timed, true, pipe_end);
-    }
-    *derived = ok;
-done:
-    free(inj);
-    free(first_at);
-    free(n_whole);
-    free(per_sum);
-    free(nets);
-    free(memo);
-    free(mstart);
-    free(comp);
-    free(comm);
-    free(un);
-    free(cut);
-    if (!*derived) {
-        free(inc->stages);
-        inc->stages = NULL;
     }
     return rc;
 }

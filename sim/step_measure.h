@@ -213,19 +213,27 @@ static inline sim_time_ps exposed_lists(const interval *const *u, const size_t *
     return total;
 }
 
-/* The figures of a step whose graph has run (step_internal.h: the
- * engine, the pass places and the summaries in st). */
-int step_measure(step_t *st, step_meas *res, sim_err *err);
-
-/* The figures one period adds to a step whose timeline step_period
- * verified (step_period.h, "One sample"): block the fit's per task, blk
- * the block after its cut, from[r] where stage r's window begins, lambda
- * the period; timed as the fit read it.  *inc holds the increments of
- * every summed figure, the latest ends' lambda (peaks and finals: 0, they
+/* What one period adds to a step whose timeline step_period verified
+ * (step_period.h, "One sample"): block the fit's per task, blk the block
+ * after its cut, from[r] where stage r's window begins, lambda the
+ * period; timed as the fit read it.  *inc gets the increments of every
+ * summed figure, the latest ends' lambda (peaks and finals: 0, they
  * stay); *derived false (inc empty) where one sample does not give them:
  * an overlapped pair, a counter a block changes, a latest end before the
  * cut. */
-int step_measure_period(step_t *st, const int32_t *block, int32_t blk, const sim_time_ps *from, sim_time_ps lambda,
-                        const uint8_t *timed, step_meas *inc, bool *derived, sim_err *err);
+typedef struct step_period_req {
+    const int32_t *block;
+    int32_t blk;
+    const sim_time_ps *from;
+    sim_time_ps lambda;
+    const uint8_t *timed;
+    step_meas *inc;
+    bool *derived;
+} step_period_req;
+
+/* The figures of a step whose graph has run (step_internal.h: the
+ * engine, the pass places and the summaries in st), and with per (or
+ * NULL) what one period adds, in the same walk over the stages' lists. */
+int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err *err);
 
 #endif
