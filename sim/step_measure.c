@@ -34,50 +34,58 @@ typedef struct sweep_memo {
     size_t off;
     uint8_t shift; /* SHIFT_NONE: not swept yet on this stage */
     sim_time_ps gpu_d, host_d;
-    int32_t gpu; /* its first GPU op, where its span begins */
+    sim_time_ps gpu_a; /* the start of its first GPU op, where its span begins */
+    size_t cnt[STREAM_KINDS]; /* its ops per stream */
 } sweep_memo;
 
-/* The times of a (chunk, kind)'s ops (*rs, *re, less the base the caller
- * adds) swept as shift says from gpu_at and host_at, from its memo where
- * that sweep is known, else swept into the memo's place (step_sweep
- * writes a timeline's starts and ends) and kept. */
+/* The [start, end) of a (chunk, kind)'s ops (*g, less the base the caller
+ * adds), grouped by stream (m->cnt[k] of stream k after those of the
+ * streams before it, each stream's in op order: so that a pass's ops go
+ * to the streams' lists in runs), swept as shift says from gpu_at and
+ * host_at, from its memo where that sweep is known, else swept (step_sweep
+ * writes a timeline's starts and ends into ws, we: room for the ops) and
+ * kept in the memo's place of miv. */
 static int memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_time_ps host_at, sweep_memo *m,
-                      sim_time_ps *mstart, sim_time_ps *mend, const sim_time_ps **rs, const sim_time_ps **re,
-                      sim_err *err)
+                      interval *miv, sim_time_ps *ws, sim_time_ps *we, const interval **g, sim_err *err)
 {
     const sim_time_ps lo = gpu_at < host_at ? gpu_at : host_at, base = shift == SHIFT_HOST ? lo : gpu_at;
-    sim_time_ps *ms = mstart + m->off, *me = mend + m->off;
-    *rs = ms;
-    *re = me;
+    interval *mine = miv + m->off;
+    *g = mine;
     bool known = m->shift == shift && (shift == SHIFT_AHEAD || (m->gpu_d == gpu_at - lo && m->host_d == host_at - lo));
     /* The sweep that would overflow says so itself. */
     for (int32_t j = 0; known && shift == SHIFT_HOST && j < p->n_ops; j++)
-        known = me[j] <= UINT64_MAX - base;
+        known = mine[j].b <= UINT64_MAX - base;
     if (known)
         return SIM_OK;
     m->shift = SHIFT_NONE;
-    tmpl_scratch w = {.start = ms, .end = me};
+    tmpl_scratch w = {.start = ws, .end = we};
     int rc = step_sweep(p, gpu_at, host_at, &w, err);
     if (rc != SIM_OK)
         return rc;
-    for (int32_t j = 0; j < p->n_ops; j++) {
-        ms[j] -= base;
-        me[j] -= base;
-    }
-    *m = (sweep_memo){.off = m->off, .shift = shift, .gpu_d = gpu_at - lo, .host_d = host_at - lo, .gpu = 0};
-    while (m->gpu < p->n_ops - 1 && p->ops[m->gpu].stream == STREAM_HOST)
-        m->gpu++;
+    *m = (sweep_memo){.off = m->off, .shift = shift, .gpu_d = gpu_at - lo, .host_d = host_at - lo};
+    for (int32_t j = 0; j < p->n_ops; j++)
+        m->cnt[p->ops[j].stream]++;
+    size_t at[STREAM_KINDS];
+    for (int k = 0, sum = 0; k < STREAM_KINDS; sum += (int)m->cnt[k], k++)
+        at[k] = (size_t)sum;
+    for (int32_t j = 0; j < p->n_ops; j++)
+        mine[at[p->ops[j].stream]++] = (interval){ws[j] - base, we[j] - base};
+    int32_t gpu = 0;
+    while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
+        gpu++;
+    m->gpu_a = p->n_ops > 0 ? ws[gpu] - base : 0;
     return SIM_OK;
 }
 
 /* The ops of stage r's shifted passes, per stream (inj + at[k], at[k+1] -
  * at[k] of them), each in the stage's pass order, which is start order:
  * each placed from its stand-in's GPU start as it ran alone.  per_sum:
- * the stage's shifted passes per (chunk, kind) (v x kinds); memo, mstart
- * and mend as many sweeps and their ops' times as that leaves. */
+ * the stage's shifted passes per (chunk, kind) (v x kinds); memo and miv
+ * as many sweeps and their ops' times as that leaves; ws, we room for
+ * the ops of one. */
 static int shifted_ops(const step_t *st, int64_t r, interval *inj, size_t at[STREAM_KINDS + 1],
-                       sim_time_ps *first_at, const size_t *per_sum, sweep_memo *memo, sim_time_ps *mstart,
-                       sim_time_ps *mend, sim_err *err)
+                       sim_time_ps *first_at, const size_t *per_sum, sweep_memo *memo, interval *miv,
+                       sim_time_ps *ws, sim_time_ps *we, sim_err *err)
 {
     size_t fill[STREAM_KINDS] = {0}, off = 0;
     /* Room per stream: each template's ops per stream counted once, times
@@ -120,16 +128,17 @@ static int shifted_ops(const step_t *st, int64_t r, interval *inj, size_t at[STR
             gpu_at = m->shift == SHIFT_AHEAD ? m->gpu_d : step_gpu_origin(p, ps);
             t0 = eng_task_start(st->eng, ref->span);
         }
-        const sim_time_ps *rs, *re;
-        int rc = memo_sweep(p, st->shifted[pi], gpu_at, host_at, m, mstart, mend, &rs, &re, err);
+        const interval *g;
+        int rc = memo_sweep(p, st->shifted[pi], gpu_at, host_at, m, miv, ws, we, &g, err);
         if (rc != SIM_OK)
             return rc;
-        first_at[i] = t0 + rs[m->gpu];
-        for (int32_t j = 0; j < p->n_ops; j++) {
-            const int k = p->ops[j].stream;
-            if (k != STREAM_HOST)
-                inj[at[k] + fill[k]] = (interval){t0 + rs[j], t0 + re[j]};
-            fill[k]++;
+        first_at[i] = t0 + m->gpu_a;
+        for (int k = 0; k < STREAM_KINDS; g += m->cnt[k], fill[k] += m->cnt[k], k++) {
+            if (k == STREAM_HOST)
+                continue;
+            interval *d = inj + at[k] + fill[k];
+            for (size_t j = 0; j < m->cnt[k]; j++)
+                d[j] = (interval){t0 + g[j].a, t0 + g[j].b};
         }
     }
     return SIM_OK;
@@ -378,7 +387,8 @@ int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err
         sh * (n_inj + 1) * sizeof(interval),         /* inj */
         sh * ((size_t)st->rank_passes + 1) * sizeof(sim_time_ps), /* first_at */
         sh * n_sums * sizeof(sweep_memo),            /* memo */
-        sh * 2 * (n_inj + 1) * sizeof(sim_time_ps),  /* mstart, mend */
+        sh * 2 * (n_inj + 1) * sizeof(sim_time_ps),  /* ws, we */
+        sh * (n_inj + 1) * sizeof(interval),         /* miv */
         pw * 2 * n_sums * sizeof(sim_time_ps),       /* p_whole, p_shifted */
         pw * n_all * sizeof(interval),               /* cut */
         pw * (size_t)(pp * CTR_PER_STAGE) * sizeof(int64_t), /* nets */
@@ -408,12 +418,13 @@ int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err
     /* The sweeps of a stage's shifted templates: no more ops than its
      * shifted passes bring. */
     sweep_memo *memo = (sweep_memo *)part[8];
-    sim_time_ps *mstart = (sim_time_ps *)part[9], *mend = mstart ? mstart + n_inj + 1 : NULL;
+    sim_time_ps *ws = (sim_time_ps *)part[9], *we = ws ? ws + n_inj + 1 : NULL;
+    interval *miv = (interval *)part[10];
     /* The period's: n_whole and n_shifted of one block's passes; every
      * list clipped to the window, one after the other; counter nets. */
-    sim_time_ps *p_whole = (sim_time_ps *)part[10], *p_shifted = p_whole ? p_whole + n_sums : NULL;
-    interval *cut = (interval *)part[11];
-    int64_t *nets = (int64_t *)part[12];
+    sim_time_ps *p_whole = (sim_time_ps *)part[11], *p_shifted = p_whole ? p_whole + n_sums : NULL;
+    interval *cut = (interval *)part[12];
+    int64_t *nets = (int64_t *)part[13];
     res->stages = calloc((size_t)pp, sizeof *res->stages);
     if (pok)
         inc->stages = calloc((size_t)pp, sizeof *inc->stages);
@@ -479,7 +490,7 @@ int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err
         if (!pok)
             pr = NULL;
         if (any_shifted &&
-            (rc = shifted_ops(st, r, inj, at, first_at, per_sum, memo, mstart, mend, err)) != SIM_OK)
+            (rc = shifted_ops(st, r, inj, at, first_at, per_sum, memo, miv, ws, we, err)) != SIM_OK)
             goto done;
         size_t n = 0;
         for (int64_t i = 0; i < st->rank_passes; i++) {
