@@ -1,5 +1,5 @@
 /* step_period's one sample: a step whose figures come from its first
- * sample and what one period adds, measured on it (step_measure_period),
+ * sample and what one period adds, measured on it (step_measure given a period request),
  * holds every figure of step_result bit for bit as the whole simulation,
  * and the second sample one period longer has exactly the figures the
  * first plus one period's give (sim.period_check), on a dense PP layout
