@@ -24,9 +24,11 @@ typedef struct fitter {
     size_t *stream_at;   /* [s]: first of stream s in by_stream; [n_streams]: n */
     size_t *block_at;    /* [s * (K + 3) + b + 1]: first place of block b (PRE = -1 .. K) in stream s, and one past */
     int32_t *n_pred;     /* per task: dependency predecessors */
+    bool *bad;           /* per block: its structure differs from the next (regular_blocks) */
     uint8_t *locked;     /* per task after the cut: shifts by exactly lambda */
     eng_task *work;      /* the locked tasks whose edges are still to follow */
     sim_time_ps *start, *end; /* per task, copied from the engine once */
+    sim_time_ps *shift;  /* per task of blocks 0 .. K-2: its image's start less its own (block_shifts) */
     int32_t *stream;
     const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
     const eng_task *succ;
@@ -134,11 +136,38 @@ static bool assign_blocks(fitter *f, const int64_t *s0, int32_t *pass_block)
     }
     for (size_t t = 0; t < f->n; t++) {
         int32_t pi = tl->task_pass[t];
-        if (pi < 0) {
-            f->beta[t] = PRE;
-            continue;
+        f->beta[t] = pi < 0 ? PRE : pass_block[pi];
+    }
+    /* One pass in id order, counting the predecessors on the way: a
+     * stream's successor has a higher id (tasks join their stream's
+     * tail), so where every dependency goes to a higher id too, each
+     * task's predecessors have their blocks when it is reached and the
+     * pass ends at the fixed point the rounds below reach. */
+    bool forward = true;
+    for (size_t t = 0; t < f->n; t++) {
+        const eng_task *succ;
+        size_t k = succs(f, (eng_task)t, &succ);
+        const int32_t bt = f->beta[t];
+        for (size_t j = 0; j < k; j++) {
+            const eng_task w = succ[j];
+            f->n_pred[w]++;
+            forward = forward && (size_t)w > t;
+            if (tl->task_pass[w] < 0 && f->beta[w] < bt)
+                f->beta[w] = bt;
         }
-        f->beta[t] = pass_block[pi];
+        const int s = f->stream[t];
+        const size_t next = f->stream_at[s] + (size_t)f->pos[t] + 1;
+        if (next < f->stream_at[s + 1]) {
+            const eng_task w = f->by_stream[next];
+            if (tl->task_pass[w] < 0 && f->beta[w] < bt)
+                f->beta[w] = bt;
+        }
+    }
+    if (forward)
+        return true;
+    for (size_t t = 0; t < f->n; t++) {
+        int32_t pi = tl->task_pass[t];
+        f->beta[t] = pi < 0 ? PRE : pass_block[pi];
     }
     for (int round = 0;; round++) {
         if (round == BLOCK_ROUNDS_MAX)
@@ -166,9 +195,9 @@ static bool assign_blocks(fitter *f, const int64_t *s0, int32_t *pass_block)
     }
 }
 
-/* Causal order (blocks never decrease along an edge), and per stream where
- * each block begins. */
-static bool index_blocks(fitter *f)
+/* Causal order: blocks never decrease along an edge, dependency or
+ * stream. */
+static bool causal(const fitter *f)
 {
     for (size_t t = 0; t < f->n; t++) {
         const eng_task *succ;
@@ -177,15 +206,20 @@ static bool index_blocks(fitter *f)
             if (f->beta[succ[j]] < f->beta[t])
                 return false;
     }
+    for (int s = 0; s < f->n_streams; s++)
+        for (size_t k = f->stream_at[s] + 1; k < f->stream_at[s + 1]; k++)
+            if (f->beta[f->by_stream[k]] < f->beta[f->by_stream[k - 1]])
+                return false;
+    return true;
+}
+
+/* Per stream where each block begins (the blocks in causal order). */
+static void index_blocks(fitter *f)
+{
     const int64_t rows = f->K + 3;
     for (int s = 0; s < f->n_streams; s++) {
         size_t a = f->stream_at[s], z = f->stream_at[s + 1];
         size_t *row = block_row(f, s);
-        for (size_t k = a; k < z; k++) {
-            f->pos[f->by_stream[k]] = (int32_t)(k - a);
-            if (k > a && f->beta[f->by_stream[k]] < f->beta[f->by_stream[k - 1]])
-                return false;
-        }
         /* row[b + 1]: first place with block >= b, for b = PRE .. K + 1. */
         size_t k = a;
         for (int64_t b = PRE; b + 1 < rows; b++) {
@@ -194,63 +228,60 @@ static bool index_blocks(fitter *f)
             row[b + 1] = k - a;
         }
     }
-    return true;
 }
 
 /* Block b + 1 is block b one period later, for b = 0 .. K-2, stream by
- * stream and task by task: the last block b for which it is not (-1:
- * none). */
+ * stream and task by task (bad[b] where it is not).  A stream's block b
+ * and b + 1 are runs of its places, so the image of the task at place p
+ * of one is the task at place p of the next; the caller's same_task,
+ * the dearest comparison, comes last. */
 static void same_structure(const fitter *f, bool *bad)
 {
     const step_timeline *tl = f->tl;
     for (int s = 0; s < f->n_streams; s++) {
         const size_t *row = block_row(f, s);
+        const eng_task *ids = f->by_stream + f->stream_at[s];
         for (int64_t b = 0; b + 1 < f->K; b++) {
-            size_t n = row[b + 2] - row[b + 1];
+            /* A block found bad stays so: its other tasks need no look. */
+            if (bad[b])
+                continue;
+            const size_t at = row[b + 1], n = row[b + 2] - at;
             if (row[b + 3] - row[b + 2] != n) {
                 bad[b] = true;
+                continue;
+            }
+            for (size_t p = 0; p < n; p++) {
+                const eng_task t = ids[at + p], u = ids[at + n + p];
+                const eng_task *sa, *sb;
+                size_t na = succs(f, t, &sa), nb = succs(f, u, &sb);
+                bool same = f->end[t] - f->start[t] == f->end[u] - f->start[u] && na == nb &&
+                            f->n_pred[t] == f->n_pred[u];
+                for (size_t j = 0; same && j < na; j++)
+                    same = f->beta[sa[j]] + 1 >= f->K || shift_of(f, sa[j]) == sb[j];
+                if (!same || !tl->same_task(tl->ctx, t, u)) {
+                    bad[b] = true;
+                    break;
+                }
             }
         }
-    }
-    for (size_t t = 0; t < f->n; t++) {
-        /* A block found bad stays so: its other tasks need no look. */
-        if (f->beta[t] < 0 || f->beta[t] + 1 >= f->K || bad[f->beta[t]])
-            continue;
-        eng_task u = shift_of(f, (eng_task)t);
-        if (u < 0) {
-            bad[f->beta[t]] = true;
-            continue;
-        }
-        if (f->end[(eng_task)t] - f->start[(eng_task)t] !=
-                f->end[u] - f->start[u] ||
-            !tl->same_task(tl->ctx, (eng_task)t, u)) {
-            bad[f->beta[t]] = true;
-            continue;
-        }
-        const eng_task *sa, *sb;
-        size_t na = succs(f, (eng_task)t, &sa), nb = succs(f, u, &sb);
-        if (na != nb || f->n_pred[t] != f->n_pred[u]) {
-            bad[f->beta[t]] = true;
-            continue;
-        }
-        for (size_t j = 0; j < na; j++)
-            if (f->beta[sa[j]] + 1 < f->K && shift_of(f, sa[j]) != sb[j]) {
-                bad[f->beta[t]] = true;
-            }
     }
 }
 
 /* Keeps the longest run of blocks whose structure repeats: those before
  * it join the prefix, those after it the suffix.  False when no run of
- * four blocks remains. */
+ * four blocks remains, or the blocks are not in causal order (checked
+ * once: the renumbering below keeps the order of blocks, and so the
+ * order along every edge). */
 static bool regular_blocks(fitter *f)
 {
+    if (f->K < 4 || !causal(f))
+        return false;
     for (int round = 0; round < 4; round++) {
-        if (f->K < 4 || !index_blocks(f))
+        if (f->K < 4)
             return false;
-        bool *bad = calloc((size_t)f->K, sizeof *bad);
-        if (!bad)
-            return false;
+        index_blocks(f);
+        bool *bad = f->bad;
+        memset(bad, 0, (size_t)f->K * sizeof *bad);
         same_structure(f, bad);
         int64_t lo = 0, hi = 0, run_lo = 0; /* blocks lo .. hi */
         bool all = true;
@@ -263,7 +294,6 @@ static bool regular_blocks(fitter *f)
                 hi = b + 1;
             }
         }
-        free(bad);
         if (all)
             return true;
         const int64_t K = hi - lo + 1;
@@ -282,10 +312,11 @@ static bool timed_stream(const fitter *f, eng_task t)
     return f->tl->timed[t] != 0;
 }
 
-/* Shift of t one block later (its image's start less its own). */
+/* Shift of t one block later (its image's start less its own), for a
+ * task of blocks 0 .. K-2 once block_shifts has succeeded. */
 static sim_time_ps delta_of(const fitter *f, eng_task t)
 {
-    return f->start[shift_of(f, t)] - f->start[t];
+    return f->shift[t];
 }
 
 static bool slack(const fitter *f, eng_task u, eng_task w)
@@ -317,39 +348,45 @@ static bool edge_ok(const fitter *f, int64_t c, sim_time_ps lambda, eng_task u, 
 }
 
 /* Shifts of the blocks: per block b (0 .. K-2) the shift of its timed
- * tasks (UINT64_MAX where they differ) and the largest of any task's. */
-static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most)
+ * tasks (UINT64_MAX where they differ) and the largest of any task's;
+ * each task's into f->shift.  After regular_blocks every stream's block
+ * b + 1 has as many places as block b, so the image of place p of one is
+ * place p of the next.  False where a task has no image or an image that
+ * starts earlier. */
+static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most, bool *seen)
 {
     for (int64_t b = 0; b + 1 < f->K; b++) {
         timed[b] = 0;
         most[b] = 0;
+        seen[b] = false;
     }
-    bool *seen = calloc((size_t)f->K, sizeof *seen);
-    if (!seen)
-        return false;
-    for (size_t t = 0; t < f->n; t++) {
-        const int64_t b = f->beta[t];
-        if (b < 0 || b + 1 >= f->K)
-            continue;
-        eng_task u = shift_of(f, (eng_task)t);
-        if (u < 0 || f->start[u] < f->start[(eng_task)t]) {
-            free(seen);
-            return false;
-        }
-        sim_time_ps d = delta_of(f, (eng_task)t);
-        most[b] = d > most[b] ? d : most[b];
-        if (timed_stream(f, (eng_task)t)) {
-            if (seen[b] && timed[b] != d)
-                timed[b] = UINT64_MAX;
-            else if (!seen[b])
-                timed[b] = d;
-            seen[b] = true;
+    for (int s = 0; s < f->n_streams; s++) {
+        const size_t *row = block_row(f, s);
+        const eng_task *ids = f->by_stream + f->stream_at[s];
+        for (int64_t b = 0; b + 1 < f->K; b++) {
+            const size_t at = row[b + 1], n = row[b + 2] - at;
+            if (row[b + 3] - row[b + 2] != n)
+                return false;
+            for (size_t p = 0; p < n; p++) {
+                const eng_task t = ids[at + p], u = ids[at + n + p];
+                if (f->start[u] < f->start[t])
+                    return false;
+                const sim_time_ps d = f->start[u] - f->start[t];
+                f->shift[t] = d;
+                most[b] = d > most[b] ? d : most[b];
+                if (timed_stream(f, t)) {
+                    if (seen[b] && timed[b] != d)
+                        timed[b] = UINT64_MAX;
+                    else if (!seen[b])
+                        timed[b] = d;
+                    seen[b] = true;
+                }
+            }
         }
     }
     for (int64_t b = 0; b + 1 < f->K; b++)
         if (!seen[b])
             timed[b] = UINT64_MAX;
-    free(seen);
     return true;
 }
 
@@ -444,7 +481,7 @@ static int64_t find_cut(fitter *f, sim_time_ps *lambda, int64_t *settle)
             lo = f->beta[t];
     sim_time_ps *timed = malloc((size_t)f->K * sizeof *timed), *most = malloc((size_t)f->K * sizeof *most);
     int64_t cut = -1;
-    if (timed && most && block_shifts(f, timed, most)) {
+    if (timed && most && block_shifts(f, timed, most, f->bad)) {
         /* The earliest cut after which every block shifts by one lambda
          * (the timed tasks) and no task by more. */
         const sim_time_ps lam = timed[f->K - 2];
@@ -548,10 +585,10 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.stream = malloc(f.n * sizeof *f.stream);
         f.stream_at = malloc(((size_t)f.n_streams + 1) * sizeof *f.stream_at);
         f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
+        f.bad = malloc((size_t)f.K * sizeof *f.bad);
+        f.shift = malloc(f.n * sizeof *f.shift);
         ok = f.beta && f.pos && f.n_pred && f.locked && f.work && f.start && f.end && f.stream && f.stream_at &&
-             f.block_at;
-        if (ok)
-            eng_task_times(e, f.start, f.end, f.stream);
+             f.block_at && f.bad && f.shift;
     }
     if (ok) {
         /* The engine's streams in place where they lie one after the
@@ -569,8 +606,12 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
             at += k;
         }
         f.stream_at[f.n_streams] = at;
+        const eng_span *spans = NULL;
         if (in_place && at == f.n) {
             f.by_stream = base;
+            /* The spans lie beside the ids (eng_stream_spans). */
+            if (f.n_streams > 0 && eng_stream_spans(e, 0, &spans) != f.stream_at[1] - f.stream_at[0])
+                spans = NULL;
         } else {
             f.own_order = malloc(f.n * sizeof *f.own_order);
             at = 0;
@@ -582,12 +623,20 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
             f.by_stream = f.own_order;
         }
         ok = f.by_stream && at == f.n;
-    }
-    for (size_t t = 0; ok && t < f.n; t++) {
-        const eng_task *succ;
-        size_t k = succs(&f, (eng_task)t, &succ);
-        for (size_t j = 0; j < k; j++)
-            f.n_pred[succ[j]]++;
+        /* Per task its stream and place, and its times: from the spans in
+         * run order where the engine has them, in the same pass. */
+        if (ok && !spans)
+            eng_task_times(e, f.start, f.end, NULL);
+        for (int s = 0; ok && s < f.n_streams; s++)
+            for (size_t k = f.stream_at[s]; k < f.stream_at[s + 1]; k++) {
+                const eng_task t = f.by_stream[k];
+                f.stream[t] = s;
+                f.pos[t] = (int32_t)(k - f.stream_at[s]);
+                if (spans) {
+                    f.start[t] = spans[k].a;
+                    f.end[t] = spans[k].b;
+                }
+            }
     }
     int32_t *pass_block = ok ? malloc((size_t)(tl->pp * tl->rank_passes) * sizeof *pass_block) : NULL;
     ok = ok && pass_block && assign_blocks(&f, s0, pass_block) && regular_blocks(&f);
@@ -615,6 +664,8 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     free(f.stream);
     free(f.stream_at);
     free(f.block_at);
+    free(f.bad);
+    free(f.shift);
     return ok;
 }
 
