@@ -28,6 +28,7 @@ typedef struct fitter {
     uint8_t *locked;     /* per task after the cut: shifts by exactly lambda */
     eng_task *work;      /* the locked tasks whose edges are still to follow */
     sim_time_ps *start, *end; /* per task, copied from the engine once */
+    eng_dep *moves;      /* the edges into tasks outside the passes (assign_blocks) */
     sim_time_ps *shift;  /* per task of blocks 0 .. K-2: its image's start less its own (block_shifts) */
     int32_t *stream;
     const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
@@ -138,54 +139,33 @@ static bool assign_blocks(fitter *f, const int64_t *s0, int32_t *pass_block)
         int32_t pi = tl->task_pass[t];
         f->beta[t] = pi < 0 ? PRE : pass_block[pi];
     }
-    /* One pass in id order, counting the predecessors on the way: a
-     * stream's successor has a higher id (tasks join their stream's
-     * tail), so where every dependency goes to a higher id too, each
-     * task's predecessors have their blocks when it is reached and the
-     * pass ends at the fixed point the rounds below reach. */
-    bool forward = true;
+    /* Only the edges into tasks outside the passes move a block: those,
+     * in the order the rounds take every edge (dependencies source by
+     * source, then the streams' successions), and the predecessors
+     * counted on the way. */
+    size_t m = 0;
     for (size_t t = 0; t < f->n; t++) {
         const eng_task *succ;
         size_t k = succs(f, (eng_task)t, &succ);
-        const int32_t bt = f->beta[t];
         for (size_t j = 0; j < k; j++) {
             const eng_task w = succ[j];
             f->n_pred[w]++;
-            forward = forward && (size_t)w > t;
-            if (tl->task_pass[w] < 0 && f->beta[w] < bt)
-                f->beta[w] = bt;
-        }
-        const int s = f->stream[t];
-        const size_t next = f->stream_at[s] + (size_t)f->pos[t] + 1;
-        if (next < f->stream_at[s + 1]) {
-            const eng_task w = f->by_stream[next];
-            if (tl->task_pass[w] < 0 && f->beta[w] < bt)
-                f->beta[w] = bt;
+            if (tl->task_pass[w] < 0)
+                f->moves[m++] = (eng_dep){(eng_task)t, w};
         }
     }
-    if (forward)
-        return true;
-    for (size_t t = 0; t < f->n; t++) {
-        int32_t pi = tl->task_pass[t];
-        f->beta[t] = pi < 0 ? PRE : pass_block[pi];
+    for (size_t k = 1; k < f->n; k++) {
+        eng_task u = f->by_stream[k - 1], w = f->by_stream[k];
+        if (f->stream[u] == f->stream[w] && tl->task_pass[w] < 0)
+            f->moves[m++] = (eng_dep){u, w};
     }
     for (int round = 0;; round++) {
         if (round == BLOCK_ROUNDS_MAX)
             return false;
         bool changed = false;
-        for (size_t t = 0; t < f->n; t++) {
-            const eng_task *succ;
-            size_t k = succs(f, (eng_task)t, &succ);
-            for (size_t j = 0; j < k; j++)
-                if (tl->task_pass[succ[j]] < 0 && f->beta[succ[j]] < f->beta[t]) {
-                    f->beta[succ[j]] = f->beta[t];
-                    changed = true;
-                }
-        }
-        for (size_t k = 1; k < f->n; k++) {
-            eng_task u = f->by_stream[k - 1], w = f->by_stream[k];
-            if (f->stream[u] == f->stream[w] && tl->task_pass[w] < 0 &&
-                f->beta[w] < f->beta[u]) {
+        for (size_t i = 0; i < m; i++) {
+            const eng_task u = f->moves[i].before, w = f->moves[i].after;
+            if (f->beta[w] < f->beta[u]) {
                 f->beta[w] = f->beta[u];
                 changed = true;
             }
@@ -587,8 +567,10 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
         f.bad = malloc((size_t)f.K * sizeof *f.bad);
         f.shift = malloc(f.n * sizeof *f.shift);
+        const uint32_t edges = f.succ_off ? f.succ_off[f.n] : 0;
+        f.moves = malloc(((size_t)edges + f.n) * sizeof *f.moves);
         ok = f.beta && f.pos && f.n_pred && f.locked && f.work && f.start && f.end && f.stream && f.stream_at &&
-             f.block_at && f.bad && f.shift;
+             f.block_at && f.bad && f.shift && f.moves;
     }
     if (ok) {
         /* The engine's streams in place where they lie one after the
@@ -666,6 +648,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     free(f.block_at);
     free(f.bad);
     free(f.shift);
+    free(f.moves);
     return ok;
 }
 
