@@ -1646,7 +1646,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
     step_t *x = sample_of(st);
     int32_t *task_pass = NULL, *block = NULL;
     uint8_t *timed = NULL;
-    sched_pass *seq = NULL;
+    sched_pass *seq = NULL, *local = NULL;
     sim_time_ps *from = NULL;
     if (derived)
         *derived = false;
@@ -1656,11 +1656,12 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
         task_pass = malloc((n ? n : 1) * sizeof *task_pass);
         timed = malloc((n ? n : 1) * sizeof *timed);
         seq = malloc(np * sizeof *seq);
+        local = malloc((size_t)x->rank_passes * sizeof *local);
         if (inc) {
             block = malloc((n ? n : 1) * sizeof *block);
             from = malloc((size_t)x->pp * sizeof *from);
         }
-        ok = task_pass && timed && seq && (!inc || (block && from));
+        ok = task_pass && timed && seq && local && (!inc || (block && from));
         /* measure() reads the times of the compute and communication
          * streams, and the host lead of a pass placed from its host's
          * start (SHIFT_HOST, below); of the other host tasks only
@@ -1682,20 +1683,28 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
             viewed += k;
         }
         ok = ok && viewed == n;
+        /* A stage's passes by their index less the stage's first
+         * (pass_index), counted out instead of divided per pass. */
+        for (size_t i = 0, k = 0; ok && k < (size_t)x->n_kinds; k++)
+            for (int32_t mb = 0; mb < (int32_t)x->M; mb++)
+                for (int32_t c = 0; c < (int32_t)x->v; c++)
+                    local[i++] = (sched_pass){.kind = (uint8_t)k, .microbatch = mb, .chunk = c};
         /* Each stage's passes in order, and the tasks each placed. */
-        for (size_t q = 0; ok && q < np; q++) {
+        for (size_t q = 0, r = 0, stage_at = 0; ok && q < np; q++) {
+            if (q - stage_at == (size_t)x->rank_passes) {
+                r++;
+                stage_at = q;
+            }
             const size_t pi = (size_t)x->order[q];
             const pass_ref *ref = &x->passes[pi];
-            seq[q] = (sched_pass){.kind = (uint8_t)(pi / (size_t)(x->v * x->M) % (size_t)x->n_kinds),
-                                  .microbatch = (int32_t)(pi / (size_t)x->v % (size_t)x->M),
-                                  .chunk = (int32_t)(pi % (size_t)x->v)};
+            seq[q] = local[pi - stage_at];
             const eng_task mine[] = {ref->first, ref->span, ref->last, ref->send, ref->lead};
             /* Its ops are placed from its GPU's and its host's starts,
              * unless the host is ahead of its lead there and the pass
              * then runs as from its GPU start alone (shifts_ahead): a
              * lead shifted less keeps it so. */
             if (x->shifted[pi] == SHIFT_HOST && ref->lead >= 0) {
-                const pass_summary *ps = summary_of(x, q / (size_t)x->rank_passes, seq[q].chunk, seq[q].kind);
+                const pass_summary *ps = summary_of(x, (int64_t)r, seq[q].chunk, seq[q].kind);
                 if (!ps->shifts_ahead || eng_task_end(x->eng, ref->lead) > eng_task_start(x->eng, ref->first))
                     timed[ref->lead] = 1;
             }
@@ -1727,6 +1736,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
     free(task_pass);
     free(timed);
     free(seq);
+    free(local);
     step_destroy(x);
     return ok ? SIM_OK : DECLINED;
 }
