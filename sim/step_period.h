@@ -78,7 +78,7 @@
  *
  * One sample.  The sample one period longer (K + 1 blocks) differs from
  * the first (K) by what one period of the periodic middle adds, and the
- * window gives that off the first alone (step_measure_period) where it
+ * window gives that off the first alone (step_measure given a period request) where it
  * holds a whole period on every stage: with lo = max(end(E) + lambda, x1)
  * and hi = min(x0 + (K - c - 1) lambda, c0), lo + lambda <= hi
  * (whole_period).  On a stage:
