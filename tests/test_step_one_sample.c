@@ -11,43 +11,13 @@
 #include "config.h"
 #include "step.h"
 #include "strategy.h"
-
-typedef struct layout {
-    const char *file;    /* under configs/ */
-    const char *over[6]; /* overrides, NULL-terminated */
-} layout;
+#include "layout_run.h"
 
 /* The step of l at gbs: extended on (with the second sample compared)
  * or simulated whole. */
 static step_t *run_layout(const layout *l, const char *gbs, bool extended)
 {
-    sim_err err;
-    sim_err_clear(&err);
-    cfg_t *cfg = cfg_create(PARSIM_SOURCE_DIR);
-    cr_assert_not_null(cfg);
-    char path[512], a[96];
-    snprintf(path, sizeof path, "%s/configs/%s", PARSIM_SOURCE_DIR, l->file);
-    int rc = cfg_load_file(cfg, path, CFG_PRIO_FILE, &err);
-    for (int i = 0; rc == SIM_OK && l->over[i]; i++)
-        rc = cfg_set_override(cfg, l->over[i], &err);
-    snprintf(a, sizeof a, "train.global_batch_size=%s", gbs);
-    if (rc == SIM_OK)
-        rc = cfg_set_override(cfg, a, &err);
-    if (rc == SIM_OK)
-        rc = cfg_set_override(cfg, extended ? "sim.steady_extension=true" : "sim.steady_extension=false", &err);
-    run_inputs in;
-    strategy_t s;
-    if (rc == SIM_OK)
-        rc = cfg_resolve_all(cfg, &in, &s, &err);
-    in.sim.period_check = extended;
-    step_t *st = NULL;
-    if (rc == SIM_OK)
-        rc = step_run(&st, &in, &s, &err);
-    char msg[1024];
-    sim_err_format(&err, msg, sizeof msg);
-    cr_assert_eq(rc, SIM_OK, "%s gbs %s: %s", l->file, gbs, msg);
-    cfg_destroy(cfg);
-    return st;
+    return layout_step(l, gbs, extended, extended);
 }
 
 /* l at gbs from one sample: the second sample agrees, and every figure is

@@ -15,43 +15,15 @@
 #include "step_period.h"
 #include "strategy.h"
 #include "streams.h"
-
-typedef struct layout {
-    const char *file;            /* under configs/ */
-    const char *over[8];         /* overrides, NULL-terminated */
-} layout;
+#include "layout_run.h"
 
 /* Runs a layout with the extension on and off; returns whether the first
  * was extended, and asserts that every figure is the same. */
 static bool same_both_ways(const layout *l, const char *gbs)
 {
     step_t *st[2] = {NULL, NULL};
-    for (int k = 0; k < 2; k++) {
-        sim_err err;
-        sim_err_clear(&err);
-        cfg_t *cfg = cfg_create(PARSIM_SOURCE_DIR);
-        cr_assert_not_null(cfg);
-        char path[512], a[96];
-        snprintf(path, sizeof path, "%s/configs/%s", PARSIM_SOURCE_DIR, l->file);
-        int rc = cfg_load_file(cfg, path, CFG_PRIO_FILE, &err);
-        for (int i = 0; rc == SIM_OK && l->over[i]; i++)
-            rc = cfg_set_override(cfg, l->over[i], &err);
-        snprintf(a, sizeof a, "train.global_batch_size=%s", gbs);
-        if (rc == SIM_OK)
-            rc = cfg_set_override(cfg, a, &err);
-        if (rc == SIM_OK)
-            rc = cfg_set_override(cfg, k == 0 ? "sim.steady_extension=true" : "sim.steady_extension=false", &err);
-        run_inputs in;
-        strategy_t s;
-        if (rc == SIM_OK)
-            rc = cfg_resolve_all(cfg, &in, &s, &err);
-        if (rc == SIM_OK)
-            rc = step_run(&st[k], &in, &s, &err);
-        char msg[1024];
-        sim_err_format(&err, msg, sizeof msg);
-        cr_assert_eq(rc, SIM_OK, "%s %s gbs %s: %s", l->file, l->over[0] ? l->over[0] : "", gbs, msg);
-        cfg_destroy(cfg);
-    }
+    for (int k = 0; k < 2; k++)
+        st[k] = layout_step(l, gbs, k == 0, false);
     const step_result *x = step_result_get(st[0]), *y = step_result_get(st[1]);
     cr_assert(!step_extended(st[1]));
     cr_assert_eq(x->n_stages, y->n_stages);
