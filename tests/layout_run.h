@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "config.h"
 #include "step.h"
@@ -49,6 +50,29 @@ static inline step_t *layout_step(const layout *l, const char *gbs, bool extende
     cr_assert_eq(rc, SIM_OK, "%s %s gbs %s: %s", l->file, l->over[0] ? l->over[0] : "", gbs, msg);
     cfg_destroy(cfg);
     return st;
+}
+
+/* Every figure of a's result and b's (steps of l at gbs) the same, bit
+ * for bit. */
+static inline void layout_same_results(const layout *l, const char *gbs, const step_t *a, const step_t *b)
+{
+    const step_result *x = step_result_get(a), *y = step_result_get(b);
+    const char *o = l->over[0] ? l->over[0] : "";
+    cr_assert_eq(x->n_stages, y->n_stages);
+    step_result xs = *x, ys = *y;
+    xs.stages = ys.stages = NULL;
+    cr_assert(memcmp(&xs, &ys, sizeof xs) == 0,
+              "%s %s gbs %s: step %.17g/%.17g pipeline %.17g/%.17g bubble %.17g/%.17g tasks %llu/%llu "
+              "events %llu/%llu exposed %.17g/%.17g",
+              l->file, o, gbs, x->step_time_s, y->step_time_s, x->pipeline_s, y->pipeline_s, x->bubble_fraction,
+              y->bubble_fraction, (unsigned long long)x->tasks, (unsigned long long)y->tasks,
+              (unsigned long long)x->events, (unsigned long long)y->events, x->exposed_total_s, y->exposed_total_s);
+    for (int64_t r = 0; r < x->n_stages; r++)
+        cr_assert(memcmp(&x->stages[r], &y->stages[r], sizeof x->stages[r]) == 0,
+                  "%s %s gbs %s: stage %lld busy %.17g/%.17g exposed %.17g/%.17g act %.17g/%.17g", l->file, o, gbs,
+                  (long long)r, x->stages[r].busy_s, y->stages[r].busy_s, x->stages[r].exposed_total_s,
+                  y->stages[r].exposed_total_s, x->stages[r].activations_peak_bytes,
+                  y->stages[r].activations_peak_bytes);
 }
 
 #endif

@@ -24,24 +24,8 @@ static bool same_both_ways(const layout *l, const char *gbs)
     step_t *st[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++)
         st[k] = layout_step(l, gbs, k == 0, false);
-    const step_result *x = step_result_get(st[0]), *y = step_result_get(st[1]);
     cr_assert(!step_extended(st[1]));
-    cr_assert_eq(x->n_stages, y->n_stages);
-    step_result xs = *x, ys = *y;
-    xs.stages = ys.stages = NULL;
-    cr_assert(memcmp(&xs, &ys, sizeof xs) == 0,
-                 "%s %s gbs %s: step %.17g/%.17g pipeline %.17g/%.17g bubble %.17g/%.17g tasks %llu/%llu "
-                 "events %llu/%llu exposed %.17g/%.17g",
-                 l->file, l->over[0] ? l->over[0] : "", gbs, x->step_time_s, y->step_time_s, x->pipeline_s,
-                 y->pipeline_s, x->bubble_fraction, y->bubble_fraction, (unsigned long long)x->tasks,
-                 (unsigned long long)y->tasks, (unsigned long long)x->events, (unsigned long long)y->events,
-                 x->exposed_total_s, y->exposed_total_s);
-    for (int64_t r = 0; r < x->n_stages; r++)
-        cr_assert(memcmp(&x->stages[r], &y->stages[r], sizeof x->stages[r]) == 0,
-                     "%s %s gbs %s: stage %lld busy %.17g/%.17g exposed %.17g/%.17g act %.17g/%.17g", l->file,
-                     l->over[0] ? l->over[0] : "", gbs, (long long)r, x->stages[r].busy_s, y->stages[r].busy_s,
-                     x->stages[r].exposed_total_s, y->stages[r].exposed_total_s,
-                     x->stages[r].activations_peak_bytes, y->stages[r].activations_peak_bytes);
+    layout_same_results(l, gbs, st[0], st[1]);
     bool ext = step_extended(st[0]);
     step_destroy(st[0]);
     step_destroy(st[1]);
