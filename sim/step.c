@@ -1626,7 +1626,7 @@ static step_t *sample_of(const step_t *st)
 static bool same_task(const void *ctx, eng_task ta, eng_task tb)
 {
     const step_t *x = ctx;
-    const step_task_info *a = &x->info[eng_task_tag(x->eng, ta)], *b = &x->info[eng_task_tag(x->eng, tb)];
+    const step_task_info *a = &x->info[x->tags[ta]], *b = &x->info[x->tags[tb]];
     const int64_t P = x->period_mb;
     return a->name == b->name && a->chunk == b->chunk && a->whole_pass == b->whole_pass &&
            a->replaced == b->replaced && a->stage == b->stage && a->stream == b->stream &&
@@ -1716,6 +1716,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                     task_pass[mine[k]] = (int32_t)q;
         }
         x->period_mb = sched_plan_period(&x->plan);
+        x->tags = eng_task_tags(x->eng);
         const step_timeline tl = {.eng = x->eng, .same_task = same_task, .ctx = x, .pp = x->pp, .streams_per_stage = STREAM_KINDS,
                                   .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass, .timed = timed,
                                   .period_mb = sched_plan_period(&x->plan),

@@ -128,6 +128,7 @@ struct step {
     bool borrowed;          /* wl and summary belong to another step (a sample of step_period) */
     bool wl_lent;           /* wl belongs to the caller (step_run_reuse) */
     int64_t period_mb;      /* a sample's: sched_plan_period of its plan, for same_task */
+    const int32_t *tags;    /* a sample's: eng_task_tags after its run, for same_task */
     int samples;            /* samples its figures came from (0: simulated whole) */
     int period_checked;     /* sim.period_check: 0 not checked, 1 the second sample agrees, -1 not */
 };

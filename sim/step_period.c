@@ -30,6 +30,7 @@ typedef struct fitter {
     sim_time_ps *start, *end; /* per task, copied from the engine once */
     eng_dep *moves;      /* the edges into tasks outside the passes (assign_blocks) */
     sim_time_ps *shift;  /* per task of blocks 0 .. K-2: its image's start less its own (block_shifts) */
+    eng_task *img;       /* per task: its image one block later, or -1 (index_images) */
     int32_t *stream;
     const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
     const eng_task *succ;
@@ -88,23 +89,22 @@ static size_t *block_row(const fitter *f, int s)
     return f->block_at + (size_t)s * (size_t)(f->K + 3);
 }
 
-/* The task of stream s at place p of block b, or -1. */
-static eng_task at_block(const fitter *f, int s, int64_t b, size_t p)
+/* Per task its image one block later: the task at its place in the next
+ * block of its stream, -1 where that block is shorter or the task lies in
+ * the prefix, the last block or the suffix. */
+static void index_images(const fitter *f)
 {
-    const size_t *row = block_row(f, s);
-    if (row[b + 1] + p >= row[b + 2])
-        return -1;
-    return f->by_stream[f->stream_at[s] + row[b + 1] + p];
-}
-
-/* The image of t one block later (-1 if none). */
-static eng_task shift_of(const fitter *f, eng_task t)
-{
-    const int s = f->stream[t];
-    const int64_t b = f->beta[t];
-    if (b < 0 || b + 1 >= f->K)
-        return -1;
-    return at_block(f, s, b + 1, (size_t)f->pos[t] - block_row(f, s)[b + 1]);
+    for (size_t t = 0; t < f->n; t++)
+        f->img[t] = -1;
+    for (int s = 0; s < f->n_streams; s++) {
+        const size_t *row = block_row(f, s);
+        const eng_task *ids = f->by_stream + f->stream_at[s];
+        for (int64_t b = 0; b + 1 < f->K; b++) {
+            const size_t at = row[b + 1], n = row[b + 2] - at, m = row[b + 3] - row[b + 2];
+            for (size_t p = 0; p < n && p < m; p++)
+                f->img[ids[at + p]] = ids[at + n + p];
+        }
+    }
 }
 
 /* Rounds of the fixed point below: a task outside the passes takes its
@@ -237,7 +237,7 @@ static void same_structure(const fitter *f, bool *bad)
                 bool same = f->end[t] - f->start[t] == f->end[u] - f->start[u] && na == nb &&
                             f->n_pred[t] == f->n_pred[u];
                 for (size_t j = 0; same && j < na; j++)
-                    same = f->beta[sa[j]] + 1 >= f->K || shift_of(f, sa[j]) == sb[j];
+                    same = f->beta[sa[j]] + 1 >= f->K || f->img[sa[j]] == sb[j];
                 if (!same || !tl->same_task(tl->ctx, t, u)) {
                     bad[b] = true;
                     break;
@@ -251,39 +251,46 @@ static void same_structure(const fitter *f, bool *bad)
  * it join the prefix, those after it the suffix.  False when no run of
  * four blocks remains, or the blocks are not in causal order (checked
  * once: the renumbering below keeps the order of blocks, and so the
- * order along every edge). */
+ * order along every edge).
+ *
+ * One look suffices: a pair of blocks the run keeps compares the same
+ * after the renumbering.  Its places, durations, predecessor counts and
+ * same_task are untouched; a successor of one of its tasks lies in a
+ * block no earlier (causal), so in a kept block, whose image is the one
+ * it had, or in the run's last block or past it, which same_structure
+ * does not follow. */
 static bool regular_blocks(fitter *f)
 {
     if (f->K < 4 || !causal(f))
         return false;
-    for (int round = 0; round < 4; round++) {
-        if (f->K < 4)
-            return false;
-        index_blocks(f);
-        bool *bad = f->bad;
-        memset(bad, 0, (size_t)f->K * sizeof *bad);
-        same_structure(f, bad);
-        int64_t lo = 0, hi = 0, run_lo = 0; /* blocks lo .. hi */
-        bool all = true;
-        for (int64_t b = 0; b + 1 < f->K; b++) {
-            if (bad[b]) {
-                all = false;
-                run_lo = b + 1;
-            } else if (b + 1 - run_lo > hi - lo) {
-                lo = run_lo;
-                hi = b + 1;
-            }
+    index_blocks(f);
+    index_images(f);
+    bool *bad = f->bad;
+    memset(bad, 0, (size_t)f->K * sizeof *bad);
+    same_structure(f, bad);
+    int64_t lo = 0, hi = 0, run_lo = 0; /* blocks lo .. hi */
+    bool all = true;
+    for (int64_t b = 0; b + 1 < f->K; b++) {
+        if (bad[b]) {
+            all = false;
+            run_lo = b + 1;
+        } else if (b + 1 - run_lo > hi - lo) {
+            lo = run_lo;
+            hi = b + 1;
         }
-        if (all)
-            return true;
-        const int64_t K = hi - lo + 1;
-        for (size_t t = 0; t < f->n; t++) {
-            int64_t b = f->beta[t];
-            f->beta[t] = (int32_t)(b < lo ? PRE : b > hi ? K : b - lo);
-        }
-        f->K = K;
     }
-    return false;
+    if (all)
+        return true;
+    const int64_t K = hi - lo + 1;
+    if (K < 4)
+        return false;
+    for (size_t t = 0; t < f->n; t++) {
+        int64_t b = f->beta[t];
+        f->beta[t] = (int32_t)(b < lo ? PRE : b > hi ? K : b - lo);
+    }
+    f->K = K;
+    index_blocks(f);
+    return true;
 }
 
 /* Do the task's times reach the figures (step_timeline.timed)? */
@@ -567,10 +574,11 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.block_at = malloc((size_t)f.n_streams * (size_t)(f.K + 3) * sizeof *f.block_at);
         f.bad = malloc((size_t)f.K * sizeof *f.bad);
         f.shift = malloc(f.n * sizeof *f.shift);
+        f.img = malloc(f.n * sizeof *f.img);
         const uint32_t edges = f.succ_off ? f.succ_off[f.n] : 0;
         f.moves = malloc(((size_t)edges + f.n) * sizeof *f.moves);
         ok = f.beta && f.pos && f.n_pred && f.locked && f.work && f.start && f.end && f.stream && f.stream_at &&
-             f.block_at && f.bad && f.shift && f.moves;
+             f.block_at && f.bad && f.shift && f.img && f.moves;
     }
     if (ok) {
         /* The engine's streams in place where they lie one after the
@@ -648,6 +656,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     free(f.block_at);
     free(f.bad);
     free(f.shift);
+    free(f.img);
     free(f.moves);
     return ok;
 }
