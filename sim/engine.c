@@ -400,6 +400,10 @@ typedef struct run {
                                (the engine's array: it stays) */
     int32_t *succ;
     uint32_t *delta_off;    /* deltas of t are e->deltas[delta_off[t] .. delta_off[t+1]) */
+    /* the sweep: the topological order, seeded by run_prepare with the
+     * tasks that have no predecessor (n_seeded of them) */
+    int32_t *order;
+    size_t n_seeded;
     /* the event loop */
     eng__event *heap;       /* completions, a binary min-heap on (time, seq) */
     size_t heap_n;
@@ -478,6 +482,7 @@ static inline void flush_peaks(engine_t *e, run *r)
 
 static void run_free(run *r)
 {
+    free(r->order);
     free(r->succ);
     free(r->delta_off);
     free(r->heap);
@@ -487,12 +492,18 @@ static void run_free(run *r)
 }
 
 /* Builds the CSR of successors and sorts the deltas by task (both stable,
- * so per-task order is the order of the add calls).  Frees the edge list. */
-static int run_prepare(engine_t *e, run *r)
+ * so per-task order is the order of the add calls).  Frees the edge list.
+ * For the sweep (sweep), in the same pass over the tasks: every start at
+ * 0 in round 0 (what release() raises) and the order seeded with the
+ * tasks without predecessors. */
+static int run_prepare(engine_t *e, run *r, bool sweep)
 {
     size_t n = e->n_tasks;
     r->succ = malloc((e->n_edges ? e->n_edges : 1) * sizeof *r->succ);
-    if (!r->succ)
+    /* One entry more than tasks: release() writes at the tail before it
+     * knows whether the task joins. */
+    r->order = sweep ? malloc((n + 1) * sizeof *r->order) : NULL;
+    if (!r->succ || (sweep && !r->order))
         return SIM_ENOMEM;
 
     /* Counting sort of the edges by `before`, counted by eng_add_dep:
@@ -500,9 +511,24 @@ static int run_prepare(engine_t *e, run *r)
      * edges from the last, each one before its row's end, leaves off[t]
      * the row's start and the row in the order of the add calls. */
     uint32_t *off = e->succ_off, sum = 0;
-    for (size_t t = 0; t < n; t++) {
-        sum += off[t];
-        off[t] = sum;
+    if (sweep) {
+        eng__hot *hot = e->hot;
+        int32_t *order = r->order;
+        size_t seeded = 0;
+        for (size_t t = 0; t < n; t++) {
+            sum += off[t];
+            off[t] = sum;
+            hot[t].start_ps = 0;
+            hot[t].round = 0;
+            order[seeded] = (int32_t)t;
+            seeded += hot[t].pending == 0;
+        }
+        r->n_seeded = seeded;
+    } else {
+        for (size_t t = 0; t < n; t++) {
+            sum += off[t];
+            off[t] = sum;
+        }
     }
     off[n] = sum;
     for (size_t k = e->n_edges; k-- > 0;)
@@ -811,28 +837,17 @@ static int run_sweep(engine_t *e, run *r)
     const sim_time_ps *dur = e->duration;
     const int32_t *stream = e->stream, *next = e->stream_next, *succ = r->succ;
     const uint32_t *off = r->succ_off;
-    size_t n = e->n_tasks, head = 0, tail = 0, ns = (size_t)e->n_streams;
-    /* One entry more than tasks: release() writes at the tail before it
-     * knows whether the task joins. */
-    int32_t *order = malloc((n + 1) * sizeof *order);
+    size_t n = e->n_tasks, head = 0, tail = r->n_seeded, ns = (size_t)e->n_streams;
+    int32_t *order = r->order; /* seeded by run_prepare */
     uint32_t *at = malloc((ns ? ns : 1) * sizeof *at);
-    if (!order || !at) {
-        free(order);
-        free(at);
+    if (!at)
         return SIM_ENOMEM;
-    }
     /* A task's start is final when it is taken, and a stream's tasks are
      * taken in its order: each goes to its stream's slice then
      * (index_streams' result, without a pass of its own). */
     memcpy(at, e->stream_off, ns * sizeof *at);
     int32_t *by_stream = e->by_stream;
     eng_span *spans = e->stream_spans;
-    for (size_t t = 0; t < n; t++) {
-        hot[t].start_ps = 0;
-        hot[t].round = 0;
-        order[tail] = (int32_t)t;
-        tail += hot[t].pending == 0;
-    }
     sim_time_ps makespan = 0;
     int rc = SIM_OK;
     while (head < tail) {
@@ -858,7 +873,6 @@ static int run_sweep(engine_t *e, run *r)
         rc = SIM_ESIM;
     if (rc == SIM_OK)
         rc = sweep_counters(e);
-    free(order);
     free(at);
     if (rc == SIM_OK) {
         e->makespan_ps = makespan;
@@ -923,7 +937,7 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
     e->ran = true;
 
     run r = {0};
-    int rc = run_prepare(e, &r);
+    int rc = run_prepare(e, &r, sweep);
     if (rc == SIM_OK)
         rc = index_alloc(e);
     if (rc == SIM_OK && sweep) {
@@ -937,6 +951,9 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
     if (rc == SIM_OK && !sweep)
         rc = loop_alloc(e, &r);
     if (rc != SIM_OK) {
+        /* run_prepare may have set the starts for the sweep: no task ran. */
+        for (size_t t = 0; sweep && t < e->n_tasks; t++)
+            e->hot[t].start_ps = NEVER;
         run_free(&r);
         /* No grouping then: eng_stream_tasks walks the streams. */
         free(e->by_stream);
