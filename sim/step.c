@@ -119,6 +119,7 @@ typedef struct builder {
      * a pass of the stage sends: send_made) and whether a pass of (chunk,
      * kind) sends (sends[chunk * SCHED_KINDS + kind]). */
     const sched_kind_desc *kd[SCHED_KINDS];
+    bool host_role[STREAM_KINDS]; /* the streams of STREAM_ROLE_HOST (a template's host ops) */
     sim_time_ps send_ps;
     bool send_made;
     bool *sends;
@@ -224,6 +225,16 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
     return t;
 }
 
+/* Adds a task of the host's own work on stage r's host stream (not a
+ * stand-in's): its time counts in the stage's host busy time. */
+static eng_task add_host(builder *b, int64_t r, sim_time_ps d, const char *name, int32_t mb, int32_t chunk)
+{
+    eng_task t = add(b, r, STREAM_HOST, d, name, mb, chunk);
+    if (t != NO_TASK)
+        b->st->host_own_ps[stream_of(r, STREAM_HOST)] += d; /* within work_ps: no wrap */
+    return t;
+}
+
 /* Adds a task that stands for a whole pass (or its GPU span). */
 static eng_task add_whole(builder *b, int64_t stage, sim_time_ps d, sched_kind kind, int32_t mb, int32_t chunk)
 {
@@ -317,6 +328,8 @@ static void add_ops(builder *b, int64_t stage, const wl_pass *p, const uint8_t *
         const wl_op *op = &p->ops[i];
         int k = side ? side[i] : 0;
         eng_task t = add(b, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb[k], chunk[k]);
+        if (b->host_role[op->stream] && t != NO_TASK)
+            b->st->host_own_ps[stream_of(stage, (stream_kind)op->stream)] += op->duration_ps;
         if (i == 0)
             base = t;
         for (int j = 0; j < 2; j++)
@@ -946,8 +959,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
     const host_params *h = &in->cluster.host;
     eng_task graph = NO_TASK;
     if (in->graphs.impl == GRAPH_FULL_ITERATION && !in->sim.ideal_pipeline && h->graph_launch_s > 0)
-        graph = add(b, r, STREAM_HOST, duration_ps(b, h->graph_launch_s, "the CUDA graph launch", r), "graph_launch",
-                    -1, -1);
+        graph = add_host(b, r, duration_ps(b, h->graph_launch_s, "the CUDA graph launch", r), "graph_launch", -1, -1);
     /* The host never late: passes stand as their GPU spans, the first
      * host pass behind its lead. */
     const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first);
@@ -1158,7 +1170,7 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
     const host_params *h = &in->cluster.host;
     eng_task sync = NO_TASK;
     if (!in->sim.ideal_pipeline && (h->sync_s > 0 || h->optimizer_s > 0)) {
-        sync = add(b, r, STREAM_HOST, duration_ps(b, h->sync_s, "the optimizer's host sync", r), "d2h_sync", -1, -1);
+        sync = add_host(b, r, duration_ps(b, h->sync_s, "the optimizer's host sync", r), "d2h_sync", -1, -1);
         dep(b, last->last, sync);
         dep(b, last_rs, sync);
     }
@@ -1168,7 +1180,7 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
     dep(b, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
     dep(b, sync, opt);
     if (sync != NO_TASK)
-        add(b, r, STREAM_HOST, duration_ps(b, h->optimizer_s, "the optimizer's host issue", r), "host_issue", -1, -1);
+        add_host(b, r, duration_ps(b, h->optimizer_s, "the optimizer's host issue", r), "host_issue", -1, -1);
     if (distopt && !ag_first)
         for (int64_t c = 0; c < st->v; c++) {
             eng_task ag = add(b, r, STREAM_DP,
@@ -1336,6 +1348,8 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     b.sends = malloc((size_t)v * SCHED_KINDS * sizeof *b.sends);
     for (int k = 0; k < SCHED_KINDS; k++)
         b.kd[k] = sched_kind_of((sched_kind)k);
+    for (int k = 0; k < STREAM_KINDS; k++)
+        b.host_role[k] = streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST;
     /* Room for a stage's share of the step's tasks (grown if short). */
     b.cap_new = (size_t)(task_hint(st, st->M) / (double)s->pp) + 64;
     b.cap_new_deps = 2 * b.cap_new;
@@ -1573,7 +1587,8 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
     st->shifted = calloc(n_passes, sizeof *st->shifted);
     st->passes = malloc(n_passes * sizeof *st->passes);
     st->order = malloc(n_passes * sizeof *st->order);
-    if (!st->collapsed || !st->paired || !st->shifted || !st->passes || !st->order)
+    st->host_own_ps = calloc((size_t)(st->pp * STREAM_KINDS), sizeof *st->host_own_ps);
+    if (!st->collapsed || !st->paired || !st->shifted || !st->passes || !st->order || !st->host_own_ps)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     size_t hint = (size_t)task_hint(st, M);
     st->eng = eng_create((int)(st->pp * STREAM_KINDS), (int)(st->pp * CTR_PER_STAGE), hint, hint * 2);
@@ -1626,7 +1641,7 @@ static step_t *sample_of(const step_t *st)
 static bool same_task(const void *ctx, eng_task ta, eng_task tb)
 {
     const step_t *x = ctx;
-    const step_task_info *a = &x->info[x->tags[ta]], *b = &x->info[x->tags[tb]];
+    const step_task_info *a = &x->info[x->task_tags[ta]], *b = &x->info[x->task_tags[tb]];
     const int64_t P = x->period_mb;
     return a->name == b->name && a->chunk == b->chunk && a->whole_pass == b->whole_pass &&
            a->replaced == b->replaced && a->stage == b->stage && a->stream == b->stream &&
@@ -1716,7 +1731,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
                     task_pass[mine[k]] = (int32_t)q;
         }
         x->period_mb = sched_plan_period(&x->plan);
-        x->tags = eng_task_tags(x->eng);
+        x->task_tags = eng_task_tags(x->eng);
         const step_timeline tl = {.eng = x->eng, .same_task = same_task, .ctx = x, .pp = x->pp, .streams_per_stage = STREAM_KINDS,
                                   .rank_passes = x->rank_passes, .seq = seq, .task_pass = task_pass, .timed = timed,
                                   .period_mb = sched_plan_period(&x->plan),
@@ -2044,6 +2059,7 @@ void step_destroy(step_t *st)
         wl_pair_free(&st->pairs[k].t);
     free(st->pairs);
     free(st->order);
+    free(st->host_own_ps);
     free(st->res.stages);
     free(st);
 }

@@ -122,13 +122,17 @@ struct step {
     pair_entry *pairs;
     size_t n_pairs, cap_pairs;
     sim_time_ps work_ps;    /* every task's duration together (the build's) */
+    /* [stream_of(stage, k)] for the host streams: the durations of their
+     * tasks but the stand-ins' (step_host_lead, step_host_rest), summed as
+     * the build adds them (measure's host busy time of the whole step). */
+    sim_time_ps *host_own_ps;
     /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
      * (templates' stand-ins and ops), plus the sends and the tail. */
     size_t ops_per_mb, ops_fixed;
     bool borrowed;          /* wl and summary belong to another step (a sample of step_period) */
     bool wl_lent;           /* wl belongs to the caller (step_run_reuse) */
     int64_t period_mb;      /* a sample's: sched_plan_period of its plan, for same_task */
-    const int32_t *tags;    /* a sample's: eng_task_tags after its run, for same_task */
+    const int32_t *task_tags; /* a sample's: its engine's tags once run (eng_task_tags), for same_task */
     int samples;            /* samples its figures came from (0: simulated whole) */
     int period_checked;     /* sim.period_check: 0 not checked, 1 the second sample agrees, -1 not */
 };

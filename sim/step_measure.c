@@ -205,10 +205,10 @@ static sim_time_ps measure_comm(const interval *const *streams, const size_t *le
     return exposed_ps;
 }
 
-/* Busy time of stage r's host stream k: its tasks (only those of block
- * blk where block is given) by their durations, but not the stand-ins of
- * collapsed passes, which include the host's waits: those count from
- * their summaries (add_summaries). */
+/* Busy time of stage r's host stream k in block blk: its tasks of the
+ * block by their durations, but not the stand-ins of collapsed passes,
+ * which include the host's waits: those count from their summaries
+ * (add_summaries).  The whole step's is the build's (step.host_own_ps). */
 static sim_time_ps host_busy(const step_t *st, int64_t r, int k, const int32_t *block, int32_t blk)
 {
     const engine_t *e = st->eng;
@@ -220,7 +220,7 @@ static sim_time_ps host_busy(const step_t *st, int64_t r, int k, const int32_t *
     sim_time_ps total = 0;
     for (size_t i = 0; i < nk; i++) {
         const char *name = st->info[tag[hid[i]]].name;
-        if ((!block || block[hid[i]] == blk) && name != step_host_lead && name != step_host_rest)
+        if (block[hid[i]] == blk && name != step_host_lead && name != step_host_rest)
             total += hs[i].b - hs[i].a;
     }
     return total;
@@ -553,7 +553,7 @@ int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err
         sim_time_ps exposed_ps = measure_comm(streams, lens, kinds, n_comm, cp, nc, sr);
         for (int k = 0; k < STREAM_KINDS; k++)
             if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                sr->comm_ps[k] = host_busy(st, r, k, NULL, 0);
+                sr->comm_ps[k] = st->host_own_ps[stream_of(r, (stream_kind)k)];
         fits = fits && add_summaries(st, r, n_whole, n_shifted, sr, &exposed_ps);
         /* Overlapped pairs that stood as one task: their template's. */
         for (size_t q = 0; q < st->n_pairs; q++) {
