@@ -280,6 +280,15 @@ static inline void dep(builder *b, eng_task before, eng_task after)
     b->new_deps[b->n_new_deps++] = (eng_dep){before, after};
 }
 
+/* Are tasks a and b, both kept (not yet in the engine), on one stream, a
+ * first?  Then b waits for a by the stream's order alone: an edge would
+ * add nothing to the timeline. */
+static inline bool same_stream(const builder *b, eng_task a, eng_task t)
+{
+    const int64_t kept = b->next_id - (int64_t)b->n_new;
+    return a >= kept && t > a && t < b->next_id && b->new_stream[a - kept] == b->new_stream[t - kept];
+}
+
 static inline void count(builder *b, eng_task t, int counter, int64_t at_start, int64_t at_end)
 {
     if (b->rc != SIM_OK || t == NO_TASK)
@@ -332,8 +341,10 @@ static void add_ops(builder *b, int64_t stage, const wl_pass *p, const uint8_t *
             b->st->host_own_ps[stream_of(stage, (stream_kind)op->stream)] += op->duration_ps;
         if (i == 0)
             base = t;
+        /* An op the template orders after an earlier op of its own
+         * stream follows it in the stream's order anyway: no edge. */
         for (int j = 0; j < 2; j++)
-            if (op->dep_back[j])
+            if (op->dep_back[j] && p->ops[i - op->dep_back[j]].stream != op->stream)
                 dep(b, t - op->dep_back[j], t);
     }
     int32_t gpu = 0;
@@ -663,7 +674,8 @@ static void link_backward(builder *b, int64_t r, const sched_pass *it, const wl_
     if (frees)
         count(b, ref->last, (int)(r * CTR_PER_STAGE + CTR_INFLIGHT), 0, -1);
     const pass_ref *f = &st->passes[pass_index(st, r, b->kd[it->kind]->after, it->microbatch, it->chunk)];
-    dep(b, f->last, ref->first);
+    if (!same_stream(b, f->last, ref->first))
+        dep(b, f->last, ref->first);
 }
 
 /* With overlap_grad_reduce a bucket's reduction starts as soon as the last
