@@ -182,9 +182,10 @@ static bool room_tasks(builder *b)
 
 #define WORK_SURE_PS ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
 
-/* Adds a task and records what it is.  NO_TASK once the build has failed. */
-static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
-                    int32_t chunk)
+/* add() with every check: a failed build, a host rest pending, work past
+ * WORK_SURE_PS, the room grown. */
+static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
+                            int32_t chunk)
 {
     step_t *st = b->st;
     if (b->rc != SIM_OK)
@@ -217,6 +218,25 @@ static eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, con
         st->info = p;
         st->cap_info = cap;
     }
+    const eng_task t = (eng_task)b->next_id++;
+    b->new_stream[b->n_new] = stream_of(stage, k);
+    b->new_dur[b->n_new++] = d;
+    st->info[st->n_info++] =
+        (step_task_info){.stage = stage, .stream = k, .name = name, .microbatch = mb, .chunk = chunk};
+    return t;
+}
+
+/* Adds a task and records what it is.  NO_TASK once the build has failed.
+ * Inline where none of add_checked's cases arises (the usual one): what
+ * it does then, without a call per task. */
+static inline eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
+                           int32_t chunk)
+{
+    step_t *st = b->st;
+    if (b->rc != SIM_OK || (k == STREAM_HOST && b->rest_pending) || b->work_ps > WORK_SURE_PS || d > WORK_SURE_PS ||
+        b->next_id >= INT32_MAX || b->n_new == b->cap_new || st->n_info == st->cap_info)
+        return add_checked(b, stage, k, d, name, mb, chunk);
+    b->work_ps += d;
     const eng_task t = (eng_task)b->next_id++;
     b->new_stream[b->n_new] = stream_of(stage, k);
     b->new_dur[b->n_new++] = d;
