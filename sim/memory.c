@@ -419,7 +419,7 @@ static mla_saved mla_activation(const model_spec *m, bool up_recomputed)
  * gated norm's input, d_in) and dA_cumsum (fp32 per head) [assumed from
  * mamba_ssm's chunk-scan autograd function]; out_proj's input as before:
  *   (2 d_in + 2 r G N + H + 3 d_in + 2 r G N) / t elements + 4 H / t bytes. */
-static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, int mixer, int mlp)
+static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, recompute_kind rg, int mixer, int mlp)
 {
     const model_spec *m = &in->model;
     const parallel_spec *par = &s->par;
@@ -429,13 +429,13 @@ static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
     const bool sp = par->sequence_parallel;
     const double shard = sp ? t : 1.0; /* sequence-sharded part of the layer */
 
-    if (par->recompute_granularity == RECOMPUTE_FULL) {
+    if (rg == RECOMPUTE_FULL) {
         /* Only the input of each recompute group is kept. */
         double per_group = 2.0 * sb * h / shard;
         double n = par->recompute_num_layers > 0 ? (double)par->recompute_num_layers : 1.0;
         return per_group / n;
     }
-    unsigned mods = par->recompute_granularity == RECOMPUTE_SELECTIVE ? par->recompute_modules : 0u;
+    unsigned mods = rg == RECOMPUTE_SELECTIVE ? par->recompute_modules : 0u;
 
     double q, kv_k, kv_v;
     mla_saved mla = { 0 };
@@ -514,17 +514,26 @@ static double layer_activation_bytes(const run_inputs *in, const strategy_t *s, 
 
 double memory_layer_activation_bytes(const run_inputs *in, const strategy_t *s, bool moe_layer)
 {
-    return layer_activation_bytes(in, s, MODEL_MIXER_ATTENTION, moe_layer ? MODEL_MLP_MOE : MODEL_MLP_DENSE);
+    return layer_activation_bytes(in, s, s->par.recompute_granularity, MODEL_MIXER_ATTENTION,
+                                  moe_layer ? MODEL_MLP_MOE : MODEL_MLP_DENSE);
+}
+
+/* memory_layer_activation_bytes_at as if the recompute granularity were
+ * rg (the rest of s as it is). */
+static double layer_bytes_at(const run_inputs *in, const strategy_t *s, recompute_kind rg, int64_t layer)
+{
+    const model_spec *m = &in->model;
+    if (!m->hybrid)
+        return layer_activation_bytes(in, s, rg, MODEL_MIXER_ATTENTION,
+                                      model_layer_is_moe(m, layer) ? MODEL_MLP_MOE : MODEL_MLP_DENSE);
+    const model_layer *l = &m->layers[layer];
+    int mlp = l->mlp == MODEL_MLP_NONE ? MODEL_MLP_NONE : model_layer_is_moe(m, layer) ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
+    return layer_activation_bytes(in, s, rg, l->mixer, mlp);
 }
 
 double memory_layer_activation_bytes_at(const run_inputs *in, const strategy_t *s, int64_t layer)
 {
-    const model_spec *m = &in->model;
-    if (!m->hybrid)
-        return memory_layer_activation_bytes(in, s, model_layer_is_moe(m, layer));
-    const model_layer *l = &m->layers[layer];
-    int mlp = l->mlp == MODEL_MLP_NONE ? MODEL_MLP_NONE : model_layer_is_moe(m, layer) ? MODEL_MLP_MOE : MODEL_MLP_DENSE;
-    return layer_activation_bytes(in, s, l->mixer, mlp);
+    return layer_bytes_at(in, s, s->par.recompute_granularity, layer);
 }
 
 /* A layer's activation bytes, memoized by MoE-ness outside a hybrid model
@@ -534,13 +543,14 @@ typedef struct act_memo {
     double bytes[2];
 } act_memo;
 
-static double layer_act_memo(const run_inputs *in, const strategy_t *s, int64_t layer, act_memo *memo)
+static double layer_act_memo(const run_inputs *in, const strategy_t *s, recompute_kind rg, int64_t layer,
+                             act_memo *memo)
 {
     if (in->model.hybrid)
-        return memory_layer_activation_bytes_at(in, s, layer);
+        return layer_bytes_at(in, s, rg, layer);
     bool moe = model_layer_is_moe(&in->model, layer);
     if (!memo->have[moe]) {
-        memo->bytes[moe] = memory_layer_activation_bytes_at(in, s, layer);
+        memo->bytes[moe] = layer_bytes_at(in, s, rg, layer);
         memo->have[moe] = true;
     }
     return memo->bytes[moe];
@@ -555,7 +565,7 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
     double bytes = 0, inflight[2] = {0, 0};
     act_memo memo = {0};
     for (int64_t l = first; l < first + count; l++) {
-        double b = layer_act_memo(in, s, l, &memo);
+        double b = layer_act_memo(in, s, s->par.recompute_granularity, l, &memo);
         if (!memory_layer_offloaded(s, l))
             bytes += b;
         else if (b > inflight[0]) { /* the two largest offloaded layers */
@@ -590,7 +600,7 @@ double memory_chunk_activation_bytes(const run_inputs *in, const strategy_t *s,
             double depth = 2.0 * sb * 2.0 * h / (sp ? t : 1.0) + out;
             for (int32_t i = 0; i < m->mtp_layers_per_depth; i++) {
                 const model_layer *l = &m->mtp_layers[i];
-                depth += layer_activation_bytes(in, s, l->mixer, l->mlp);
+                depth += layer_activation_bytes(in, s, s->par.recompute_granularity, l->mixer, l->mlp);
             }
             bytes += (double)m->mtp_num_layers * depth;
         }
@@ -610,15 +620,14 @@ double memory_chunk_backward_transient_bytes(const run_inputs *in, const strateg
     if (s->par.recompute_granularity != RECOMPUTE_FULL)
         return 0.0;
     /* The backward of a fully recomputed layer first rebuilds that layer's
-     * activations; one layer's worth is alive at a time. */
-    strategy_t st = *s;
-    st.par.recompute_granularity = RECOMPUTE_NONE;
+     * activations, as without recompute; one layer's worth is alive at a
+     * time. */
     int64_t first, count;
     strategy_chunk_layers(s, stage, chunk, &first, &count);
     double worst = 0;
     act_memo memo = {0};
     for (int64_t l = first; l < first + count; l++) {
-        double b = layer_act_memo(in, &st, l, &memo);
+        double b = layer_act_memo(in, s, RECOMPUTE_NONE, l, &memo);
         if (b > worst)
             worst = b;
     }
