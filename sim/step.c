@@ -182,6 +182,21 @@ static bool room_tasks(builder *b)
 
 #define WORK_SURE_PS ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
 
+/* The task added once there is room: its duration counted in the work
+ * (at most LIMIT_DURATION_S: no wrap), its stream, and what it is. */
+static inline eng_task place(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
+                             int32_t chunk)
+{
+    step_t *st = b->st;
+    b->work_ps += d;
+    const eng_task t = (eng_task)b->next_id++;
+    b->new_stream[b->n_new] = stream_of(stage, k);
+    b->new_dur[b->n_new++] = d;
+    st->info[st->n_info++] =
+        (step_task_info){.stage = stage, .stream = k, .name = name, .microbatch = mb, .chunk = chunk};
+    return t;
+}
+
 /* add() with every check: a failed build, a host rest pending, work past
  * WORK_SURE_PS, the room grown. */
 static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
@@ -202,7 +217,6 @@ static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_p
             return NO_TASK;
         }
     }
-    b->work_ps += d; /* at most LIMIT_DURATION_S: no wrap */
     /* The engine's limit: ids up to INT32_MAX - 1 (eng_add_task). */
     if (b->next_id >= INT32_MAX || (b->n_new == b->cap_new && !room_tasks(b))) {
         fail(b, SIM_ENOMEM);
@@ -218,12 +232,7 @@ static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_p
         st->info = p;
         st->cap_info = cap;
     }
-    const eng_task t = (eng_task)b->next_id++;
-    b->new_stream[b->n_new] = stream_of(stage, k);
-    b->new_dur[b->n_new++] = d;
-    st->info[st->n_info++] =
-        (step_task_info){.stage = stage, .stream = k, .name = name, .microbatch = mb, .chunk = chunk};
-    return t;
+    return place(b, stage, k, d, name, mb, chunk);
 }
 
 /* Adds a task and records what it is.  NO_TASK once the build has failed.
@@ -236,13 +245,7 @@ static inline eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps
     if (b->rc != SIM_OK || (k == STREAM_HOST && b->rest_pending) || b->work_ps > WORK_SURE_PS || d > WORK_SURE_PS ||
         b->next_id >= INT32_MAX || b->n_new == b->cap_new || st->n_info == st->cap_info)
         return add_checked(b, stage, k, d, name, mb, chunk);
-    b->work_ps += d;
-    const eng_task t = (eng_task)b->next_id++;
-    b->new_stream[b->n_new] = stream_of(stage, k);
-    b->new_dur[b->n_new++] = d;
-    st->info[st->n_info++] =
-        (step_task_info){.stage = stage, .stream = k, .name = name, .microbatch = mb, .chunk = chunk};
-    return t;
+    return place(b, stage, k, d, name, mb, chunk);
 }
 
 /* Adds a task of the host's own work on stage r's host stream (not a
