@@ -952,8 +952,9 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
         rc = loop_alloc(e, &r);
     if (rc != SIM_OK) {
         /* run_prepare may have set the starts for the sweep: no task ran. */
-        for (size_t t = 0; sweep && t < e->n_tasks; t++)
-            e->hot[t].start_ps = NEVER;
+        if (sweep)
+            for (size_t t = 0; t < e->n_tasks; t++)
+                e->hot[t].start_ps = NEVER;
         run_free(&r);
         /* No grouping then: eng_stream_tasks walks the streams. */
         free(e->by_stream);

@@ -119,7 +119,7 @@ typedef struct builder {
      * a pass of the stage sends: send_made) and whether a pass of (chunk,
      * kind) sends (sends[chunk * SCHED_KINDS + kind]). */
     const sched_kind_desc *kd[SCHED_KINDS];
-    bool host_role[STREAM_KINDS]; /* the streams of STREAM_ROLE_HOST (a template's host ops) */
+    bool host_role[STREAM_KINDS]; /* the streams of STREAM_ROLE_HOST */
     sim_time_ps send_ps;
     bool send_made;
     bool *sends;
@@ -183,12 +183,16 @@ static bool room_tasks(builder *b)
 #define WORK_SURE_PS ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
 
 /* The task added once there is room: its duration counted in the work
- * (at most LIMIT_DURATION_S: no wrap), its stream, and what it is. */
+ * (at most LIMIT_DURATION_S: no wrap) and, on a host stream and not a
+ * pass's stand-in, in the host's busy time (step.host_own_ps, within the
+ * work), its stream, and what it is. */
 static inline eng_task place(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
                              int32_t chunk)
 {
     step_t *st = b->st;
     b->work_ps += d;
+    if (b->host_role[k] && name != step_host_lead && name != step_host_rest)
+        st->host_own_ps[stream_of(stage, k)] += d;
     const eng_task t = (eng_task)b->next_id++;
     b->new_stream[b->n_new] = stream_of(stage, k);
     b->new_dur[b->n_new++] = d;
@@ -248,16 +252,6 @@ static inline eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps
     return place(b, stage, k, d, name, mb, chunk);
 }
 
-/* Adds a task of the host's own work on stage r's host stream (not a
- * stand-in's): its time counts in the stage's host busy time. */
-static eng_task add_host(builder *b, int64_t r, sim_time_ps d, const char *name, int32_t mb, int32_t chunk)
-{
-    eng_task t = add(b, r, STREAM_HOST, d, name, mb, chunk);
-    if (t != NO_TASK)
-        b->st->host_own_ps[stream_of(r, STREAM_HOST)] += d; /* within work_ps: no wrap */
-    return t;
-}
-
 /* Adds a task that stands for a whole pass (or its GPU span). */
 static eng_task add_whole(builder *b, int64_t stage, sim_time_ps d, sched_kind kind, int32_t mb, int32_t chunk)
 {
@@ -303,8 +297,8 @@ static inline void dep(builder *b, eng_task before, eng_task after)
     b->new_deps[b->n_new_deps++] = (eng_dep){before, after};
 }
 
-/* Are tasks a and b, both kept (not yet in the engine), on one stream, a
- * first?  Then b waits for a by the stream's order alone: an edge would
+/* Are tasks a and t, both kept (not yet in the engine), on one stream, a
+ * first?  Then t waits for a by the stream's order alone: an edge would
  * add nothing to the timeline. */
 static inline bool same_stream(const builder *b, eng_task a, eng_task t)
 {
@@ -360,8 +354,6 @@ static void add_ops(builder *b, int64_t stage, const wl_pass *p, const uint8_t *
         const wl_op *op = &p->ops[i];
         int k = side ? side[i] : 0;
         eng_task t = add(b, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb[k], chunk[k]);
-        if (b->host_role[op->stream] && t != NO_TASK)
-            b->st->host_own_ps[stream_of(stage, (stream_kind)op->stream)] += op->duration_ps;
         if (i == 0)
             base = t;
         /* An op the template orders after an earlier op of its own
@@ -994,7 +986,8 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
     const host_params *h = &in->cluster.host;
     eng_task graph = NO_TASK;
     if (in->graphs.impl == GRAPH_FULL_ITERATION && !in->sim.ideal_pipeline && h->graph_launch_s > 0)
-        graph = add_host(b, r, duration_ps(b, h->graph_launch_s, "the CUDA graph launch", r), "graph_launch", -1, -1);
+        graph = add(b, r, STREAM_HOST, duration_ps(b, h->graph_launch_s, "the CUDA graph launch", r), "graph_launch",
+                    -1, -1);
     /* The host never late: passes stand as their GPU spans, the first
      * host pass behind its lead. */
     const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first);
@@ -1205,7 +1198,7 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
     const host_params *h = &in->cluster.host;
     eng_task sync = NO_TASK;
     if (!in->sim.ideal_pipeline && (h->sync_s > 0 || h->optimizer_s > 0)) {
-        sync = add_host(b, r, duration_ps(b, h->sync_s, "the optimizer's host sync", r), "d2h_sync", -1, -1);
+        sync = add(b, r, STREAM_HOST, duration_ps(b, h->sync_s, "the optimizer's host sync", r), "d2h_sync", -1, -1);
         dep(b, last->last, sync);
         dep(b, last_rs, sync);
     }
@@ -1215,7 +1208,7 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
     dep(b, last_rs, opt); /* the DP stream is in order: the last reduction ends last */
     dep(b, sync, opt);
     if (sync != NO_TASK)
-        add_host(b, r, duration_ps(b, h->optimizer_s, "the optimizer's host issue", r), "host_issue", -1, -1);
+        add(b, r, STREAM_HOST, duration_ps(b, h->optimizer_s, "the optimizer's host issue", r), "host_issue", -1, -1);
     if (distopt && !ag_first)
         for (int64_t c = 0; c < st->v; c++) {
             eng_task ag = add(b, r, STREAM_DP,

@@ -124,7 +124,8 @@ struct step {
     sim_time_ps work_ps;    /* every task's duration together (the build's) */
     /* [stream_of(stage, k)] for the host streams: the durations of their
      * tasks but the stand-ins' (step_host_lead, step_host_rest), summed as
-     * the build adds them (measure's host busy time of the whole step). */
+     * the build places them (measure's host busy time of the whole step;
+     * host_busy's rule, taken over the block of one period). */
     sim_time_ps *host_own_ps;
     /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
      * (templates' stand-ins and ops), plus the sends and the tail. */

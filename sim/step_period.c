@@ -30,7 +30,8 @@ typedef struct fitter {
     sim_time_ps *start, *end; /* per task, copied from the engine once */
     eng_dep *moves;      /* the edges into tasks outside the passes (assign_blocks) */
     sim_time_ps *shift;  /* per task of blocks 0 .. K-2: its image's start less its own (block_shifts) */
-    eng_task *img;       /* per task: its image one block later, or -1 (index_images) */
+    eng_task *img;       /* per task: its image one block later, or -1 (index_images; read by
+                            same_structure, before regular_blocks renumbers) */
     int32_t *stream;
     const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
     const eng_task *succ;
