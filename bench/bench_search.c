@@ -33,6 +33,12 @@
  *              counts two graphs and two engine runs, and a sample that
  *              fails the check is followed by the whole step's)
  * and how many steps came from two samples.
+ * Two lines say where the simulated steps' time goes: CPU inside step_run
+ * by how a step's figures came (whole with no sample tried, whole after
+ * samples that did not fit: more than one engine run, from one sample,
+ * from two), and the engine runs' tasks by stream (compute, pipeline
+ * sends, host, the other communication streams; step.c's layout of a
+ * stage's streams, read off each run engine's stream views).
  * "other" is the rest of the search (enumeration, strategy_resolve, memory
  * bound, time bound past its workload, ranking).
  *
@@ -72,6 +78,7 @@
 #include "engine.h"
 #include "search.h"
 #include "step.h"
+#include "streams.h"
 #include "workload.h"
 
 #ifndef PARSIM_SOURCE_DIR
@@ -88,6 +95,17 @@ static const char *const phase_name[PH_N] = {
     "other", "workload", "workload(step)", "templates", "graph", "engine", "measure", "free",
 };
 
+/* How a step's figures came: simulated whole with no sample tried,
+ * whole after samples that did not fit (more than one engine run), from
+ * one sample, from two. */
+typedef enum { WAY_WHOLE = 0, WAY_WHOLE_AFTER_SAMPLE, WAY_ONE, WAY_TWO, WAY_N } way;
+static const char *const way_name[WAY_N] = {"whole", "whole after a sample", "one sample", "two samples"};
+
+/* The streams the engine's tasks lie on, grouped as step.c lays a stage
+ * out (stream_of: stage * STREAM_KINDS + kind). */
+typedef enum { MIX_COMPUTE = 0, MIX_PP, MIX_HOST, MIX_OTHER_COMM, MIX_N } mix;
+static const char *const mix_name[MIX_N] = {"compute", "pipeline sends", "host", "TP/CP/EP/DP/offload"};
+
 typedef struct split {
     double cpu_s[PH_N];
     uint64_t allocs[PH_N];
@@ -95,6 +113,11 @@ typedef struct split {
     uint64_t step_runs, eng_runs, tasks, events;
     uint64_t extended; /* step_runs whose figures came from samples (step_period) */
     uint64_t one_sample; /* of them, from one sample (step_samples) */
+    /* Per way a step's figures came (outcome_name): steps and their CPU
+     * seconds inside step_run, templates and measurement included. */
+    uint64_t by_way[WAY_N];
+    double way_cpu_s[WAY_N];
+    uint64_t tasks_by_mix[MIX_N]; /* the engine runs' tasks by stream (mix_name) */
 } split;
 
 static split acc;          /* the current search */
@@ -201,7 +224,15 @@ int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *
         checked = *in;
         checked.sim.period_check = true;
     }
+    const uint64_t runs0 = acc.eng_runs;
+    const double t0 = thread_cpu_s();
     int rc = __real_step_run_reuse(out, verify ? &checked : in, s, wl, cache, err);
+    if (rc == SIM_OK) {
+        const way w = !step_extended(*out) ? (acc.eng_runs - runs0 > 1 ? WAY_WHOLE_AFTER_SAMPLE : WAY_WHOLE)
+                                           : (step_samples(*out) == 1 ? WAY_ONE : WAY_TWO);
+        acc.by_way[w]++;
+        acc.way_cpu_s[w] += thread_cpu_s() - t0;
+    }
     if (rc == SIM_OK && step_extended(*out)) {
         acc.extended++;
         acc.one_sample += step_samples(*out) == 1;
@@ -219,11 +250,52 @@ int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *
     return rc;
 }
 
+/* The stream counts of the engines made last (eng_run reads them): a
+ * step holds at most two at a time (a sample beside its step, --verify's
+ * whole beside a sample). */
+enum { ENGINES_KEPT = 8 };
+static struct {
+    const engine_t *e;
+    int n_streams;
+} made[ENGINES_KEPT];
+static unsigned n_made;
+
 engine_t *__wrap_eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep_hint)
 {
     if (in_step)
         enter(PH_GRAPH);
-    return __real_eng_create(n_streams, n_counters, task_hint, dep_hint);
+    engine_t *e = __real_eng_create(n_streams, n_counters, task_hint, dep_hint);
+    /* An address freed and given again names the new engine only. */
+    unsigned at = n_made % ENGINES_KEPT;
+    for (unsigned k = 0; k < ENGINES_KEPT; k++)
+        if (made[k].e == e)
+            at = k;
+    if (at == n_made % ENGINES_KEPT)
+        n_made++;
+    made[at].e = e;
+    made[at].n_streams = e ? n_streams : 0;
+    return e;
+}
+
+/* Tasks of a run engine by stream (a walk over its streams, not its
+ * tasks: outside the figures' time). */
+static void count_mix(const engine_t *e)
+{
+    int ns = 0;
+    for (unsigned k = 0; k < ENGINES_KEPT; k++)
+        if (made[k].e == e)
+            ns = made[k].n_streams;
+    for (int sid = 0; sid < ns; sid++) {
+        const eng_task *ids;
+        const size_t n = eng_stream_view(e, sid, &ids);
+        const stream_kind k = (stream_kind)(sid % STREAM_KINDS);
+        const stream_role role = streams_desc(k)->role;
+        const mix m = role == STREAM_ROLE_COMPUTE ? MIX_COMPUTE
+                      : k == STREAM_PP            ? MIX_PP
+                      : role == STREAM_ROLE_COMM  ? MIX_OTHER_COMM
+                                                  : MIX_HOST;
+        acc.tasks_by_mix[m] += n;
+    }
 }
 
 int __wrap_eng_run(engine_t *e, sim_err *err)
@@ -233,6 +305,8 @@ int __wrap_eng_run(engine_t *e, sim_err *err)
     acc.eng_runs++;
     acc.tasks += eng_num_tasks(e);
     acc.events += eng_events(e);
+    if (rc == SIM_OK)
+        count_mix(e);
     enter(in_step ? PH_MEASURE : was);
     return rc;
 }
@@ -569,6 +643,21 @@ static void print_outcome(const outcome *r, const char *label)
     printf("          steps from samples (sim.steady_extension): %" PRIu64 " of %" PRIu64 ", %" PRIu64
            " of them from one\n",
            r->sp.extended, r->sp.step_runs, r->sp.one_sample);
+    double in_steps = 0;
+    for (int w = 0; w < WAY_N; w++)
+        in_steps += r->sp.way_cpu_s[w];
+    printf("          CPU in steps by how their figures came:");
+    for (int w = 0; w < WAY_N; w++)
+        printf("%s %s %" PRIu64 " (%.1f%%, %.0f us each)", w ? ";" : "", way_name[w], r->sp.by_way[w],
+               in_steps > 0 ? 100 * r->sp.way_cpu_s[w] / in_steps : 0.0,
+               r->sp.by_way[w] ? 1e6 * r->sp.way_cpu_s[w] / (double)r->sp.by_way[w] : 0.0);
+    uint64_t mixed = 0;
+    for (int m = 0; m < MIX_N; m++)
+        mixed += r->sp.tasks_by_mix[m];
+    printf("\n          tasks by stream:");
+    for (int m = 0; m < MIX_N; m++)
+        printf("%s %s %.1f%%", m ? "," : "", mix_name[m], mixed ? 100.0 * (double)r->sp.tasks_by_mix[m] / (double)mixed : 0.0);
+    printf("\n");
     if (count_allocs) {
         uint64_t a = 0, b = 0;
         for (int p = 0; p < PH_N; p++) {
