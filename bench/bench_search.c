@@ -102,7 +102,8 @@ typedef enum { WAY_WHOLE = 0, WAY_WHOLE_AFTER_SAMPLE, WAY_ONE, WAY_TWO, WAY_N } 
 static const char *const way_name[WAY_N] = {"whole", "whole after a sample", "one sample", "two samples"};
 
 /* The streams the engine's tasks lie on, grouped as step.c lays a stage
- * out (stream_of: stage * STREAM_KINDS + kind). */
+ * out (stream_of: stage * STREAM_KINDS + kind); host takes the host's
+ * waits too. */
 typedef enum { MIX_COMPUTE = 0, MIX_PP, MIX_HOST, MIX_OTHER_COMM, MIX_N } mix;
 static const char *const mix_name[MIX_N] = {"compute", "pipeline sends", "host", "TP/CP/EP/DP/offload"};
 
@@ -113,7 +114,7 @@ typedef struct split {
     uint64_t step_runs, eng_runs, tasks, events;
     uint64_t extended; /* step_runs whose figures came from samples (step_period) */
     uint64_t one_sample; /* of them, from one sample (step_samples) */
-    /* Per way a step's figures came (outcome_name): steps and their CPU
+    /* Per way a step's figures came (way_name): steps and their CPU
      * seconds inside step_run, templates and measurement included. */
     uint64_t by_way[WAY_N];
     double way_cpu_s[WAY_N];
@@ -250,42 +251,18 @@ int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *
     return rc;
 }
 
-/* The stream counts of the engines made last (eng_run reads them): a
- * step holds at most two at a time (a sample beside its step, --verify's
- * whole beside a sample). */
-enum { ENGINES_KEPT = 8 };
-static struct {
-    const engine_t *e;
-    int n_streams;
-} made[ENGINES_KEPT];
-static unsigned n_made;
-
 engine_t *__wrap_eng_create(int n_streams, int n_counters, size_t task_hint, size_t dep_hint)
 {
     if (in_step)
         enter(PH_GRAPH);
-    engine_t *e = __real_eng_create(n_streams, n_counters, task_hint, dep_hint);
-    /* An address freed and given again names the new engine only. */
-    unsigned at = n_made % ENGINES_KEPT;
-    for (unsigned k = 0; k < ENGINES_KEPT; k++)
-        if (made[k].e == e)
-            at = k;
-    if (at == n_made % ENGINES_KEPT)
-        n_made++;
-    made[at].e = e;
-    made[at].n_streams = e ? n_streams : 0;
-    return e;
+    return __real_eng_create(n_streams, n_counters, task_hint, dep_hint);
 }
 
-/* Tasks of a run engine by stream (a walk over its streams, not its
- * tasks: outside the figures' time). */
+/* Tasks of a run engine by stream: a walk over its streams (a few
+ * hundred), not its tasks, charged to the engine's phase. */
 static void count_mix(const engine_t *e)
 {
-    int ns = 0;
-    for (unsigned k = 0; k < ENGINES_KEPT; k++)
-        if (made[k].e == e)
-            ns = made[k].n_streams;
-    for (int sid = 0; sid < ns; sid++) {
+    for (int sid = 0; sid < eng_num_streams(e); sid++) {
         const eng_task *ids;
         const size_t n = eng_stream_view(e, sid, &ids);
         const stream_kind k = (stream_kind)(sid % STREAM_KINDS);

@@ -989,6 +989,8 @@ int eng_run_event_loop(engine_t *e, sim_err *err)
 
 size_t eng_num_tasks(const engine_t *e) { return e->n_tasks; }
 
+int eng_num_streams(const engine_t *e) { return e->n_streams; }
+
 int eng_task_stream(const engine_t *e, eng_task t)
 {
     assert(valid_task(e, t));

@@ -85,6 +85,7 @@ int eng_run(engine_t *e, sim_err *err);
 int eng_run_event_loop(engine_t *e, sim_err *err);
 
 size_t eng_num_tasks(const engine_t *e);
+int eng_num_streams(const engine_t *e); /* as eng_create was given */
 int eng_task_stream(const engine_t *e, eng_task t);
 int32_t eng_task_tag(const engine_t *e, eng_task t);
 /* Start and end of a task; UINT64_MAX for a task that never started (after

@@ -59,6 +59,7 @@ Test(engine, chain_across_streams_adds_durations)
     cr_assert_eq(eng_task_tag(e, b), 101);
     cr_assert_eq(eng_task_stream(e, c), 2);
     cr_assert_eq(eng_num_tasks(e), 3);
+    cr_assert_eq(eng_num_streams(e), 3);
     eng_destroy(e);
 }
 
