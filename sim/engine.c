@@ -135,6 +135,10 @@ struct engine {
     uint32_t *succ_off;
     eng__edge *edges;       /* freed by eng_run once the CSR exists */
     size_t n_edges, cap_edges;
+    /* Per edge its lag (eng_add_lagged_deps), cap_edges entries; NULL
+     * while no edge has one.  Freed by eng_run, which leaves succ_lag. */
+    sim_time_ps *edge_lag;
+    size_t n_lagged;        /* edges with a lag > 0 */
     eng__delta *deltas;     /* sorted by task by eng_run */
     size_t n_deltas, cap_deltas;
     bool deltas_sorted;     /* every delta added for a task no earlier than the last */
@@ -150,8 +154,10 @@ struct engine {
     /* After eng_run, beside by_stream: every task's span in its order, for
      * the measurements that read whole streams (NULL until then). */
     eng_span *stream_spans;
-    /* After eng_run: the successors of the CSR (eng_task_succs). */
+    /* After eng_run: the successors of the CSR (eng_task_succs) and,
+     * where any edge has a lag, each one's beside it (else NULL). */
     int32_t *succ;
+    sim_time_ps *succ_lag;
     int64_t *counter_value; /* current (after eng_run: final) value */
     int64_t *counter_peak;
 
@@ -269,6 +275,7 @@ void eng_destroy(engine_t *e)
     free(e->tag);
     free(e->succ_off);
     free(e->edges);
+    free(e->edge_lag);
     free(e->deltas);
     free(e->stream_head);
     free(e->stream_tail);
@@ -276,6 +283,7 @@ void eng_destroy(engine_t *e)
     free(e->stream_off);
     free(e->stream_spans);
     free(e->succ);
+    free(e->succ_lag);
     free(e->counter_value);
     free(e->counter_peak);
     free(e);
@@ -337,14 +345,29 @@ eng_task eng_add_tasks(engine_t *e, size_t n, const int32_t *stream, const sim_t
     return (eng_task)base;
 }
 
+/* Room for n more edges (and their lags where edges have them). */
+static int room_edges(engine_t *e, size_t n)
+{
+    const size_t cap = e->cap_edges;
+    if (n > MAX_EDGES - e->n_edges ||
+        grow((void **)&e->edges, &e->cap_edges, e->n_edges + n, sizeof *e->edges, MAX_EDGES) != SIM_OK)
+        return SIM_ENOMEM;
+    if (e->edge_lag && e->cap_edges != cap && resize((void **)&e->edge_lag, e->cap_edges, sizeof *e->edge_lag) != SIM_OK) {
+        e->cap_edges = cap; /* the edges' room is kept; the lags' says how much is usable */
+        return SIM_ENOMEM;
+    }
+    return SIM_OK;
+}
+
 int eng_add_deps(engine_t *e, size_t n, const eng_dep *deps)
 {
     assert(!e->ran && "eng_add_deps after eng_run");
     if (e->ran)
         return SIM_EINVAL;
-    if (n > MAX_EDGES - e->n_edges ||
-        grow((void **)&e->edges, &e->cap_edges, e->n_edges + n, sizeof *e->edges, MAX_EDGES) != SIM_OK)
+    if (room_edges(e, n) != SIM_OK)
         return SIM_ENOMEM;
+    if (e->edge_lag)
+        memset(e->edge_lag + e->n_edges, 0, n * sizeof *e->edge_lag);
     eng__hot *hot = e->hot;
     uint32_t *outs = e->succ_off;
     eng__edge *to = e->edges + e->n_edges;
@@ -365,6 +388,32 @@ int eng_add_deps(engine_t *e, size_t n, const eng_dep *deps)
     }
     e->n_edges += n;
     return SIM_OK;
+}
+
+int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_time_ps *lag_ps)
+{
+    assert(!e->ran && "eng_add_lagged_deps after eng_run");
+    if (e->ran)
+        return SIM_EINVAL;
+    size_t lagged = 0;
+    for (size_t k = 0; k < n; k++)
+        lagged += lag_ps[k] > 0;
+    /* The event loop counts a lag's end with the tasks' starts (32 bits). */
+    if (lagged > MAX_TASKS - e->n_lagged)
+        return SIM_ENOMEM;
+    if (!e->edge_lag && n > 0) {
+        e->edge_lag = calloc(e->cap_edges ? e->cap_edges : 1, sizeof *e->edge_lag);
+        if (!e->edge_lag)
+            return SIM_ENOMEM;
+    }
+    const size_t at = e->n_edges;
+    int rc = eng_add_deps(e, n, deps);
+    /* The edges added (all, or those before the first failure). */
+    for (size_t k = at; k < e->n_edges; k++) {
+        e->edge_lag[k] = lag_ps[k - at];
+        e->n_lagged += lag_ps[k - at] > 0;
+    }
+    return rc;
 }
 
 int eng_add_counter_deltas(engine_t *e, size_t n, const eng_delta *deltas)
@@ -399,6 +448,7 @@ typedef struct run {
     uint32_t *succ_off;     /* CSR: successors of t are succ[succ_off[t] .. succ_off[t+1])
                                (the engine's array: it stays) */
     int32_t *succ;
+    sim_time_ps *succ_lag;  /* beside succ, where edges have lags (else NULL) */
     uint32_t *delta_off;    /* deltas of t are e->deltas[delta_off[t] .. delta_off[t+1]) */
     /* the sweep: the topological order, seeded by run_prepare with the
      * tasks that have no predecessor (n_seeded of them) */
@@ -422,7 +472,6 @@ static inline bool ev_before(const eng__event *a, const eng__event *b)
 
 static inline void heap_push(run *r, eng__event ev)
 {
-    assert(r->heap_n < r->cap);
     size_t i = r->heap_n++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
@@ -484,6 +533,7 @@ static void run_free(run *r)
 {
     free(r->order);
     free(r->succ);
+    free(r->succ_lag);
     free(r->delta_off);
     free(r->heap);
     free(r->ready);
@@ -503,7 +553,8 @@ static int run_prepare(engine_t *e, run *r, bool sweep)
     /* One entry more than tasks: release() writes at the tail before it
      * knows whether the task joins. */
     r->order = sweep ? malloc((n + 1) * sizeof *r->order) : NULL;
-    if (!r->succ || (sweep && !r->order))
+    r->succ_lag = e->edge_lag ? malloc((e->n_edges ? e->n_edges : 1) * sizeof *r->succ_lag) : NULL;
+    if (!r->succ || (sweep && !r->order) || (e->edge_lag && !r->succ_lag))
         return SIM_ENOMEM;
 
     /* Counting sort of the edges by `before`, counted by eng_add_dep:
@@ -531,12 +582,21 @@ static int run_prepare(engine_t *e, run *r, bool sweep)
         }
     }
     off[n] = sum;
-    for (size_t k = e->n_edges; k-- > 0;)
-        r->succ[--off[e->edges[k].before]] = e->edges[k].after;
+    if (r->succ_lag)
+        for (size_t k = e->n_edges; k-- > 0;) {
+            const uint32_t at = --off[e->edges[k].before];
+            r->succ[at] = e->edges[k].after;
+            r->succ_lag[at] = e->edge_lag[k];
+        }
+    else
+        for (size_t k = e->n_edges; k-- > 0;)
+            r->succ[--off[e->edges[k].before]] = e->edges[k].after;
     r->succ_off = off;
     free(e->edges);
     e->edges = NULL;
     e->cap_edges = 0;
+    free(e->edge_lag);
+    e->edge_lag = NULL;
 
     /* The deltas sorted by task into a new array when they were not
      * added in task order (the usual way: nothing to do then). */
@@ -571,7 +631,8 @@ static int loop_alloc(engine_t *e, run *r)
     size_t nc = e->n_counters > 0 ? (size_t)e->n_counters : 1;
     size_t n = e->n_tasks;
     r->cap = ns;
-    r->heap = malloc(ns * sizeof *r->heap);
+    /* A lag in flight is an event too (run_loop). */
+    r->heap = malloc((ns + e->n_lagged) * sizeof *r->heap);
     r->ready = malloc(ns * sizeof *r->ready);
     r->dirty = malloc(nc * sizeof *r->dirty);
     r->is_dirty = calloc(nc, 1);
@@ -624,23 +685,40 @@ static int run_loop(engine_t *e, run *r, sim_err *err)
         if (r->heap_n == 0)
             break;
 
-        /* Ends phase: every completion at the earliest pending instant. */
+        /* Ends phase: every completion at the earliest pending instant,
+         * and every lag that ends then (an event of task -1 - w: it
+         * releases w, as a task of its own stream would). */
         now = r->heap[0].time_ps;
         do {
             int32_t t = heap_pop(r).task;
+            if (t < 0) {
+                const int32_t w = -1 - t;
+                if (--hot[w].pending == 0)
+                    r->ready[r->ready_n++] = w;
+                continue;
+            }
             events++;
             if (r->delta_off[t] != r->delta_off[t + 1])
                 apply_deltas(e, r, t, false);
             for (uint32_t k = r->succ_off[t], end = r->succ_off[t + 1]; k < end; k++) {
                 int32_t s = r->succ[k];
-                if (--hot[s].pending == 0)
+                const sim_time_ps lag = r->succ_lag ? r->succ_lag[k] : 0;
+                if (lag > 0) {
+                    if (lag > NEVER - 1 - now)
+                        overflow = true;
+                    else
+                        heap_push(r, (eng__event){now + lag, seq++, -1 - s});
+                } else if (--hot[s].pending == 0) {
                     r->ready[r->ready_n++] = s;
+                }
             }
             int32_t s = e->stream_next[t];
             if (s >= 0 && --hot[s].pending == 0)
                 r->ready[r->ready_n++] = s;
             assert(r->ready_n <= r->cap);
-        } while (r->heap_n > 0 && r->heap[0].time_ps == now);
+        } while (!overflow && r->heap_n > 0 && r->heap[0].time_ps == now);
+        if (overflow)
+            break;
         flush_peaks(e, r);
     }
 
@@ -836,6 +914,7 @@ static int run_sweep(engine_t *e, run *r)
     eng__hot *hot = e->hot;
     const sim_time_ps *dur = e->duration;
     const int32_t *stream = e->stream, *next = e->stream_next, *succ = r->succ;
+    const sim_time_ps *lags = r->succ_lag;
     const uint32_t *off = r->succ_off;
     size_t n = e->n_tasks, head = 0, tail = r->n_seeded, ns = (size_t)e->n_streams;
     int32_t *order = r->order; /* seeded by run_prepare */
@@ -863,8 +942,23 @@ static int run_sweep(engine_t *e, run *r)
         const uint32_t k_at = at[stream[t]]++;
         by_stream[k_at] = t;
         spans[k_at] = (eng_span){a, end};
-        for (uint32_t k = off[t], kend = off[t + 1]; k < kend; k++)
-            release(&hot[succ[k]], succ[k], end, end_round, order, &tail);
+        if (lags) {
+            /* A lag ends like a task of its own stream: in round 1 of
+             * its end instant (0: the edge is plain). */
+            for (uint32_t k = off[t], kend = off[t + 1]; k < kend; k++) {
+                const sim_time_ps lag = lags[k];
+                if (lag > NEVER - 1 - end) {
+                    rc = SIM_ESIM;
+                    break;
+                }
+                release(&hot[succ[k]], succ[k], end + lag, lag ? 1 : end_round, order, &tail);
+            }
+            if (rc != SIM_OK)
+                break;
+        } else {
+            for (uint32_t k = off[t], kend = off[t + 1]; k < kend; k++)
+                release(&hot[succ[k]], succ[k], end, end_round, order, &tail);
+        }
         const int32_t s = next[t];
         if (s >= 0)
             release(&hot[s], s, end, end_round, order, &tail);
@@ -968,9 +1062,12 @@ static int run_with(engine_t *e, bool sweep, sim_err *err)
         rc = run_loop(e, &r, err);
         index_streams(e);
     }
-    /* The successors stay for eng_task_succs (succ_off is the engine's). */
+    /* The successors stay for eng_task_succs (succ_off is the engine's),
+     * their lags with them. */
     e->succ = r.succ;
+    e->succ_lag = r.succ_lag;
     r.succ = NULL;
+    r.succ_lag = NULL;
     run_free(&r);
     return rc;
 }
@@ -1059,6 +1156,11 @@ bool eng_succ_rows(const engine_t *e, const uint32_t **off, const eng_task **suc
     *off = e->succ ? e->succ_off : NULL;
     *succ = e->succ;
     return e->succ != NULL;
+}
+
+const sim_time_ps *eng_succ_lags(const engine_t *e)
+{
+    return e->succ_lag;
 }
 
 size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids)

@@ -75,6 +75,15 @@ eng_task eng_add_tasks(engine_t *e, size_t n, const int32_t *stream, const sim_t
 int eng_add_deps(engine_t *e, size_t n, const eng_dep *deps);
 int eng_add_counter_deltas(engine_t *e, size_t n, const eng_delta *deltas);
 
+/* Dependencies with a lag: deps[k].after cannot start before lag_ps[k]
+ * after deps[k].before has ended, as if a task lag_ps[k] long ran between
+ * them on a stream of its own (it ends in the first phase of its end
+ * instant); a lag of 0 is a plain dependency.  For a transfer that never
+ * waits for the one before it (a pipeline send that never queues), the
+ * edges out of its producer carry it instead of a task.  Returns as
+ * eng_add_deps, or SIM_ENOMEM past INT32_MAX edges with a lag. */
+int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_time_ps *lag_ps);
+
 /* Runs to completion.  Fails with SIM_ESIM if tasks remain that can never
  * start (a dependency cycle or an inconsistent stream order). */
 int eng_run(engine_t *e, sim_err *err);
@@ -110,6 +119,9 @@ size_t eng_task_succs(const engine_t *e, eng_task t, const eng_task **succ);
  * eng_task_succs returns (t's are succ[off[t] .. off[t + 1])): true after
  * eng_run, else false with both NULL (no task has any then). */
 bool eng_succ_rows(const engine_t *e, const uint32_t **off, const eng_task **succ);
+/* The lags of those rows' edges, entry for entry, after eng_run: NULL
+ * when no edge was added with a lag (every lag is 0 then). */
+const sim_time_ps *eng_succ_lags(const engine_t *e);
 
 /* Tasks of a stream in their run order: fills ids (capacity cap), returns
  * how many the stream has. */
