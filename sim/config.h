@@ -40,6 +40,9 @@ typedef struct sim_opts {
     bool period_check;     /* not a key: a step from one sample takes the
                               second as well and compares the two
                               (step_period_checked) */
+    bool sends_as_tasks;   /* not a key: pipeline sends as tasks even where
+                              lags would do (step.c, "Sends"): the reference
+                              the lags are checked against */
 } sim_opts;
 
 /* CUDA graphs (Megatron's cuda_graph_impl / cuda_graph_modules). */

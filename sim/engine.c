@@ -21,6 +21,16 @@
  * end) in that order beside it, so that the measurements that read every stream back
  * read a slice instead of chasing stream_next through the records.
  *
+ * Lags.  An edge may carry a lag (eng_add_lagged_deps): its successor
+ * is released that long after the predecessor ends, as a task of that
+ * duration on a stream of its own would release it (so in round 1 of
+ * the instant the lag ends; a lag of 0 is a plain edge).  The lags live
+ * beside the edges (edge_lag, allocated with the first one) and the CSR
+ * (succ_lag); the sweep adds them to the release times, and the event
+ * loop pushes an event at the lag's end (a negative task id, never
+ * counted as a task's event) that does the release.  A graph without
+ * lags keeps the lag-free loops.
+ *
  * Dependencies: CSR built at eng_run start.  While the graph is being
  * built, eng_add_dep only appends to the edge list (O(1), no per-task
  * bookkeeping beyond the predecessor count of `after` and the successor
@@ -402,9 +412,11 @@ int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_ti
     if (lagged > MAX_TASKS - e->n_lagged)
         return SIM_ENOMEM;
     if (!e->edge_lag && n > 0) {
-        e->edge_lag = calloc(e->cap_edges ? e->cap_edges : 1, sizeof *e->edge_lag);
+        /* The edges so far have none; those to come write theirs. */
+        e->edge_lag = malloc((e->cap_edges ? e->cap_edges : 1) * sizeof *e->edge_lag);
         if (!e->edge_lag)
             return SIM_ENOMEM;
+        memset(e->edge_lag, 0, e->n_edges * sizeof *e->edge_lag);
     }
     const size_t at = e->n_edges;
     int rc = eng_add_deps(e, n, deps);

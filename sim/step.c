@@ -53,6 +53,23 @@
  * backward for the next one's).  step_measure() (step_measure.c) reads bubble, exposed
  * communication and memory off the timeline.
  *
+ * Sends.  A pipeline send runs on its stage's in-order PP stream from the
+ * end of its pass; the next virtual stage's pass waits for it (and, with
+ * blocking p2p, the stage's next pass).  A stream that never queues
+ * starts each send as its pass ends, so the send is then exactly a lag of
+ * its duration on the edges out of the pass's last task (engine.h): a
+ * third of the step's tasks fewer.  simulate() builds so (sends_as_lags:
+ * not for a trace, beside overlapped pairs, or for a send of no time),
+ * runs, and lays the sends out as the PP stream's spans (lay_sends); if a
+ * send would have started before the one ahead of it ended, the step is
+ * built again with the sends as tasks.  measure() reads those spans as
+ * the PP stream's, the build counts their time in the work, and
+ * step_period's fit follows an edge's lag (a lag's end as a task's) and
+ * takes the window past it.  With the stream never queuing in a sample
+ * whose timeline is periodic, it never queues in the steps extended from
+ * it either: each pair of consecutive sends there is one of the sample's,
+ * or one of its steady blocks' shifted by whole periods.
+ *
  * Long steps.  The pass templates and their summaries do not depend on
  * the microbatches, so simulate() builds, runs and measures the graph for
  * any M on one workload: where sim.steady_extension allows and the step is
@@ -136,6 +153,10 @@ typedef struct builder {
     size_t n_new_deps, cap_new_deps;
     eng_delta *new_deltas;
     size_t n_new_deltas, cap_new_deltas;
+    /* The lagged dependencies (the sends, step.lag_sends) beside their lags. */
+    eng_dep *new_lag_deps;
+    sim_time_ps *new_lags;
+    size_t n_new_lag, cap_new_lag;
     int64_t next_id, tag_shift;
     int32_t new_tag;
 } builder;
@@ -201,6 +222,22 @@ static inline eng_task place(builder *b, int64_t stage, stream_kind k, sim_time_
     return t;
 }
 
+/* Can d join the work (LIMIT_DURATION_S at most: no wrap)?  False with
+ * the build failed when not.  Below WORK_SURE_PS each (less than half of
+ * LIMIT_DURATION_S, with room for the rounding of time_as_s), the sum in
+ * seconds fits for certain: the check in double is only needed past it. */
+static bool work_fits(builder *b, sim_time_ps d)
+{
+    if (b->work_ps > WORK_SURE_PS || d > WORK_SURE_PS) {
+        double work_s = time_as_s(b->work_ps) + time_as_s(d);
+        if (!time_s_fits(work_s)) {
+            fail(b, wl_duration_err(b->err, work_s, "the step's kernels and transfers together"));
+            return false;
+        }
+    }
+    return true;
+}
+
 /* add() with every check: a failed build, a host rest pending, work past
  * WORK_SURE_PS, the room grown. */
 static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_ps d, const char *name, int32_t mb,
@@ -211,16 +248,8 @@ static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_p
         return NO_TASK;
     if (k == STREAM_HOST && b->rest_pending)
         host_flush(b); /* a pending host rest comes first on its stream */
-    /* Below WORK_SURE_PS each (less than half of LIMIT_DURATION_S, with
-     * room for the rounding of time_as_s), the sum in seconds fits for
-     * certain: the check in double is only needed past it. */
-    if (b->work_ps > WORK_SURE_PS || d > WORK_SURE_PS) {
-        double work_s = time_as_s(b->work_ps) + time_as_s(d);
-        if (!time_s_fits(work_s)) {
-            fail(b, wl_duration_err(b->err, work_s, "the step's kernels and transfers together"));
-            return NO_TASK;
-        }
-    }
+    if (!work_fits(b, d))
+        return NO_TASK;
     /* The engine's limit: ids up to INT32_MAX - 1 (eng_add_task). */
     if (b->next_id >= INT32_MAX || (b->n_new == b->cap_new && !room_tasks(b))) {
         fail(b, SIM_ENOMEM);
@@ -297,6 +326,25 @@ static inline void dep(builder *b, eng_task before, eng_task after)
     b->new_deps[b->n_new_deps++] = (eng_dep){before, after};
 }
 
+/* `after` waits for `lag` past the end of `before` (a send, step.lag_sends);
+ * no edge when either is NO_TASK. */
+static void dep_lag(builder *b, eng_task before, eng_task after, sim_time_ps lag)
+{
+    if (b->rc != SIM_OK || before == NO_TASK || after == NO_TASK)
+        return;
+    if (b->n_new_lag == b->cap_new_lag) {
+        size_t cap = b->cap_new_lag;
+        if (!room(b, (void **)&b->new_lag_deps, &cap, sizeof *b->new_lag_deps))
+            return;
+        cap = b->cap_new_lag;
+        if (!room(b, (void **)&b->new_lags, &cap, sizeof *b->new_lags))
+            return;
+        b->cap_new_lag = cap;
+    }
+    b->new_lag_deps[b->n_new_lag] = (eng_dep){before, after};
+    b->new_lags[b->n_new_lag++] = lag;
+}
+
 /* Are tasks a and t, both kept (not yet in the engine), on one stream, a
  * first?  Then t waits for a by the stream's order alone: an edge would
  * add nothing to the timeline. */
@@ -328,10 +376,12 @@ static void flush(builder *b)
         return;
     }
     int rc = eng_add_deps(e, b->n_new_deps, b->new_deps);
+    if (rc == SIM_OK && b->n_new_lag > 0)
+        rc = eng_add_lagged_deps(e, b->n_new_lag, b->new_lag_deps, b->new_lags);
     if (rc == SIM_OK)
         rc = eng_add_counter_deltas(e, b->n_new_deltas, b->new_deltas);
     fail(b, rc);
-    b->n_new = b->n_new_deps = b->n_new_deltas = 0;
+    b->n_new = b->n_new_deps = b->n_new_deltas = b->n_new_lag = 0;
     b->new_tag = (int32_t)b->st->n_info;
 }
 
@@ -981,6 +1031,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
      * receiver). */
     const bool blocking_p2p = st->plan.place == SCHED_PLACE_LOOP && (v == 1 || !b->s->par.overlap_p2p_comm);
     eng_task last_rs = NO_TASK, pending_send = NO_TASK;
+    eng_task pending_from = NO_TASK; /* the same where sends are lags: the task it follows */
     /* full_iteration: the host replays one graph of the whole forward and
      * backward; the first pass waits for that launch. */
     const host_params *h = &in->cluster.host;
@@ -1134,9 +1185,11 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
         }
         if (i == 0)
             dep(b, graph, refs[0]->first);
-        for (int u = 0; u < n_unit && blocking_p2p; u++)
+        for (int u = 0; u < n_unit && blocking_p2p; u++) {
             dep(b, pending_send, refs[u]->first);
-        pending_send = NO_TASK;
+            dep_lag(b, pending_from, refs[u]->first, b->send_ps);
+        }
+        pending_send = pending_from = NO_TASK;
         for (int u = 0; u < n_unit; u++) {
             const sched_pass *it = &b->seq[i + u];
             const sched_kind_desc *kd = b->kd[it->kind];
@@ -1153,10 +1206,19 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
                 if (!b->send_made) {
                     b->send_ps = duration_ps(b, ws->p2p_s, "the pipeline send", r);
                     b->send_made = true;
+                    st->send_ps[r] = b->send_ps;
                 }
-                ref->send = add(b, r, STREAM_PP, b->send_ps, kd->send, it->microbatch, it->chunk);
-                dep(b, ref->last, ref->send);
-                pending_send = ref->send; /* the PP stream is in order: the later send ends last */
+                if (st->lag_sends) {
+                    /* Its time counts in the work as a task's would. */
+                    if (work_fits(b, b->send_ps))
+                        b->work_ps += b->send_ps;
+                    ref->send = SEND_LAGGED;
+                    pending_from = ref->last;
+                } else {
+                    ref->send = add(b, r, STREAM_PP, b->send_ps, kd->send, it->microbatch, it->chunk);
+                    dep(b, ref->last, ref->send);
+                    pending_send = ref->send; /* the PP stream is in order: the later send ends last */
+                }
             }
             if (it->kind == grad && in->ddp.overlap_grad_reduce && i + u == b->last_grad[it->chunk])
                 last_rs = add_bucket_reductions(b, r, it, ch, ref);
@@ -1239,7 +1301,10 @@ static void link_stages(builder *b)
                 const pass_ref *src = &st->passes[pass_index(st, fr, k, 0, fc)];
                 const pass_ref *dst = &st->passes[pass_index(st, r, k, 0, c)];
                 for (int64_t mb = 0; mb < M; mb++, src += v, dst += v)
-                    dep(b, src->send, dst->first);
+                    if (src->send == SEND_LAGGED)
+                        dep_lag(b, src->last, dst->first, st->send_ps[fr]);
+                    else
+                        dep(b, src->send, dst->first);
             }
 }
 
@@ -1386,11 +1451,15 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     b.new_dur = malloc(b.cap_new * sizeof *b.new_dur);
     b.new_deps = malloc(b.cap_new_deps * sizeof *b.new_deps);
     b.new_deltas = malloc(b.cap_new_deltas * sizeof *b.new_deltas);
+    b.cap_new_lag = st->lag_sends ? b.cap_new : 0;
+    b.new_lag_deps = st->lag_sends ? malloc(b.cap_new_lag * sizeof *b.new_lag_deps) : NULL;
+    b.new_lags = st->lag_sends ? malloc(b.cap_new_lag * sizeof *b.new_lags) : NULL;
     b.next_id = (int64_t)eng_num_tasks(st->eng);
     b.tag_shift = (int64_t)st->n_info - b.next_id;
     b.new_tag = (int32_t)st->n_info;
     if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad || !b.w ||
-        !b.bucket_task || !b.sends || !b.new_stream || !b.new_dur || !b.new_deps || !b.new_deltas)
+        !b.bucket_task || !b.sends || !b.new_stream || !b.new_dur || !b.new_deps || !b.new_deltas ||
+        (st->lag_sends && (!b.new_lag_deps || !b.new_lags)))
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     sched_orders kept = {0};
@@ -1443,6 +1512,8 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     free(b.new_dur);
     free(b.new_deps);
     free(b.new_deltas);
+    free(b.new_lag_deps);
+    free(b.new_lags);
     sched_orders_free(&kept);
     if (b.w)
         step_scratch_free(b.w);
@@ -1602,6 +1673,73 @@ static double task_hint(const step_t *st, int64_t M)
            (double)(st->pp * st->v) * ((double)st->n_kinds * (double)M + 3) + 8 + 4 * (double)st->pp;
 }
 
+/* May the pipeline sends be lags (step.c, "Sends")?  Not for a trace
+ * (it shows them), nor beside overlapped pairs (their sends follow the
+ * pair), nor where a send takes no time (a task of none ends a round
+ * after the pass, a lag of none with it). */
+static bool sends_as_lags(const step_t *st, const run_inputs *in)
+{
+    if (in->sim.keep_ops || in->sim.sends_as_tasks || st->plan.combined || st->pp < 2)
+        return false;
+    for (int64_t r = 0; r < st->pp; r++) {
+        sim_time_ps t;
+        if (!time_from_s_checked(st->wl->stages[r].p2p_s, &t) || t == 0)
+            return false;
+    }
+    return true;
+}
+
+/* The sends of a run whose sends are lags, stage by stage in its order,
+ * as the PP stream would have run them: *laid when none starts before the
+ * one ahead of it has ended (the stream never queues, so each starts as
+ * its pass ends and the lags are the timeline), false when one would
+ * wait (then the step has them as tasks).  SIM_OK or SIM_ENOMEM. */
+static int lay_sends(step_t *st, bool *laid, sim_err *err)
+{
+    const size_t n = (size_t)(st->pp * st->rank_passes);
+    *laid = false;
+    st->send_spans = malloc((n ? n : 1) * sizeof *st->send_spans);
+    st->send_from = malloc((n ? n : 1) * sizeof *st->send_from);
+    st->send_at = malloc((size_t)(st->pp + 1) * sizeof *st->send_at);
+    if (!st->send_spans || !st->send_from || !st->send_at)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory laying out the pipeline sends");
+    size_t k = 0;
+    for (int64_t r = 0; r < st->pp; r++) {
+        st->send_at[r] = k;
+        for (int64_t i = 0; i < st->rank_passes; i++) {
+            const pass_ref *p = &st->passes[st->order[r * st->rank_passes + i]];
+            if (p->send != SEND_LAGGED)
+                continue;
+            const sim_time_ps a = eng_task_end(st->eng, p->last);
+            if (k > st->send_at[r] && a < st->send_spans[k - 1].b)
+                return SIM_OK;
+            st->send_from[k] = p->last;
+            st->send_spans[k++] = (eng_span){a, a + st->send_ps[r]};
+        }
+    }
+    st->send_at[st->pp] = k;
+    *laid = true;
+    return SIM_OK;
+}
+
+/* Back to no graph, for the build again with the sends as tasks. */
+static void unbuild(step_t *st, size_t n_passes)
+{
+    eng_destroy(st->eng);
+    st->eng = NULL;
+    st->n_info = 0;
+    memset(st->collapsed, 0, n_passes * sizeof *st->collapsed);
+    memset(st->paired, 0, n_passes * sizeof *st->paired);
+    memset(st->shifted, 0, n_passes * sizeof *st->shifted);
+    memset(st->host_own_ps, 0, (size_t)(st->pp * STREAM_KINDS) * sizeof *st->host_own_ps);
+    free(st->send_spans);
+    free(st->send_from);
+    free(st->send_at);
+    st->send_spans = NULL;
+    st->send_from = NULL;
+    st->send_at = NULL;
+}
+
 /* Builds, runs and measures the step's graph for M microbatches (the
  * workload and summaries in st already); ms NULL: not measured (yet). */
 static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms, sim_err *err)
@@ -1616,12 +1754,11 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
     st->passes = malloc(n_passes * sizeof *st->passes);
     st->order = malloc(n_passes * sizeof *st->order);
     st->host_own_ps = calloc((size_t)(st->pp * STREAM_KINDS), sizeof *st->host_own_ps);
-    if (!st->collapsed || !st->paired || !st->shifted || !st->passes || !st->order || !st->host_own_ps)
+    st->send_ps = calloc((size_t)st->pp, sizeof *st->send_ps);
+    if (!st->collapsed || !st->paired || !st->shifted || !st->passes || !st->order || !st->host_own_ps ||
+        !st->send_ps)
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     size_t hint = (size_t)task_hint(st, M);
-    st->eng = eng_create((int)(st->pp * STREAM_KINDS), (int)(st->pp * CTR_PER_STAGE), hint, hint * 2);
-    if (!st->eng)
-        return sim_err_set(err, SIM_ENOMEM, "out of memory");
     /* The task descriptions sized as the engine's tasks, not grown from
      * a guess by copies. */
     if (hint > st->cap_info) {
@@ -1631,11 +1768,26 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
         st->info = p;
         st->cap_info = hint;
     }
-    for (size_t i = 0; i < n_passes; i++)
-        st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, -1, NULL};
-    int rc = build(st, in, s, err);
-    if (rc == SIM_OK)
-        rc = eng_run(st->eng, err);
+    st->lag_sends = sends_as_lags(st, in);
+    int rc;
+    for (;;) {
+        st->eng = eng_create((int)(st->pp * STREAM_KINDS), (int)(st->pp * CTR_PER_STAGE), hint, hint * 2);
+        if (!st->eng)
+            return sim_err_set(err, SIM_ENOMEM, "out of memory");
+        for (size_t i = 0; i < n_passes; i++)
+            st->passes[i] = (pass_ref){-1, -1, -1, -1, -1, -1, NULL};
+        rc = build(st, in, s, err);
+        if (rc == SIM_OK)
+            rc = eng_run(st->eng, err);
+        bool laid = true;
+        if (rc == SIM_OK && st->lag_sends)
+            rc = lay_sends(st, &laid, err);
+        if (rc != SIM_OK || laid)
+            break;
+        /* A send would have waited for the one before it: as tasks. */
+        unbuild(st, n_passes);
+        st->lag_sends = false;
+    }
     if (rc == SIM_OK && ms)
         rc = step_measure(st, ms, NULL, err);
     return rc;
@@ -2088,6 +2240,10 @@ void step_destroy(step_t *st)
     free(st->pairs);
     free(st->order);
     free(st->host_own_ps);
+    free(st->send_ps);
+    free(st->send_spans);
+    free(st->send_from);
+    free(st->send_at);
     free(st->res.stages);
     free(st);
 }

@@ -21,6 +21,9 @@
 enum { CTR_ACT = 0, CTR_INFLIGHT = 1, CTR_PER_STAGE = 2 };
 
 #define NO_TASK (-1)
+/* pass_ref.send of a pass whose pipeline send is a lag on the edges out
+ * of its last task (step.lag_sends), not a task. */
+#define SEND_LAGGED (-2)
 
 enum { SHIFT_NONE = 0, SHIFT_AHEAD = 1, SHIFT_HOST = 2 };
 
@@ -34,7 +37,7 @@ extern const char step_host_lead[], step_host_rest[];
  * wait for nothing), span the task whose start is the start of its GPU
  * work (first, but the GPU span of a stand-in that begins with a
  * zero-length start); send is the pipeline p2p task that carries its
- * output on (NO_TASK if none). */
+ * output on (NO_TASK if none, SEND_LAGGED where it is a lag). */
 typedef struct pass_ref {
     eng_task base, first, span, last, send;
     eng_task lead; /* a host stand-in measured from its ops: its host lead (step.shifted) */
@@ -127,6 +130,16 @@ struct step {
      * the build places them (measure's host busy time of the whole step;
      * host_busy's rule, taken over the block of one period). */
     sim_time_ps *host_own_ps;
+    /* Pipeline sends as lags (step.c, "Sends"): on the edges out of the
+     * sending pass's last task, send_ps[stage] long; after the run each
+     * stage's sends in its order as the PP stream's spans, send_spans
+     * [send_at[r] .. send_at[r + 1]), each beside the task it follows
+     * (send_from), so that measure reads them as it reads a stream. */
+    bool lag_sends;
+    sim_time_ps *send_ps;
+    eng_span *send_spans;
+    eng_task *send_from;
+    size_t *send_at;
     /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
      * (templates' stand-ins and ops), plus the sends and the tail. */
     size_t ops_per_mb, ops_fixed;

@@ -7,10 +7,27 @@
 
 #include "step_internal.h"
 
+/* The spans of stage r's stream k in run order: the engine's, or where
+ * the sends are lags (step.lag_sends) the PP stream's from them. */
+static size_t comm_spans(const step_t *st, int64_t r, int k, const interval **out)
+{
+    if (k == STREAM_PP && st->lag_sends) {
+        *out = st->send_spans + st->send_at[r];
+        return st->send_at[r + 1] - st->send_at[r];
+    }
+    return eng_stream_spans(st->eng, stream_of(r, (stream_kind)k), out);
+}
+
 /* The intervals of a stream's tasks but the replaced (a stage with
- * shifted passes). */
+ * shifted passes); the sends where they are lags (never replaced). */
 static size_t stream_intervals(const step_t *st, int stream, interval *out)
 {
+    if (stream % STREAM_KINDS == STREAM_PP && st->lag_sends) {
+        const interval *sp;
+        const size_t n = comm_spans(st, stream / STREAM_KINDS, STREAM_PP, &sp);
+        memcpy(out, sp, n * sizeof *out);
+        return n;
+    }
     const eng_task *ids;
     const eng_span *sp;
     const int32_t *tag = eng_task_tags(st->eng);
@@ -184,7 +201,7 @@ static void stage_room(const step_t *st, size_t *n_inj, size_t *stage_most)
             }
         for (int k = 0; k < STREAM_KINDS; k++) {
             const eng_span *x;
-            tasks += eng_stream_spans(st->eng, stream_of(r, (stream_kind)k), &x);
+            tasks += comm_spans(st, r, k, &x);
         }
         *n_inj = n > *n_inj ? n : *n_inj;
         *stage_most = tasks > *stage_most ? tasks : *stage_most;
@@ -327,6 +344,11 @@ static bool period_sums(const step_t *st, const step_period_req *per, int64_t *n
                 inc->work_ps += sp[i].b - sp[i].a;
             }
     }
+    /* Sends that are lags count in the work (as the build counts them),
+     * in the block of the task they follow. */
+    for (size_t i = 0; st->lag_sends && i < st->send_at[st->pp]; i++)
+        if (per->block[st->send_from[i]] == per->blk)
+            inc->work_ps += st->send_spans[i].b - st->send_spans[i].a;
     inc->events = 2 * inc->tasks;
     inc->makespan_ps = inc->pipe_end_ps = per->lambda;
     return true;
@@ -542,7 +564,7 @@ int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err
                 cm = with_shifted(mine, &nk, inj + at[k], at[k + 1] - at[k], tmp + united);
                 united += cm == mine ? 0 : nk;
             } else {
-                nk = eng_stream_spans(e, stream_of(r, (stream_kind)k), &cm);
+                nk = comm_spans(st, r, k, &cm);
             }
             if (nk == 0)
                 continue;

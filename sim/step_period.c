@@ -35,7 +35,25 @@ typedef struct fitter {
     int32_t *stream;
     const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
     const eng_task *succ;
+    const sim_time_ps *lag;   /* their lags beside them (eng_succ_lags), NULL: none */
 } fitter;
+
+/* The lag of t's j-th successor edge. */
+static sim_time_ps lag_of(const fitter *f, eng_task t, size_t j)
+{
+    return f->lag ? f->lag[f->succ_off[t] + j] : 0;
+}
+
+/* The latest end of t's edges out: its end, past it the longest lag (a
+ * lag runs as a task of its own from t's end, engine.h). */
+static sim_time_ps reach_of(const fitter *f, eng_task t)
+{
+    sim_time_ps most = 0;
+    if (f->lag)
+        for (uint32_t k = f->succ_off[t]; k < f->succ_off[t + 1]; k++)
+            most = f->lag[k] > most ? f->lag[k] : most;
+    return f->end[t] + most;
+}
 
 /* eng_task_succs off the rows held in f. */
 static size_t succs(const fitter *f, eng_task t, const eng_task **succ)
@@ -238,7 +256,7 @@ static void same_structure(const fitter *f, bool *bad)
                 bool same = f->end[t] - f->start[t] == f->end[u] - f->start[u] && na == nb &&
                             f->n_pred[t] == f->n_pred[u];
                 for (size_t j = 0; same && j < na; j++)
-                    same = f->beta[sa[j]] + 1 >= f->K || f->img[sa[j]] == sb[j];
+                    same = (f->beta[sa[j]] + 1 >= f->K || f->img[sa[j]] == sb[j]) && lag_of(f, t, j) == lag_of(f, u, j);
                 if (!same || !tl->same_task(tl->ctx, t, u)) {
                     bad[b] = true;
                     break;
@@ -307,9 +325,10 @@ static sim_time_ps delta_of(const fitter *f, eng_task t)
     return f->shift[t];
 }
 
-static bool slack(const fitter *f, eng_task u, eng_task w)
+/* Does the edge u -> w (lag long) end before w starts? */
+static bool slack(const fitter *f, eng_task u, eng_task w, sim_time_ps lag)
 {
-    return f->end[u] < f->start[w];
+    return f->end[u] + lag < f->start[w];
 }
 
 /* Edge u -> w for cut c.  Adding a block shifts every task by at most
@@ -324,15 +343,15 @@ static bool slack(const fitter *f, eng_task u, eng_task w)
  * suffix (those shift when a block is added while these stay), an
  * unlocked task.  Only the timed tasks' times reach the figures (the
  * others count by their durations), and they are all locked. */
-static bool edge_ok(const fitter *f, int64_t c, sim_time_ps lambda, eng_task u, eng_task w)
+static bool edge_ok(const fitter *f, int64_t c, sim_time_ps lambda, eng_task u, eng_task w, sim_time_ps lag)
 {
     const int64_t bu = f->beta[u], bw = f->beta[w];
     if (bw <= c || !f->locked[w])
         return true;
     if (bu > c)
-        return f->locked[u] || slack(f, u, w);
+        return f->locked[u] || slack(f, u, w, lag);
     sim_time_ps du = bu == PRE || bw + 1 >= f->K ? 0 : delta_of(f, u);
-    return du == lambda || (du < lambda && slack(f, u, w));
+    return du == lambda || (du < lambda && slack(f, u, w, lag));
 }
 
 /* Shifts of the blocks: per block b (0 .. K-2) the shift of its timed
@@ -406,7 +425,7 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
         size_t n = succs(f, u, &succ);
         for (size_t j = 0; j <= n; j++) {
             eng_task w = j < n ? succ[j] : (next < f->stream_at[s + 1] ? f->by_stream[next] : -1);
-            if (w < 0 || f->locked[w] || f->end[u] != f->start[w])
+            if (w < 0 || f->locked[w] || f->end[u] + (j < n ? lag_of(f, u, j) : 0) != f->start[w])
                 continue;
             f->locked[w] = 1;
             f->work[top++] = w;
@@ -420,7 +439,7 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
             eng_task w = j < n ? succ[j] : (k + 1 < f->n ? f->by_stream[k + 1] : -1);
             if (j == n && (w < 0 || f->stream[w] != f->stream[u]))
                 continue;
-            if (!edge_ok(f, c, lam, u, w))
+            if (!edge_ok(f, c, lam, u, w, j < n ? lag_of(f, u, j) : 0))
                 return false;
         }
     }
@@ -512,7 +531,7 @@ static void window(const fitter *f, step_period_fit *fit)
                 const int64_t b = f->beta[t];
                 if (!timed_stream(f, t))
                     continue;
-                wide st = f->start[t], en = f->end[t];
+                wide st = f->start[t], en = reach_of(f, t);
                 if (b <= c)
                     a1 = en > a1 ? en : a1;
                 else if (b == c + 1) {
@@ -554,6 +573,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     const engine_t *e = tl->eng;
     fitter f = {.tl = tl, .e = e, .n = eng_num_tasks(e), .n_streams = (int)(tl->pp * tl->streams_per_stage)};
     eng_succ_rows(e, &f.succ_off, &f.succ);
+    f.lag = f.succ_off ? eng_succ_lags(e) : NULL;
     if (tl->period_passes <= 0 || tl->period_mb <= 0 || f.n == 0)
         return false;
     int64_t *s0 = malloc((size_t)tl->pp * sizeof *s0);

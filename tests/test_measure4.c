@@ -112,7 +112,12 @@ Test(measure4, window_of_the_whole_timeline_gives_the_steps_figures)
     sim_time_ps work = 0;
     for (size_t t = 0; t < eng_num_tasks(st->eng); t++)
         work += eng_task_end(st->eng, (eng_task)t) - eng_task_start(st->eng, (eng_task)t);
+    /* The sends, lags here (step.lag_sends), count in the work as tasks would. */
+    cr_assert(st->lag_sends, "the layout's sends are not lags");
+    for (size_t i = 0; i < st->send_at[st->pp]; i++)
+        work += st->send_spans[i].b - st->send_spans[i].a;
     cr_assert_eq(q.inc.work_ps, work);
+    cr_assert_eq(work, st->work_ps, "the build's work");
     for (int64_t r = 0; r < st->pp; r++) {
         const step_stage_meas *a = &ms.stages[r], *b = &q.inc.stages[r];
         cr_assert_eq(b->busy_ps, a->busy_ps, "stage %lld", (long long)r);

@@ -1,0 +1,157 @@
+/* Pipeline sends as lags (step.c, "Sends"): on layouts of every pipeline
+ * schedule, with blocking and asynchronous p2p, host issue, MoE and CP,
+ * simulated whole and from samples, a step whose sends are lags has every
+ * figure of the same step with its sends as tasks (sim.sends_as_tasks),
+ * bit for bit, and fewer tasks by one per send; a layout whose sends
+ * would queue on the PP stream has them as tasks, with the same figures;
+ * and a trace keeps them as tasks. */
+#include <criterion/criterion.h>
+
+#include <string.h>
+
+#include "sim_run.h"
+#include "step_internal.h"
+
+#define LLAMA8 "model.name=llama3-8b", "cluster.topology=dgx-h100", "model.tensor_model_parallel_size=2"
+
+/* Every figure but the tasks and events of the engine runs. */
+static void expect_same_figures(const step_result *a, const step_result *b, const char *what)
+{
+    cr_assert_eq(a->step_time_s, b->step_time_s, "%s: step time %.12g vs %.12g", what, a->step_time_s, b->step_time_s);
+    cr_assert_eq(a->pipeline_s, b->pipeline_s, "%s", what);
+    cr_assert_eq(a->bubble_fraction, b->bubble_fraction, "%s", what);
+    cr_assert_eq(a->peak_bytes, b->peak_bytes, "%s", what);
+    cr_assert_eq(a->exposed_total_s, b->exposed_total_s, "%s", what);
+    cr_assert_eq(memcmp(a->comm_s, b->comm_s, sizeof a->comm_s), 0, "%s: busy time per stream", what);
+    cr_assert_eq(memcmp(a->exposed_s, b->exposed_s, sizeof a->exposed_s), 0, "%s: exposed time per stream", what);
+    cr_assert_eq(a->n_stages, b->n_stages, "%s", what);
+    for (int64_t r = 0; r < a->n_stages; r++)
+        cr_assert_eq(memcmp(&a->stages[r], &b->stages[r], sizeof a->stages[r]), 0, "%s: stage %lld", what,
+                     (long long)r);
+}
+
+/* The layout as given, then with its sends as tasks: the same figures.
+ * Returns whether the first had its sends as lags. */
+static bool check_layout(const char *const *kv, const char *what)
+{
+    sim a;
+    sim_run(&a, kv);
+    sim b = {.in = a.in, .s = a.s};
+    b.in.sim.sends_as_tasks = true;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(step_run(&b.st, &b.in, &b.s, &err), SIM_OK, "%s: %s", what, err.msg);
+    const step_result *ra = step_result_get(a.st), *rb = step_result_get(b.st);
+    expect_same_figures(ra, rb, what);
+    /* Simulated whole, the lags spare a task per send. */
+    const bool lags = step_engine(a.st) && a.st->lag_sends;
+    if (lags && step_engine(b.st)) {
+        cr_assert(!b.st->lag_sends, "%s", what);
+        cr_assert_eq(ra->tasks + a.st->send_at[a.st->pp], rb->tasks, "%s: %llu tasks with lags, %llu without, %zu sends",
+                     what, (unsigned long long)ra->tasks, (unsigned long long)rb->tasks, a.st->send_at[a.st->pp]);
+    }
+    step_destroy(b.st);
+    sim_free(&a);
+    return lags;
+}
+
+typedef struct layout {
+    const char *name;
+    const char *kv[14];
+} layout;
+
+static const layout layouts[] = {
+    {"1F1B, PP 4", {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4", "train.global_batch_size=64", NULL}},
+    {"1F1B, PP 2, host issue, MBS 2",
+     {LLAMA8, "cluster.num_gpus=8", "model.pipeline_model_parallel_size=2", "train.micro_batch_size=2",
+      "train.global_batch_size=32", "ddp.use_distributed_optimizer=true", "ddp.overlap_grad_reduce=true",
+      "ddp.overlap_param_gather=true", NULL}},
+    {"interleaved, asynchronous p2p",
+     {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4",
+      "model.virtual_pipeline_model_parallel_size=2", "train.global_batch_size=64", NULL}},
+    {"interleaved, blocking p2p",
+     {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4",
+      "model.virtual_pipeline_model_parallel_size=2", "model.overlap_p2p_comm=false", "train.global_batch_size=64",
+      NULL}},
+    {"Llama 3 70B, PP 4, VP 5, CP 2",
+     {"model.name=llama3-70b", "cluster.topology=dgx-h100", "cluster.num_gpus=64", "model.tensor_model_parallel_size=4",
+      "model.pipeline_model_parallel_size=4", "model.virtual_pipeline_model_parallel_size=5",
+      "model.context_parallel_size=2", "model.sequence_parallel=true", "model.seq_length=8192",
+      "train.global_batch_size=128", "ddp.use_distributed_optimizer=true", "ddp.overlap_grad_reduce=true",
+      "ddp.overlap_param_gather=true", NULL}},
+    {"ZB-H1", {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4", "sim.pipeline_schedule=zb-h1",
+               "train.global_batch_size=64", NULL}},
+    {"DualPipeV", {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4",
+                   "sim.pipeline_schedule=dualpipev", "train.global_batch_size=64", NULL}},
+    {"Mixtral, EP 8, PP 2",
+     {"model.name=mixtral-8x7b", "cluster.topology=dgx-h100", "cluster.num_gpus=32",
+      "model.tensor_model_parallel_size=2", "model.pipeline_model_parallel_size=2",
+      "model.expert_model_parallel_size=8", "model.sequence_parallel=true", "train.global_batch_size=64", NULL}},
+};
+
+Test(step_sends, lags_give_the_figures_of_send_tasks, .timeout = 120)
+{
+    int with_lags = 0;
+    for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+        /* Simulated as the step chooses (from samples where they gain),
+         * then whole. */
+        for (int whole = 0; whole < 2; whole++) {
+            const char *kv[16];
+            size_t n = 0;
+            for (; layouts[i].kv[n]; n++)
+                kv[n] = layouts[i].kv[n];
+            if (whole)
+                kv[n++] = "sim.steady_extension=false";
+            kv[n] = NULL;
+            char what[128];
+            snprintf(what, sizeof what, "%s%s", layouts[i].name, whole ? ", whole" : "");
+            with_lags += check_layout(kv, what);
+        }
+    }
+    cr_assert_geq(with_lags, 8, "only %d of the steps had their sends as lags", with_lags);
+}
+
+/* A slow scale-out link between the stages of an interleaved pipeline
+ * with asynchronous p2p: a send takes longer than the passes between two
+ * sends, so the PP stream would queue, and the step has its sends as
+ * tasks, with the figures of sends as tasks throughout. */
+Test(step_sends, sends_that_would_queue_are_tasks, .timeout = 60)
+{
+    const char *kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", "cluster.num_gpus=16",
+                        "model.tensor_model_parallel_size=8", "model.pipeline_model_parallel_size=2",
+                        "model.virtual_pipeline_model_parallel_size=2", "cluster.scaleout.nic_bw_gbytes_per_s=0.05",
+                        "train.global_batch_size=16", "sim.steady_extension=false", NULL};
+    sim a;
+    sim_run(&a, kv);
+    cr_assert_not_null(step_engine(a.st));
+    cr_assert(!a.st->lag_sends, "the sends stayed lags though they queue");
+    sim_free(&a);
+    check_layout(kv, "queued sends");
+}
+
+/* A trace shows every send as a task. */
+Test(step_sends, a_trace_keeps_the_send_tasks)
+{
+    const char *kv[] = {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4",
+                        "train.global_batch_size=16", NULL};
+    sim a;
+    sim_run(&a, kv);
+    sim b;
+    sim_rerun_every_kernel(&a, &b);
+    cr_assert(!b.st->lag_sends);
+    const engine_t *e = step_engine(b.st);
+    size_t sends = 0;
+    for (size_t t = 0; t < eng_num_tasks(e); t++) {
+        step_task_info info;
+        step_task_describe(b.st, (eng_task)t, &info);
+        sends += info.stream == STREAM_PP;
+    }
+    /* Each microbatch crosses 3 stage boundaries each way. */
+    int64_t pp, v, M;
+    step_shape(b.st, &pp, &v, &M);
+    cr_assert_eq(pp, 4);
+    cr_assert_eq(M, 8, "GBS 16 over DP 2");
+    cr_assert_eq(sends, (size_t)(2 * 3 * M));
+    step_destroy(b.st);
+    sim_free(&a);
+}
