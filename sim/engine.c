@@ -149,6 +149,11 @@ struct engine {
      * while no edge has one.  Freed by eng_run, which leaves succ_lag. */
     sim_time_ps *edge_lag;
     size_t n_lagged;        /* edges with a lag > 0 */
+    /* Per task its release time (eng_add_releases), cap_tasks entries;
+     * NULL while no task has one.  A release > 0 counts as one more
+     * predecessor in pending until the run takes it. */
+    sim_time_ps *release;
+    size_t n_released;      /* tasks with a release > 0 */
     eng__delta *deltas;     /* sorted by task by eng_run */
     size_t n_deltas, cap_deltas;
     bool deltas_sorted;     /* every delta added for a task no earlier than the last */
@@ -229,7 +234,8 @@ static int grow_tasks(engine_t *e, size_t need)
         resize((void **)&e->stream_next, nc, sizeof *e->stream_next) != SIM_OK ||
         resize((void **)&e->stream, nc, sizeof *e->stream) != SIM_OK ||
         resize((void **)&e->tag, nc, sizeof *e->tag) != SIM_OK ||
-        resize((void **)&e->succ_off, nc + 1, sizeof *e->succ_off) != SIM_OK)
+        resize((void **)&e->succ_off, nc + 1, sizeof *e->succ_off) != SIM_OK ||
+        (e->release && resize((void **)&e->release, nc, sizeof *e->release) != SIM_OK))
         return SIM_ENOMEM;
     e->cap_tasks = nc;
     return SIM_OK;
@@ -286,6 +292,7 @@ void eng_destroy(engine_t *e)
     free(e->succ_off);
     free(e->edges);
     free(e->edge_lag);
+    free(e->release);
     free(e->deltas);
     free(e->stream_head);
     free(e->stream_tail);
@@ -338,6 +345,8 @@ eng_task eng_add_tasks(engine_t *e, size_t n, const int32_t *stream, const sim_t
     memcpy(e->duration + base, duration, n * sizeof *duration);
     memcpy(e->stream + base, stream, n * sizeof *stream);
     memset(e->succ_off + base, 0, n * sizeof *e->succ_off);
+    if (e->release)
+        memset(e->release + base, 0, n * sizeof *e->release);
     int32_t *head = e->stream_head, *tail = e->stream_tail, *next = e->stream_next;
     for (size_t i = 0; i < n; i++) {
         const int32_t id = (int32_t)(base + i), s = stream[i], last = tail[s];
@@ -426,6 +435,35 @@ int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_ti
         e->n_lagged += lag_ps[k - at] > 0;
     }
     return rc;
+}
+
+int eng_add_releases(engine_t *e, size_t n, const eng_task *task, const sim_time_ps *at_ps)
+{
+    assert(!e->ran && "eng_add_releases after eng_run");
+    if (e->ran)
+        return SIM_EINVAL;
+    if (!e->release && n > 0) {
+        e->release = malloc((e->cap_tasks ? e->cap_tasks : 1) * sizeof *e->release);
+        if (!e->release)
+            return SIM_ENOMEM;
+        memset(e->release, 0, e->n_tasks * sizeof *e->release);
+    }
+    for (size_t k = 0; k < n; k++) {
+        const eng_task t = task[k];
+        assert(valid_task(e, t));
+        if (!valid_task(e, t))
+            return SIM_EINVAL;
+        if (at_ps[k] <= e->release[t])
+            continue;
+        if (e->release[t] == 0) {
+            if (e->hot[t].pending == INT32_MAX)
+                return SIM_ENOMEM;
+            e->hot[t].pending++;
+            e->n_released++;
+        }
+        e->release[t] = at_ps[k];
+    }
+    return SIM_OK;
 }
 
 int eng_add_counter_deltas(engine_t *e, size_t n, const eng_delta *deltas)
@@ -578,11 +616,15 @@ static int run_prepare(engine_t *e, run *r, bool sweep)
         eng__hot *hot = e->hot;
         int32_t *order = r->order;
         size_t seeded = 0;
+        const sim_time_ps *rel = e->release;
         for (size_t t = 0; t < n; t++) {
             sum += off[t];
             off[t] = sum;
-            hot[t].start_ps = 0;
-            hot[t].round = 0;
+            /* A release is a predecessor that ends at it, in round 1. */
+            const sim_time_ps at = rel ? rel[t] : 0;
+            hot[t].start_ps = at;
+            hot[t].round = at > 0;
+            hot[t].pending -= at > 0;
             order[seeded] = (int32_t)t;
             seeded += hot[t].pending == 0;
         }
@@ -644,7 +686,7 @@ static int loop_alloc(engine_t *e, run *r)
     size_t n = e->n_tasks;
     r->cap = ns;
     /* A lag in flight is an event too (run_loop). */
-    r->heap = malloc((ns + e->n_lagged) * sizeof *r->heap);
+    r->heap = malloc((ns + e->n_lagged + e->n_released) * sizeof *r->heap);
     r->ready = malloc(ns * sizeof *r->ready);
     r->dirty = malloc(nc * sizeof *r->dirty);
     r->is_dirty = calloc(nc, 1);
@@ -669,10 +711,14 @@ static int run_loop(engine_t *e, run *r, sim_err *err)
     sim_time_ps now = 0;
     bool overflow = false;
 
-    /* Tasks ready at time 0: stream heads without dependencies. */
-    for (size_t t = 0; t < n; t++)
+    /* Tasks ready at time 0: stream heads without dependencies; each
+     * release an event at its time (as a lag's). */
+    for (size_t t = 0; t < n; t++) {
         if (hot[t].pending == 0)
             r->ready[r->ready_n++] = (int32_t)t;
+        if (e->release && e->release[t] > 0)
+            heap_push(r, (eng__event){e->release[t], seq++, -1 - (int32_t)t});
+    }
 
     for (;;) {
         /* Starts phase. */
@@ -993,7 +1039,7 @@ static void sweep_undo(engine_t *e, const run *r)
 {
     for (size_t t = 0; t < e->n_tasks; t++) {
         e->hot[t].start_ps = NEVER;
-        e->hot[t].pending = e->stream_head[e->stream[t]] == (int32_t)t ? 0 : 1;
+        e->hot[t].pending = (e->stream_head[e->stream[t]] == (int32_t)t ? 0 : 1) + (e->release && e->release[t] > 0);
     }
     for (uint32_t k = 0; k < r->succ_off[e->n_tasks]; k++)
         e->hot[r->succ[k]].pending++;
@@ -1173,6 +1219,11 @@ bool eng_succ_rows(const engine_t *e, const uint32_t **off, const eng_task **suc
 const sim_time_ps *eng_succ_lags(const engine_t *e)
 {
     return e->succ_lag;
+}
+
+const sim_time_ps *eng_task_releases(const engine_t *e)
+{
+    return e->release;
 }
 
 size_t eng_stream_view(const engine_t *e, int stream, const eng_task **ids)

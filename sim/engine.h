@@ -84,6 +84,15 @@ int eng_add_counter_deltas(engine_t *e, size_t n, const eng_delta *deltas);
  * eng_add_deps, or SIM_ENOMEM past INT32_MAX edges with a lag. */
 int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_time_ps *lag_ps);
 
+/* Release times: task[k] cannot start before at_ps[k], as if it depended
+ * on a task at_ps[k] long that starts at 0 on a stream of its own (it ends
+ * in the first phase of that instant); the latest of a task's releases
+ * holds, and 0 adds nothing.  For a stream whose tasks wait for nothing
+ * but each other (so run at fixed times), the tasks that wait for one of
+ * them may wait for its end instead.  SIM_OK, SIM_EINVAL for a task out
+ * of range (those before it taken), or SIM_ENOMEM. */
+int eng_add_releases(engine_t *e, size_t n, const eng_task *task, const sim_time_ps *at_ps);
+
 /* Runs to completion.  Fails with SIM_ESIM if tasks remain that can never
  * start (a dependency cycle or an inconsistent stream order). */
 int eng_run(engine_t *e, sim_err *err);
@@ -122,6 +131,10 @@ bool eng_succ_rows(const engine_t *e, const uint32_t **off, const eng_task **suc
 /* The lags of those rows' edges, entry for entry, after eng_run: NULL
  * when no edge was added with a lag (every lag is 0 then). */
 const sim_time_ps *eng_succ_lags(const engine_t *e);
+/* Every task's release time (eng_add_releases; 0: none), the engine's
+ * own array (valid until the next add or eng_destroy): NULL when no task
+ * has one. */
+const sim_time_ps *eng_task_releases(const engine_t *e);
 
 /* Tasks of a stream in their run order: fills ids (capacity cap), returns
  * how many the stream has. */

@@ -1,9 +1,12 @@
-/* Lagged dependencies (eng_add_lagged_deps): on random graphs, a lag on an
- * edge runs exactly as a task of that duration between its ends on a
- * stream of its own (every start, end, counter peak and final value of
- * the other tasks the same), under the sweep and the event loop alike;
- * a lag of 0 is a plain edge; the rows read back carry each edge's lag;
- * and a lag that takes time past 2^64 ps fails the same under both. */
+/* Lagged dependencies (eng_add_lagged_deps) and release times
+ * (eng_add_releases): on random graphs, a lag on an edge runs exactly as a
+ * task of that duration between its ends on a stream of its own, and a
+ * release as a task of that duration from 0 on a stream of its own that
+ * the task waits for (every start, end, counter peak and final value of
+ * the other tasks the same), under the sweep and the event loop alike; a
+ * lag of 0 is a plain edge and a release of 0 none; the rows read back
+ * carry each edge's lag, the releases each task's latest; and a lag that
+ * takes time past 2^64 ps fails the same under both. */
 #include <criterion/criterion.h>
 
 #include <gsl/gsl_rng.h>
@@ -23,6 +26,9 @@ typedef struct graph {
     size_t n_deps;
     eng_delta delta[MAX_DELTAS];
     size_t n_deltas;
+    eng_task rel_task[2 * N];
+    sim_time_ps rel_at[2 * N];
+    size_t n_rel;
 } graph;
 
 /* A DAG in id order: durations 0..30 (a fifth 0), edges from earlier
@@ -30,7 +36,7 @@ typedef struct graph {
 static void random_graph(gsl_rng *g, graph *x)
 {
     x->n = 2 + (int)gsl_rng_uniform_int(g, N - 1);
-    x->n_deps = x->n_deltas = 0;
+    x->n_deps = x->n_deltas = x->n_rel = 0;
     for (int t = 0; t < x->n; t++) {
         x->stream[t] = (int32_t)gsl_rng_uniform_int(g, NS);
         x->d[t] = gsl_rng_uniform_int(g, 5) == 0 ? 0 : 1 + gsl_rng_uniform_int(g, 30);
@@ -39,6 +45,11 @@ static void random_graph(gsl_rng *g, graph *x)
                 x->dep[x->n_deps] = (eng_dep){(eng_task)gsl_rng_uniform_int(g, (unsigned long)t), (eng_task)t};
                 x->lag[x->n_deps++] = gsl_rng_uniform_int(g, 3) == 0 ? 0 : 1 + gsl_rng_uniform_int(g, 30);
             }
+        /* A release now and then (0 too), a second one for some. */
+        for (int k = 0; k < 2 && gsl_rng_uniform_int(g, 4) == 0; k++) {
+            x->rel_task[x->n_rel] = (eng_task)t;
+            x->rel_at[x->n_rel++] = gsl_rng_uniform_int(g, 6) == 0 ? 0 : 1 + gsl_rng_uniform_int(g, 120);
+        }
         if (gsl_rng_uniform_int(g, 2) == 0 && x->n_deltas < MAX_DELTAS)
             x->delta[x->n_deltas++] = (eng_delta){(eng_task)t, (int32_t)gsl_rng_uniform_int(g, NC),
                                                   (int64_t)gsl_rng_uniform_int(g, 7), -(int64_t)gsl_rng_uniform_int(g, 7)};
@@ -65,6 +76,7 @@ static engine_t *with_lags(const graph *x)
             cr_assert_eq(eng_add_lagged_deps(e, 1, &x->dep[k], &x->lag[k]), SIM_OK);
     }
     cr_assert_eq(eng_add_counter_deltas(e, x->n_deltas, x->delta), SIM_OK);
+    cr_assert_eq(eng_add_releases(e, x->n_rel, x->rel_task, x->rel_at), SIM_OK);
     return e;
 }
 
@@ -72,8 +84,15 @@ static engine_t *with_lags(const graph *x)
  * edge's ends (ids after the graph's, so those keep theirs). */
 static engine_t *with_tasks(const graph *x)
 {
-    engine_t *e = tasks_of(x, NS + (int)x->n_deps);
+    engine_t *e = tasks_of(x, NS + (int)(x->n_deps + x->n_rel));
     eng_task next = (eng_task)x->n;
+    for (size_t k = 0; k < x->n_rel; k++) {
+        if (x->rel_at[k] == 0)
+            continue;
+        cr_assert_eq(eng_add_task(e, NS + (int)(x->n_deps + k), x->rel_at[k], -1), next);
+        cr_assert_eq(eng_add_dep(e, next, x->rel_task[k]), SIM_OK);
+        next++;
+    }
     for (size_t k = 0; k < x->n_deps; k++) {
         if (x->lag[k] == 0) {
             cr_assert_eq(eng_add_dep(e, x->dep[k].before, x->dep[k].after), SIM_OK);
@@ -123,9 +142,12 @@ Test(engine_lags, a_lag_runs_as_a_task_of_its_own_stream, .timeout = 120)
         const eng_task *succ;
         cr_assert(eng_succ_rows(sweep, &off, &succ));
         const sim_time_ps *lags = eng_succ_lags(sweep);
-        cr_assert_not_null(lags);
+        bool lagged = false; /* with_lags added one through eng_add_lagged_deps */
+        for (size_t k = 0; k < x->n_deps; k++)
+            lagged = lagged || !(x->lag[k] == 0 && k % 2);
+        cr_assert_eq(lags != NULL, lagged, "seed %lu", seed);
         size_t seen = 0;
-        for (int t = 0; t < x->n; t++) {
+        for (int t = 0; t < x->n && lags; t++) {
             uint32_t at = off[t];
             for (size_t k = 0; k < x->n_deps; k++)
                 if (x->dep[k].before == t) {
@@ -135,7 +157,16 @@ Test(engine_lags, a_lag_runs_as_a_task_of_its_own_stream, .timeout = 120)
                 }
             cr_assert_eq(at, off[t + 1], "seed %lu", seed);
         }
-        cr_assert_eq(seen, x->n_deps);
+        cr_assert_eq(seen, lags ? x->n_deps : 0);
+        /* Each task's latest release. */
+        const sim_time_ps *rel = eng_task_releases(sweep);
+        for (int t = 0; t < x->n; t++) {
+            sim_time_ps want = 0;
+            for (size_t k = 0; k < x->n_rel; k++)
+                if (x->rel_task[k] == t && x->rel_at[k] > want)
+                    want = x->rel_at[k];
+            cr_assert_eq(rel ? rel[t] : 0, want, "seed %lu, task %d", seed, t);
+        }
         eng_destroy(sweep);
         eng_destroy(loop);
         eng_destroy(tasks);
