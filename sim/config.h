@@ -40,9 +40,10 @@ typedef struct sim_opts {
     bool period_check;     /* not a key: a step from one sample takes the
                               second as well and compares the two
                               (step_period_checked) */
-    bool sends_as_tasks;   /* not a key: pipeline sends as tasks even where
-                              lags would do (step.c, "Sends"): the reference
-                              the lags are checked against */
+    bool plain_graph;      /* not a key: every pipeline send and host issue
+                              a task, even where a lag or a release time
+                              would do (step.c, "Sends", "The host"): the
+                              reference those are checked against */
 } sim_opts;
 
 /* CUDA graphs (Megatron's cuda_graph_impl / cuda_graph_modules). */

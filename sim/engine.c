@@ -31,6 +31,13 @@
  * counted as a task's event) that does the release.  A graph without
  * lags keeps the lag-free loops.
  *
+ * Releases.  A task may have a release time (eng_add_releases): it starts
+ * no earlier, as behind a task that long from 0 on a stream of its own.
+ * The release counts as one predecessor more in pending; the sweep seeds
+ * the task's start with it (round 1) and takes that predecessor at once,
+ * the event loop has an event at the release (as a lag's end) that takes
+ * it.
+ *
  * Dependencies: CSR built at eng_run start.  While the graph is being
  * built, eng_add_dep only appends to the edge list (O(1), no per-task
  * bookkeeping beyond the predecessor count of `after` and the successor

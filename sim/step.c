@@ -32,6 +32,19 @@
  * whose host provably stays ahead of its GPU (host_ahead(): bounds on the
  * host's end against the compute stream's, pass by pass) needs none of
  * this: its passes stand as their GPU spans, the first behind its lead.
+ * While a stage's host stream holds nothing but stand-ins' leads and
+ * rests (no sync, no graph launch, no pass with its host ops, no stand-in
+ * its ops measure from its lead), it waits for nothing but itself and
+ * runs them back to back from 0: they are no tasks then (fold_host); the
+ * GPU span behind a lead has a release time where that lead ends
+ * (engine.h), and the first host task placed (the optimizer's sync, a
+ * kept pass's host op, the stage's last rest, whose end may be the
+ * step's) one where the folded ones end.  A stand-in of no time is not
+ * folded (a task of none ends a round later than a release says).  The
+ * folded time counts in the work, each part in the block of the task
+ * released after it (fold_task, fold_ps: step_measure's period), and
+ * step_period's fit takes how the releases move from a block to the next
+ * (one block's host time).
  *
  * Overlapped pairs.  With the EP overlap an item of two passes (the
  * combined 1F1B's, DualPipeV's F&B) runs as one overlapped template
@@ -157,6 +170,17 @@ typedef struct builder {
     eng_dep *new_lag_deps;
     sim_time_ps *new_lags;
     size_t n_new_lag, cap_new_lag;
+    /* The host's issue as release times (step.c, "The host"): while every
+     * task of the stage's host stream so far has been a stand-in's lead or
+     * rest of some length (fold), they are no tasks; host_clock is where
+     * the last of them ends, the release of the GPU span behind a lead
+     * and of the first host task that is placed. */
+    bool fold;
+    sim_time_ps host_clock;
+    sim_time_ps fold_pending; /* folded since the last release (step.fold_ps) */
+    eng_task *new_rel_task;
+    sim_time_ps *new_rel_at;
+    size_t n_new_rel, cap_new_rel;
     int64_t next_id, tag_shift;
     int32_t new_tag;
 } builder;
@@ -169,7 +193,8 @@ static void fail(builder *b, int rc)
 }
 
 static inline void dep(builder *b, eng_task before, eng_task after);
-static void host_flush(builder *b);
+static void host_flush(builder *b, bool may_fold);
+static void release_at(builder *b, eng_task t, sim_time_ps at);
 
 const char step_host_lead[] = "host_issue", step_host_rest[] = "host_issue ";
 
@@ -247,7 +272,11 @@ static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_p
     if (b->rc != SIM_OK)
         return NO_TASK;
     if (k == STREAM_HOST && b->rest_pending)
-        host_flush(b); /* a pending host rest comes first on its stream */
+        host_flush(b, true); /* a pending host rest comes first on its stream */
+    /* A host task that is placed ends the folding: it follows the folded
+     * ones, so it is released where they end. */
+    const bool unfold = k == STREAM_HOST && b->fold;
+    b->fold = b->fold && !unfold;
     if (!work_fits(b, d))
         return NO_TASK;
     /* The engine's limit: ids up to INT32_MAX - 1 (eng_add_task). */
@@ -265,7 +294,10 @@ static eng_task add_checked(builder *b, int64_t stage, stream_kind k, sim_time_p
         st->info = p;
         st->cap_info = cap;
     }
-    return place(b, stage, k, d, name, mb, chunk);
+    const eng_task t = place(b, stage, k, d, name, mb, chunk);
+    if (unfold)
+        release_at(b, t, b->host_clock);
+    return t;
 }
 
 /* Adds a task and records what it is.  NO_TASK once the build has failed.
@@ -275,7 +307,8 @@ static inline eng_task add(builder *b, int64_t stage, stream_kind k, sim_time_ps
                            int32_t chunk)
 {
     step_t *st = b->st;
-    if (b->rc != SIM_OK || (k == STREAM_HOST && b->rest_pending) || b->work_ps > WORK_SURE_PS || d > WORK_SURE_PS ||
+    if (b->rc != SIM_OK || (k == STREAM_HOST && (b->rest_pending || b->fold)) || b->work_ps > WORK_SURE_PS ||
+        d > WORK_SURE_PS ||
         b->next_id >= INT32_MAX || b->n_new == b->cap_new || st->n_info == st->cap_info)
         return add_checked(b, stage, k, d, name, mb, chunk);
     return place(b, stage, k, d, name, mb, chunk);
@@ -305,14 +338,63 @@ static sim_time_ps duration_ps(builder *b, double seconds, const char *what, int
     return 0;
 }
 
-/* Adds the pending host rest of the last stand-in as a task of its own. */
-static void host_flush(builder *b)
+/* Folds d of a stand-in's host time into host_clock where the stage
+ * still folds and d > 0 (a task of no time would end a round later than
+ * a release says); false, nothing changed, where not. */
+static bool fold_host(builder *b, sim_time_ps d)
+{
+    if (!b->fold || d == 0 || !work_fits(b, d))
+        return false;
+    b->work_ps += d;
+    b->host_clock += d;
+    b->fold_pending += d;
+    return true;
+}
+
+/* Adds the pending host rest of the last stand-in as a task of its own,
+ * or (may_fold: a host task follows it) folds it. */
+static void host_flush(builder *b, bool may_fold)
 {
     if (!b->rest_pending)
         return;
     b->rest_pending = false;
+    if (may_fold && b->rest_wait == NO_TASK && fold_host(b, b->rest_ps))
+        return;
     eng_task t = add(b, b->rest_stage, STREAM_HOST, b->rest_ps, step_host_rest, b->rest_mb, b->rest_chunk);
     dep(b, b->rest_wait, t);
+}
+
+/* t cannot start before `at` (a folded host's clock); nothing for 0. */
+static void release_at(builder *b, eng_task t, sim_time_ps at)
+{
+    if (b->rc != SIM_OK || t == NO_TASK || at == 0)
+        return;
+    if (b->n_new_rel == b->cap_new_rel) {
+        size_t cap = b->cap_new_rel;
+        if (!room(b, (void **)&b->new_rel_task, &cap, sizeof *b->new_rel_task))
+            return;
+        cap = b->cap_new_rel;
+        if (!room(b, (void **)&b->new_rel_at, &cap, sizeof *b->new_rel_at))
+            return;
+        b->cap_new_rel = cap;
+    }
+    b->new_rel_task[b->n_new_rel] = t;
+    b->new_rel_at[b->n_new_rel++] = at;
+    step_t *st = b->st;
+    if (b->fold_pending == 0)
+        return;
+    if (st->n_fold == st->cap_fold) {
+        size_t cap = st->cap_fold;
+        if (!room(b, (void **)&st->fold_task, &cap, sizeof *st->fold_task))
+            return;
+        cap = st->cap_fold;
+        if (!room(b, (void **)&st->fold_ps, &cap, sizeof *st->fold_ps))
+            return;
+        st->cap_fold = cap;
+    }
+    st->fold_task[st->n_fold] = t;
+    st->fold_ps[st->n_fold++] = b->fold_pending;
+    b->fold_pending = 0;
 }
 
 /* `after` waits for `before`; no edge when either is NO_TASK. */
@@ -378,10 +460,12 @@ static void flush(builder *b)
     int rc = eng_add_deps(e, b->n_new_deps, b->new_deps);
     if (rc == SIM_OK && b->n_new_lag > 0)
         rc = eng_add_lagged_deps(e, b->n_new_lag, b->new_lag_deps, b->new_lags);
+    if (rc == SIM_OK && b->n_new_rel > 0)
+        rc = eng_add_releases(e, b->n_new_rel, b->new_rel_task, b->new_rel_at);
     if (rc == SIM_OK)
         rc = eng_add_counter_deltas(e, b->n_new_deltas, b->new_deltas);
     fail(b, rc);
-    b->n_new = b->n_new_deps = b->n_new_deltas = b->n_new_lag = 0;
+    b->n_new = b->n_new_deps = b->n_new_deltas = b->n_new_lag = b->n_new_rel = 0;
     b->new_tag = (int32_t)b->st->n_info;
 }
 
@@ -871,10 +955,18 @@ static void add_host_pass(builder *b, int64_t r, const pass_summary *sum, const 
         before_wait = b->rest_wait;
         b->rest_pending = false;
     }
-    eng_task lead = add(b, r, STREAM_HOST, before + sum->lead_ps, step_host_lead, it->microbatch, it->chunk);
-    dep(b, before_wait, lead);
+    /* Folded where the stage folds and nothing measures it from its
+     * lead: its GPU span released where the lead ends. */
+    const bool folds = !chain && !measured && !sum->sync && before_wait == NO_TASK && fold_host(b, before + sum->lead_ps);
+    eng_task lead = NO_TASK;
+    if (!folds) {
+        lead = add(b, r, STREAM_HOST, before + sum->lead_ps, step_host_lead, it->microbatch, it->chunk);
+        dep(b, before_wait, lead);
+    }
     eng_task gpu = chain ? add_chain(b, r, sum->gpu_ps, it, chain, lead, &end)
                          : add_span(b, r, sum, sum->gpu_ps, it, lead, &end);
+    if (folds)
+        release_at(b, gpu, b->host_clock);
     b->rest_pending = true;
     b->rest_stage = r;
     b->rest_ps = sum->host_ps - sum->lead_ps;
@@ -1076,13 +1168,18 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             st->paired[pis[0]] = false;
             if (!sump->host || no_host) {
                 eng_task lead = NO_TASK;
+                sim_time_ps rel = 0;
                 if (sump->host && !lead_placed) {
-                    lead = add(b, r, STREAM_HOST, sump->lead_ps, step_host_lead, itp->microbatch, itp->chunk);
+                    if (fold_host(b, sump->lead_ps))
+                        rel = b->host_clock;
+                    else
+                        lead = add(b, r, STREAM_HOST, sump->lead_ps, step_host_lead, itp->microbatch, itp->chunk);
                     lead_placed = true;
                 }
                 const eng_task t = add_whole(b, r, sump->host ? sump->gpu_ps : sump->span_ps, itp->kind,
                                              itp->microbatch, itp->chunk);
                 dep(b, lead, t);
+                release_at(b, t, rel);
                 *refs[0] = (pass_ref){t, t, t, t, NO_TASK, NO_TASK, NULL};
             } else {
                 add_host_pass(b, r, sump, itp, 0, false, refs[0]);
@@ -1144,17 +1241,23 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             const bool whole = !keep && stands(b, i, sum);
             if (whole && (!sum->host || no_host)) {
                 eng_task lead = NO_TASK;
+                sim_time_ps rel = 0;
                 if (sum->host && !lead_placed) {
-                    lead = add(b, r, STREAM_HOST, sum->lead_ps, step_host_lead, it0->microbatch, it0->chunk);
+                    if (fold_host(b, sum->lead_ps))
+                        rel = b->host_clock;
+                    else
+                        lead = add(b, r, STREAM_HOST, sum->lead_ps, step_host_lead, it0->microbatch, it0->chunk);
                     lead_placed = true;
                 }
                 const sim_time_ps span = sum->host ? sum->gpu_ps : sum->span_ps;
                 if (gated) {
                     add_gated_pair(b, r, pe, span, it0, lead, refs);
+                    release_at(b, refs[0]->base, rel);
                 } else {
                     eng_task end, t = chain ? add_chain(b, r, span, it0, chain, lead, &end)
                                             : add_span(b, r, sum, span, it0, lead, &end);
                     *refs[0] = (pass_ref){t, t, t, end, NO_TASK, NO_TASK, NULL};
+                    release_at(b, t, rel);
                 }
             } else if (whole) {
                 add_host_pass(b, r, sum, it0, chain, !pe && !sum->collapsible, refs[0]);
@@ -1451,6 +1554,9 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     b.new_dur = malloc(b.cap_new * sizeof *b.new_dur);
     b.new_deps = malloc(b.cap_new_deps * sizeof *b.new_deps);
     b.new_deltas = malloc(b.cap_new_deltas * sizeof *b.new_deltas);
+    b.cap_new_rel = st->fold_host ? b.cap_new : 0;
+    b.new_rel_task = st->fold_host ? malloc(b.cap_new_rel * sizeof *b.new_rel_task) : NULL;
+    b.new_rel_at = st->fold_host ? malloc(b.cap_new_rel * sizeof *b.new_rel_at) : NULL;
     b.cap_new_lag = st->lag_sends ? b.cap_new : 0;
     b.new_lag_deps = st->lag_sends ? malloc(b.cap_new_lag * sizeof *b.new_lag_deps) : NULL;
     b.new_lags = st->lag_sends ? malloc(b.cap_new_lag * sizeof *b.new_lags) : NULL;
@@ -1459,7 +1565,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     b.new_tag = (int32_t)st->n_info;
     if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad || !b.w ||
         !b.bucket_task || !b.sends || !b.new_stream || !b.new_dur || !b.new_deps || !b.new_deltas ||
-        (st->lag_sends && (!b.new_lag_deps || !b.new_lags)))
+        (st->lag_sends && (!b.new_lag_deps || !b.new_lags)) || (st->fold_host && (!b.new_rel_task || !b.new_rel_at)))
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     sched_orders kept = {0};
@@ -1490,11 +1596,13 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
                                  (long long)r, (long long)b.n_seq, (long long)st->rank_passes));
             break;
         }
+        b.fold = st->fold_host;
+        b.host_clock = b.fold_pending = 0;
         add_param_gathers(&b, r, ag_first);
         eng_task last_rs = add_scheduled_passes(&b, r, ag_first);
         if (b.rc == SIM_OK)
             add_tail(&b, r, last_rs, ag_first);
-        host_flush(&b);
+        host_flush(&b, false); /* the stage's last host task: its end may be the step's */
         flush(&b);
     }
     link_stages(&b);
@@ -1514,6 +1622,8 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     free(b.new_deltas);
     free(b.new_lag_deps);
     free(b.new_lags);
+    free(b.new_rel_task);
+    free(b.new_rel_at);
     sched_orders_free(&kept);
     if (b.w)
         step_scratch_free(b.w);
@@ -1679,7 +1789,7 @@ static double task_hint(const step_t *st, int64_t M)
  * after the pass, a lag of none with it). */
 static bool sends_as_lags(const step_t *st, const run_inputs *in)
 {
-    if (in->sim.keep_ops || in->sim.sends_as_tasks || st->plan.combined || st->pp < 2)
+    if (in->sim.keep_ops || in->sim.plain_graph || st->plan.combined || st->pp < 2)
         return false;
     for (int64_t r = 0; r < st->pp; r++) {
         sim_time_ps t;
@@ -1728,6 +1838,7 @@ static void unbuild(step_t *st, size_t n_passes)
     eng_destroy(st->eng);
     st->eng = NULL;
     st->n_info = 0;
+    st->n_fold = 0;
     memset(st->collapsed, 0, n_passes * sizeof *st->collapsed);
     memset(st->paired, 0, n_passes * sizeof *st->paired);
     memset(st->shifted, 0, n_passes * sizeof *st->shifted);
@@ -1769,6 +1880,7 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
         st->cap_info = hint;
     }
     st->lag_sends = sends_as_lags(st, in);
+    st->fold_host = !in->sim.keep_ops && !in->sim.plain_graph;
     int rc;
     for (;;) {
         st->eng = eng_create((int)(st->pp * STREAM_KINDS), (int)(st->pp * CTR_PER_STAGE), hint, hint * 2);
@@ -2244,6 +2356,8 @@ void step_destroy(step_t *st)
     free(st->send_spans);
     free(st->send_from);
     free(st->send_at);
+    free(st->fold_task);
+    free(st->fold_ps);
     free(st->res.stages);
     free(st);
 }

@@ -136,6 +136,14 @@ struct step {
      * [send_at[r] .. send_at[r + 1]), each beside the task it follows
      * (send_from), so that measure reads them as it reads a stream. */
     bool lag_sends;
+    /* The host's issue as release times where it waits for nothing
+     * (step.c, "The host"); the host time folded so, each part beside
+     * the released task that follows it (fold_task[i], fold_ps[i]: the
+     * work of a period counts it in that task's block). */
+    bool fold_host;
+    eng_task *fold_task;
+    sim_time_ps *fold_ps;
+    size_t n_fold, cap_fold;
     sim_time_ps *send_ps;
     eng_span *send_spans;
     eng_task *send_from;

@@ -349,6 +349,11 @@ static bool period_sums(const step_t *st, const step_period_req *per, int64_t *n
     for (size_t i = 0; st->lag_sends && i < st->send_at[st->pp]; i++)
         if (per->block[st->send_from[i]] == per->blk)
             inc->work_ps += st->send_spans[i].b - st->send_spans[i].a;
+    /* So does the host time folded into release times, in the block of
+     * the task released after it. */
+    for (size_t i = 0; i < st->n_fold; i++)
+        if (per->block[st->fold_task[i]] == per->blk)
+            inc->work_ps += st->fold_ps[i];
     inc->events = 2 * inc->tasks;
     inc->makespan_ps = inc->pipe_end_ps = per->lambda;
     return true;

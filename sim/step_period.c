@@ -36,6 +36,12 @@ typedef struct fitter {
     const uint32_t *succ_off; /* the engine's successor rows (eng_succ_rows), read in place */
     const eng_task *succ;
     const sim_time_ps *lag;   /* their lags beside them (eng_succ_lags), NULL: none */
+    /* Per task its release (eng_task_releases), NULL: none; per stage
+     * how much the releases of its tasks move from a block to the next
+     * (block_shifts; host_shift_set: some released task had an image). */
+    const sim_time_ps *rel;
+    sim_time_ps *host_shift;
+    bool *host_shift_set;
 } fitter;
 
 /* The lag of t's j-th successor edge. */
@@ -254,7 +260,7 @@ static void same_structure(const fitter *f, bool *bad)
                 const eng_task *sa, *sb;
                 size_t na = succs(f, t, &sa), nb = succs(f, u, &sb);
                 bool same = f->end[t] - f->start[t] == f->end[u] - f->start[u] && na == nb &&
-                            f->n_pred[t] == f->n_pred[u];
+                            f->n_pred[t] == f->n_pred[u] && (!f->rel || (f->rel[t] > 0) == (f->rel[u] > 0));
                 for (size_t j = 0; same && j < na; j++)
                     same = (f->beta[sa[j]] + 1 >= f->K || f->img[sa[j]] == sb[j]) && lag_of(f, t, j) == lag_of(f, u, j);
                 if (!same || !tl->same_task(tl->ctx, t, u)) {
@@ -356,12 +362,16 @@ static bool edge_ok(const fitter *f, int64_t c, sim_time_ps lambda, eng_task u, 
 
 /* Shifts of the blocks: per block b (0 .. K-2) the shift of its timed
  * tasks (UINT64_MAX where they differ) and the largest of any task's;
- * each task's into f->shift.  After regular_blocks every stream's block
- * b + 1 has as many places as block b, so the image of place p of one is
- * place p of the next.  False where a task has no image or an image that
- * starts earlier. */
+ * each task's into f->shift; per stage the shift of its released tasks'
+ * releases (a host's issue folded into them: one block's host time).
+ * After regular_blocks every stream's block b + 1 has as many places as
+ * block b, so the image of place p of one is place p of the next.  False
+ * where a task has no image or an image that starts earlier, or releases
+ * shift unlike one another on a stage. */
 static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most, bool *seen)
 {
+    for (int64_t r = 0; f->rel && r < f->tl->pp; r++)
+        f->host_shift_set[r] = false;
     for (int64_t b = 0; b + 1 < f->K; b++) {
         timed[b] = 0;
         most[b] = 0;
@@ -380,6 +390,14 @@ static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most,
                     return false;
                 const sim_time_ps d = f->start[u] - f->start[t];
                 f->shift[t] = d;
+                if (f->rel && (f->rel[t] > 0 || f->rel[u] > 0)) {
+                    const int64_t r = s / f->tl->streams_per_stage;
+                    if (f->rel[t] == 0 || f->rel[u] < f->rel[t] ||
+                        (f->host_shift_set[r] && f->host_shift[r] != f->rel[u] - f->rel[t]))
+                        return false;
+                    f->host_shift[r] = f->rel[u] - f->rel[t];
+                    f->host_shift_set[r] = true;
+                }
                 most[b] = d > most[b] ? d : most[b];
                 if (timed_stream(f, t)) {
                     if (seen[b] && timed[b] != d)
@@ -394,6 +412,23 @@ static bool block_shifts(const fitter *f, sim_time_ps *timed, sim_time_ps *most,
     for (int64_t b = 0; b + 1 < f->K; b++)
         if (!seen[b])
             timed[b] = UINT64_MAX;
+    /* A stage with no release in its steady blocks (its host folded only
+     * ahead of them, or not at all) has none that an added block moves:
+     * shift 0.  One whose releases there have no image has no shift
+     * known (host_shift_set stays false). */
+    for (int64_t r = 0; f->rel && r < f->tl->pp; r++) {
+        if (f->host_shift_set[r])
+            continue;
+        bool steady = false;
+        for (int k = 0; k < f->tl->streams_per_stage && !steady; k++) {
+            const int s = (int)(r * f->tl->streams_per_stage + k);
+            const size_t *row = block_row(f, s);
+            for (size_t p = row[1]; p < row[f->K + 1] && !steady; p++)
+                steady = f->rel[f->by_stream[f->stream_at[s] + p]] > 0;
+        }
+        f->host_shift[r] = 0;
+        f->host_shift_set[r] = !steady;
+    }
     return true;
 }
 
@@ -431,6 +466,20 @@ static bool cut_ok(const fitter *f, int64_t c, sim_time_ps lam)
             f->work[top++] = w;
         }
     }
+    /* A release after the cut moves by its stage's host shift a block
+     * (block_shifts): no more than lambda (every task shifts by at most
+     * that), and for a locked task by lambda or with slack (a release
+     * that moves less never catches up with the task). */
+    for (int s = 0; f->rel && s < f->n_streams; s++)
+        for (size_t k = f->stream_at[s] + block_row(f, s)[c + 2]; k < f->stream_at[s + 1]; k++) {
+            const eng_task t = f->by_stream[k];
+            if (f->rel[t] == 0)
+                continue;
+            const int64_t r = s / f->tl->streams_per_stage;
+            if (!f->host_shift_set[r] || f->host_shift[r] > lam ||
+                (f->locked[t] && f->host_shift[r] != lam && f->rel[t] >= f->start[t]))
+                return false;
+        }
     for (size_t k = 0; k < f->n; k++) {
         eng_task u = f->by_stream[k];
         const eng_task *succ;
@@ -481,10 +530,11 @@ static int64_t settle_blocks(const fitter *f, sim_time_ps lam)
  * *settle, settle_blocks, where the last blocks do not shift alike). */
 static int64_t find_cut(fitter *f, sim_time_ps *lambda, int64_t *settle)
 {
-    /* A task without predecessors starts at 0: no cut before it. */
+    /* A task without predecessors starts at 0: no cut before it.  (One
+     * with a release starts there: cut_ok takes how that moves.) */
     int64_t lo = 0;
     for (size_t t = 0; t < f->n; t++)
-        if (f->n_pred[t] == 0 && f->pos[t] == 0 && f->beta[t] > lo)
+        if (f->n_pred[t] == 0 && f->pos[t] == 0 && (!f->rel || f->rel[t] == 0) && f->beta[t] > lo)
             lo = f->beta[t];
     sim_time_ps *timed = malloc((size_t)f->K * sizeof *timed), *most = malloc((size_t)f->K * sizeof *most);
     int64_t cut = -1;
@@ -574,6 +624,7 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     fitter f = {.tl = tl, .e = e, .n = eng_num_tasks(e), .n_streams = (int)(tl->pp * tl->streams_per_stage)};
     eng_succ_rows(e, &f.succ_off, &f.succ);
     f.lag = f.succ_off ? eng_succ_lags(e) : NULL;
+    f.rel = eng_task_releases(e);
     if (tl->period_passes <= 0 || tl->period_mb <= 0 || f.n == 0)
         return false;
     int64_t *s0 = malloc((size_t)tl->pp * sizeof *s0);
@@ -596,10 +647,12 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
         f.bad = malloc((size_t)f.K * sizeof *f.bad);
         f.shift = malloc(f.n * sizeof *f.shift);
         f.img = malloc(f.n * sizeof *f.img);
+        f.host_shift = f.rel ? malloc((size_t)tl->pp * sizeof *f.host_shift) : NULL;
+        f.host_shift_set = f.rel ? malloc((size_t)tl->pp * sizeof *f.host_shift_set) : NULL;
         const uint32_t edges = f.succ_off ? f.succ_off[f.n] : 0;
         f.moves = malloc(((size_t)edges + f.n) * sizeof *f.moves);
         ok = f.beta && f.pos && f.n_pred && f.locked && f.work && f.start && f.end && f.stream && f.stream_at &&
-             f.block_at && f.bad && f.shift && f.img && f.moves;
+             f.block_at && f.bad && f.shift && f.img && f.moves && (!f.rel || (f.host_shift && f.host_shift_set));
     }
     if (ok) {
         /* The engine's streams in place where they lie one after the
@@ -678,6 +731,8 @@ bool step_period_fit_find(const step_timeline *tl, step_period_fit *fit)
     free(f.bad);
     free(f.shift);
     free(f.img);
+    free(f.host_shift);
+    free(f.host_shift_set);
     free(f.moves);
     return ok;
 }

@@ -43,7 +43,15 @@
  *              by less: the prefix, the blocks up to the cut where the target
  *              lies in the last block or the suffix, an untimed task), for
  *              its slack then never shrinks; a task after the cut without
- *              a predecessor (it would start at 0) rules the cut out.
+ *              a predecessor (it would start at 0) rules the cut out;
+ *              an edge's lag (engine.h) counts as part of it (its source's
+ *              end plus the lag);
+ *   releases   a release time (engine.h: the host's issue folded, step.c)
+ *              is an edge from a source that moves by its stage's host
+ *              shift a block (the same for every released task of a block
+ *              with an image, 0 where its steady blocks have none): no
+ *              more than lambda, and into a locked task by lambda or slack;
+ *              structure compares whether a task has one.
  * The host, which runs ahead of its GPU at its own pace, is the untimed
  * part: its tasks count by their durations, and its edges to the GPU stay
  * slack.  For every step with more blocks (the builder lays each block out

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "sim_run.h"
 #include "streams.h"
@@ -35,7 +36,10 @@ static void run_with(sim *x, const char *const *kv, double launch_us, bool off)
  * exactly (not the pass spans behind bubble and busy, where a stand-in's
  * GPU span begins where its first module may and a pass of every kernel
  * at its first kernel, nor exposed communication, where a stand-in hides
- * the DP and PP transfers beside it); returns the two-level task count. */
+ * the DP and PP transfers beside it); and against the two-level graph
+ * with every host stand-in a task (sim.plain_graph: the host's issue not
+ * folded into release times), every figure; returns that graph's task
+ * count (the stand-ins' tasks tell whether the host was ahead). */
 static uint64_t check_exact(const char *const *kv, double launch_us)
 {
     sim a, b;
@@ -52,7 +56,21 @@ static uint64_t check_exact(const char *const *kv, double launch_us)
     }
     double ha = ra->comm_s[STREAM_HOST], hb = rb->comm_s[STREAM_HOST];
     cr_assert(fabs(ha - hb) <= 1e-9 * hb, "%s launch %g us: host %.12f s vs %.12f s", kv[0], launch_us, ha, hb);
-    uint64_t tasks = ra->tasks;
+    sim c = {.in = a.in, .s = a.s};
+    c.in.sim.plain_graph = true;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(step_run(&c.st, &c.in, &c.s, &err), SIM_OK, "%s", err.msg);
+    const step_result *rc = step_result_get(c.st);
+    cr_assert_eq(ra->step_time_s, rc->step_time_s, "%s launch %g us: folded host", kv[0], launch_us);
+    cr_assert_eq(ra->bubble_fraction, rc->bubble_fraction, "%s launch %g us: folded host", kv[0], launch_us);
+    cr_assert_eq(ra->exposed_total_s, rc->exposed_total_s, "%s launch %g us: folded host", kv[0], launch_us);
+    for (int64_t r = 0; r < ra->n_stages; r++)
+        cr_assert_eq(memcmp(&ra->stages[r], &rc->stages[r], sizeof ra->stages[r]), 0, "%s launch %g us: stage %lld",
+                     kv[0], launch_us, (long long)r);
+    cr_assert_leq(ra->tasks, rc->tasks);
+    uint64_t tasks = rc->tasks;
+    step_destroy(c.st);
     step_destroy(b.st);
     sim_free(&a);
     return tasks;
@@ -60,13 +78,20 @@ static uint64_t check_exact(const char *const *kv, double launch_us)
 
 /* Counts how many host costs left every stand-in out (as many tasks as
  * without host ops, plus per stage the first lead, the optimizer's sync
- * and issue) and how many kept some. */
+ * and issue, in the graph with every stand-in a task) and how many kept
+ * some. */
 static void sweep_host_costs(const char *const *kv, int *ahead, int *behind)
 {
     static const double launch_us[] = {0.5, 5, 20, 60, 80, 100, 120, 150, 300};
     sim off;
     run_with(&off, kv, 0, true);
-    uint64_t base = step_result_get(off.st)->tasks + 3 * (uint64_t)off.s.pp;
+    sim plain = {.in = off.in, .s = off.s};
+    plain.in.sim.plain_graph = true;
+    sim_err err;
+    sim_err_clear(&err);
+    cr_assert_eq(step_run(&plain.st, &plain.in, &plain.s, &err), SIM_OK, "%s", err.msg);
+    uint64_t base = step_result_get(plain.st)->tasks + 3 * (uint64_t)off.s.pp;
+    step_destroy(plain.st);
     sim_free(&off);
     for (size_t i = 0; i < sizeof launch_us / sizeof *launch_us; i++) {
         uint64_t tasks = check_exact(kv, launch_us[i]);
