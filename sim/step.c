@@ -213,17 +213,25 @@ static bool room(builder *b, void **p, size_t *cap, size_t elem)
     return true;
 }
 
+/* Doubles the room of two arrays kept side by side, *cap elements each
+ * (of sizes ea and ec). */
+static bool room_pair(builder *b, void **a, size_t ea, void **c, size_t ec, size_t *cap)
+{
+    size_t n = *cap;
+    if (!room(b, a, &n, ea))
+        return false;
+    n = *cap;
+    if (!room(b, c, &n, ec))
+        return false;
+    *cap = n;
+    return true;
+}
+
 /* Doubles the room for kept tasks (both arrays). */
 static bool room_tasks(builder *b)
 {
-    size_t cap = b->cap_new;
-    if (!room(b, (void **)&b->new_stream, &cap, sizeof *b->new_stream))
-        return false;
-    cap = b->cap_new;
-    if (!room(b, (void **)&b->new_dur, &cap, sizeof *b->new_dur))
-        return false;
-    b->cap_new = cap;
-    return true;
+    return room_pair(b, (void **)&b->new_stream, sizeof *b->new_stream, (void **)&b->new_dur, sizeof *b->new_dur,
+                     &b->cap_new);
 }
 
 #define WORK_SURE_PS ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
@@ -369,29 +377,19 @@ static void release_at(builder *b, eng_task t, sim_time_ps at)
 {
     if (b->rc != SIM_OK || t == NO_TASK || at == 0)
         return;
-    if (b->n_new_rel == b->cap_new_rel) {
-        size_t cap = b->cap_new_rel;
-        if (!room(b, (void **)&b->new_rel_task, &cap, sizeof *b->new_rel_task))
-            return;
-        cap = b->cap_new_rel;
-        if (!room(b, (void **)&b->new_rel_at, &cap, sizeof *b->new_rel_at))
-            return;
-        b->cap_new_rel = cap;
-    }
+    if (b->n_new_rel == b->cap_new_rel &&
+        !room_pair(b, (void **)&b->new_rel_task, sizeof *b->new_rel_task, (void **)&b->new_rel_at,
+                   sizeof *b->new_rel_at, &b->cap_new_rel))
+        return;
     b->new_rel_task[b->n_new_rel] = t;
     b->new_rel_at[b->n_new_rel++] = at;
     step_t *st = b->st;
     if (b->fold_pending == 0)
         return;
-    if (st->n_fold == st->cap_fold) {
-        size_t cap = st->cap_fold;
-        if (!room(b, (void **)&st->fold_task, &cap, sizeof *st->fold_task))
-            return;
-        cap = st->cap_fold;
-        if (!room(b, (void **)&st->fold_ps, &cap, sizeof *st->fold_ps))
-            return;
-        st->cap_fold = cap;
-    }
+    if (st->n_fold == st->cap_fold &&
+        !room_pair(b, (void **)&st->fold_task, sizeof *st->fold_task, (void **)&st->fold_ps, sizeof *st->fold_ps,
+                   &st->cap_fold))
+        return;
     st->fold_task[st->n_fold] = t;
     st->fold_ps[st->n_fold++] = b->fold_pending;
     b->fold_pending = 0;
@@ -414,15 +412,10 @@ static void dep_lag(builder *b, eng_task before, eng_task after, sim_time_ps lag
 {
     if (b->rc != SIM_OK || before == NO_TASK || after == NO_TASK)
         return;
-    if (b->n_new_lag == b->cap_new_lag) {
-        size_t cap = b->cap_new_lag;
-        if (!room(b, (void **)&b->new_lag_deps, &cap, sizeof *b->new_lag_deps))
-            return;
-        cap = b->cap_new_lag;
-        if (!room(b, (void **)&b->new_lags, &cap, sizeof *b->new_lags))
-            return;
-        b->cap_new_lag = cap;
-    }
+    if (b->n_new_lag == b->cap_new_lag &&
+        !room_pair(b, (void **)&b->new_lag_deps, sizeof *b->new_lag_deps, (void **)&b->new_lags, sizeof *b->new_lags,
+                   &b->cap_new_lag))
+        return;
     b->new_lag_deps[b->n_new_lag] = (eng_dep){before, after};
     b->new_lags[b->n_new_lag++] = lag;
 }
