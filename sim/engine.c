@@ -416,6 +416,19 @@ int eng_add_deps(engine_t *e, size_t n, const eng_dep *deps)
     return SIM_OK;
 }
 
+/* A per-edge or per-task array of times made when first needed: room
+ * for cap, the used entries so far 0 (those to come write theirs). */
+static int lazy_times(sim_time_ps **p, size_t cap, size_t used)
+{
+    if (*p)
+        return SIM_OK;
+    *p = malloc((cap ? cap : 1) * sizeof **p);
+    if (!*p)
+        return SIM_ENOMEM;
+    memset(*p, 0, used * sizeof **p);
+    return SIM_OK;
+}
+
 int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_time_ps *lag_ps)
 {
     assert(!e->ran && "eng_add_lagged_deps after eng_run");
@@ -427,13 +440,8 @@ int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_ti
     /* The event loop counts a lag's end with the tasks' starts (32 bits). */
     if (lagged > MAX_TASKS - e->n_lagged)
         return SIM_ENOMEM;
-    if (!e->edge_lag && n > 0) {
-        /* The edges so far have none; those to come write theirs. */
-        e->edge_lag = malloc((e->cap_edges ? e->cap_edges : 1) * sizeof *e->edge_lag);
-        if (!e->edge_lag)
-            return SIM_ENOMEM;
-        memset(e->edge_lag, 0, e->n_edges * sizeof *e->edge_lag);
-    }
+    if (n > 0 && lazy_times(&e->edge_lag, e->cap_edges, e->n_edges) != SIM_OK)
+        return SIM_ENOMEM;
     const size_t at = e->n_edges;
     int rc = eng_add_deps(e, n, deps);
     /* The edges added (all, or those before the first failure). */
@@ -449,12 +457,8 @@ int eng_add_releases(engine_t *e, size_t n, const eng_task *task, const sim_time
     assert(!e->ran && "eng_add_releases after eng_run");
     if (e->ran)
         return SIM_EINVAL;
-    if (!e->release && n > 0) {
-        e->release = malloc((e->cap_tasks ? e->cap_tasks : 1) * sizeof *e->release);
-        if (!e->release)
-            return SIM_ENOMEM;
-        memset(e->release, 0, e->n_tasks * sizeof *e->release);
-    }
+    if (n > 0 && lazy_times(&e->release, e->cap_tasks, e->n_tasks) != SIM_OK)
+        return SIM_ENOMEM;
     for (size_t k = 0; k < n; k++) {
         const eng_task t = task[k];
         assert(valid_task(e, t));
