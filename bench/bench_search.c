@@ -38,7 +38,9 @@
  * samples that did not fit: more than one engine run, from one sample,
  * from two), and the engine runs' tasks by stream (compute, pipeline
  * sends, host, the other communication streams; step.c's layout of a
- * stage's streams, read off each run engine's stream views).
+ * stage's streams, read off each run engine's stream views; sends that
+ * are lags and host stand-ins folded into release times are no tasks,
+ * step.c's "Sends" and "The host").
  * "other" is the rest of the search (enumeration, strategy_resolve, memory
  * bound, time bound past its workload, ranking).
  *
@@ -105,7 +107,7 @@ static const char *const way_name[WAY_N] = {"whole", "whole after a sample", "on
  * out (stream_of: stage * STREAM_KINDS + kind); host takes the host's
  * waits too. */
 typedef enum { MIX_COMPUTE = 0, MIX_PP, MIX_HOST, MIX_OTHER_COMM, MIX_N } mix;
-static const char *const mix_name[MIX_N] = {"compute", "pipeline sends", "host", "TP/CP/EP/DP/offload"};
+static const char *const mix_name[MIX_N] = {"compute", "pipeline sends as tasks", "host", "TP/CP/EP/DP/offload"};
 
 typedef struct split {
     double cpu_s[PH_N];
