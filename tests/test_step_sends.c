@@ -1,10 +1,13 @@
-/* Pipeline sends as lags (step.c, "Sends"): on layouts of every pipeline
- * schedule, with blocking and asynchronous p2p, host issue, MoE and CP,
- * simulated whole and from samples, a step whose sends are lags has every
- * figure of the same step with its sends as tasks (sim.plain_graph),
- * bit for bit, and fewer tasks by one per send; a layout whose sends
- * would queue on the PP stream has them as tasks, with the same figures;
- * and a trace keeps them as tasks. */
+/* Pipeline sends as lags and the host's issue as release times (step.c,
+ * "Sends", "The host"): on layouts of every pipeline schedule, with
+ * blocking and asynchronous p2p, host issue (ahead of its GPU and behind
+ * it), MoE with the host's syncs and with the EP overlap's overlapped
+ * pairs, and CP, simulated whole and from samples, a step so built has
+ * every figure of the same step with its sends and host stand-ins as
+ * tasks (sim.plain_graph), bit for bit, with fewer tasks by at least one
+ * per send, and some steps fold their host and hold a GPU span back by
+ * its release; a layout whose sends would queue on the PP stream has them
+ * as tasks, with the same figures; and a trace keeps them as tasks. */
 #include <criterion/criterion.h>
 
 #include <string.h>
@@ -105,6 +108,12 @@ static const layout layouts[] = {
       "model.expert_model_parallel_size=8", "model.moe_token_dispatcher_type=alltoall",
       "model.pipeline_model_parallel_size=2", "model.virtual_pipeline_model_parallel_size=2", "model.num_layers=8",
       "train.global_batch_size=256", "model.seq_length=2048", "cluster.host.launch_us=60", NULL}},
+    {"combined 1F1B (EP overlap), host behind its GPU",
+     {"model.name=qwen3-30b-a3b", "cluster.topology=dgx-h100", "cluster.num_gpus=16",
+      "model.expert_model_parallel_size=8", "model.moe_token_dispatcher_type=alltoall",
+      "model.overlap_moe_expert_parallel_comm=true", "model.pipeline_model_parallel_size=2",
+      "model.virtual_pipeline_model_parallel_size=2", "model.num_layers=8", "train.global_batch_size=128",
+      "cluster.host.launch_us=60", NULL}},
     {"ZB-H1", {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4", "sim.pipeline_schedule=zb-h1",
                "train.global_batch_size=64", NULL}},
     {"DualPipeV", {LLAMA8, "cluster.num_gpus=16", "model.pipeline_model_parallel_size=4",
