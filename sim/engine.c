@@ -57,8 +57,9 @@
  * predecessor as one more unfinished predecessor, released when that
  * predecessor ends.  "Head of its stream and all deps ended" is then just
  * "pending == 0", and at most one task per stream is ready or running at a
- * time, so the event heap and the ready list never hold more than n_streams
- * entries: both are allocated once per run, and the heap stays shallow.
+ * time, so the ready list never holds more than n_streams entries and the
+ * event heap no more than those and one per lag and release (an event
+ * each, below): both are allocated once per run.
  *
  * The loop.  Only completions are events; a start happens at the instant
  * its last predecessor ends.  Each instant t is processed in rounds:
@@ -128,8 +129,10 @@ typedef struct eng__hot {
 typedef eng_dep eng__edge;
 typedef eng_delta eng__delta;
 
-/* A pending completion.  seq is taken from a per-run counter when the task
- * starts; every task starts at most once, so it fits 32 bits. */
+/* A pending completion (or a lag's or release's end: task < 0).  seq is
+ * taken from a per-run counter when the task starts or the lag begins;
+ * every task starts at most once and every lag and release begins once,
+ * and those together are held to MAX_TASKS, so it fits 32 bits. */
 typedef struct eng__event {
     sim_time_ps time_ps;
     uint32_t seq;
@@ -437,8 +440,8 @@ int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_ti
     size_t lagged = 0;
     for (size_t k = 0; k < n; k++)
         lagged += lag_ps[k] > 0;
-    /* The event loop counts a lag's end with the tasks' starts (32 bits). */
-    if (lagged > MAX_TASKS - e->n_lagged)
+    /* The event loop numbers a lag's event with the tasks' (eng__event). */
+    if (lagged > MAX_TASKS - e->n_lagged - e->n_released)
         return SIM_ENOMEM;
     if (n > 0 && lazy_times(&e->edge_lag, e->cap_edges, e->n_edges) != SIM_OK)
         return SIM_ENOMEM;
@@ -467,7 +470,8 @@ int eng_add_releases(engine_t *e, size_t n, const eng_task *task, const sim_time
         if (at_ps[k] <= e->release[t])
             continue;
         if (e->release[t] == 0) {
-            if (e->hot[t].pending == INT32_MAX)
+            /* The event loop numbers a release's event with the tasks'. */
+            if (e->hot[t].pending == INT32_MAX || e->n_lagged + e->n_released >= MAX_TASKS)
                 return SIM_ENOMEM;
             e->hot[t].pending++;
             e->n_released++;
@@ -520,7 +524,8 @@ typedef struct run {
     size_t heap_n;
     int32_t *ready;         /* tasks that start at the current instant, in order */
     size_t ready_n;
-    size_t cap;             /* of heap and ready: one entry per stream at most */
+    size_t cap;             /* of ready: one entry per stream at most */
+    size_t heap_cap;        /* of heap: cap, and one per lag and release */
     int32_t *dirty;         /* counters changed in the current phase */
     size_t dirty_n;
     uint8_t *is_dirty;
@@ -533,6 +538,7 @@ static inline bool ev_before(const eng__event *a, const eng__event *b)
 
 static inline void heap_push(run *r, eng__event ev)
 {
+    assert(r->heap_n < r->heap_cap);
     size_t i = r->heap_n++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
@@ -696,8 +702,9 @@ static int loop_alloc(engine_t *e, run *r)
     size_t nc = e->n_counters > 0 ? (size_t)e->n_counters : 1;
     size_t n = e->n_tasks;
     r->cap = ns;
-    /* A lag in flight is an event too (run_loop). */
-    r->heap = malloc((ns + e->n_lagged + e->n_released) * sizeof *r->heap);
+    /* A lag in flight or a release to come is an event too (run_loop). */
+    r->heap_cap = ns + e->n_lagged + e->n_released;
+    r->heap = malloc(r->heap_cap * sizeof *r->heap);
     r->ready = malloc(ns * sizeof *r->ready);
     r->dirty = malloc(nc * sizeof *r->dirty);
     r->is_dirty = calloc(nc, 1);

@@ -81,7 +81,7 @@ int eng_add_counter_deltas(engine_t *e, size_t n, const eng_delta *deltas);
  * instant); a lag of 0 is a plain dependency.  For a transfer that never
  * waits for the one before it (a pipeline send that never queues), the
  * edges out of its producer carry it instead of a task.  Returns as
- * eng_add_deps, or SIM_ENOMEM past INT32_MAX edges with a lag. */
+ * eng_add_deps, or SIM_ENOMEM past INT32_MAX lags and releases together. */
 int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_time_ps *lag_ps);
 
 /* Release times: task[k] cannot start before at_ps[k], as if it depended
@@ -90,7 +90,8 @@ int eng_add_lagged_deps(engine_t *e, size_t n, const eng_dep *deps, const sim_ti
  * holds, and 0 adds nothing.  For a stream whose tasks wait for nothing
  * but each other (so run at fixed times), the tasks that wait for one of
  * them may wait for its end instead.  SIM_OK, SIM_EINVAL for a task out
- * of range (those before it taken), or SIM_ENOMEM. */
+ * of range (those before it taken), or SIM_ENOMEM (out of memory, or past
+ * INT32_MAX lags and releases together). */
 int eng_add_releases(engine_t *e, size_t n, const eng_task *task, const sim_time_ps *at_ps);
 
 /* Runs to completion.  Fails with SIM_ESIM if tasks remain that can never

@@ -71,7 +71,7 @@
  * blocking p2p, the stage's next pass).  A stream that never queues
  * starts each send as its pass ends, so the send is then exactly a lag of
  * its duration on the edges out of the pass's last task (engine.h): a
- * third of the step's tasks fewer.  simulate() builds so (sends_as_lags:
+ * task fewer per send.  simulate() builds so (sends_as_lags:
  * not for a trace, beside overlapped pairs, or for a send of no time),
  * runs, and lays the sends out as the PP stream's spans (lay_sends); if a
  * send would have started before the one ahead of it ended, the step is
@@ -999,6 +999,23 @@ static void add_gated_pair(builder *b, int64_t r, const pair_entry *pe, sim_time
     }
 }
 
+/* The host's lead of the first host pass of a stage whose host is ahead
+ * (the passes after it stand as their GPU spans): a task, or folded (its
+ * end then in *rel, the release of the pass's span); NO_TASK for a pass
+ * without host ops or once *placed. */
+static eng_task first_lead(builder *b, int64_t r, const pass_summary *sum, const sched_pass *it, bool *placed,
+                           sim_time_ps *rel)
+{
+    if (!sum->host || *placed)
+        return NO_TASK;
+    *placed = true;
+    if (fold_host(b, sum->lead_ps)) {
+        *rel = b->host_clock;
+        return NO_TASK;
+    }
+    return add(b, r, STREAM_HOST, sum->lead_ps, step_host_lead, it->microbatch, it->chunk);
+}
+
 /* x += d; false if it would pass 2^64 ps. */
 static bool accumulate(sim_time_ps *x, sim_time_ps d)
 {
@@ -1160,15 +1177,8 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             st->order[r * st->rank_passes + i] = (int32_t)pis[0];
             st->paired[pis[0]] = false;
             if (!sump->host || no_host) {
-                eng_task lead = NO_TASK;
                 sim_time_ps rel = 0;
-                if (sump->host && !lead_placed) {
-                    if (fold_host(b, sump->lead_ps))
-                        rel = b->host_clock;
-                    else
-                        lead = add(b, r, STREAM_HOST, sump->lead_ps, step_host_lead, itp->microbatch, itp->chunk);
-                    lead_placed = true;
-                }
+                const eng_task lead = first_lead(b, r, sump, itp, &lead_placed, &rel);
                 const eng_task t = add_whole(b, r, sump->host ? sump->gpu_ps : sump->span_ps, itp->kind,
                                              itp->microbatch, itp->chunk);
                 dep(b, lead, t);
@@ -1233,15 +1243,8 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             const int32_t chain = inside && !keep ? ch0->n_buckets : 0;
             const bool whole = !keep && stands(b, i, sum);
             if (whole && (!sum->host || no_host)) {
-                eng_task lead = NO_TASK;
                 sim_time_ps rel = 0;
-                if (sum->host && !lead_placed) {
-                    if (fold_host(b, sum->lead_ps))
-                        rel = b->host_clock;
-                    else
-                        lead = add(b, r, STREAM_HOST, sum->lead_ps, step_host_lead, it0->microbatch, it0->chunk);
-                    lead_placed = true;
-                }
+                const eng_task lead = first_lead(b, r, sum, it0, &lead_placed, &rel);
                 const sim_time_ps span = sum->host ? sum->gpu_ps : sum->span_ps;
                 if (gated) {
                     add_gated_pair(b, r, pe, span, it0, lead, refs);
@@ -1825,7 +1828,8 @@ static int lay_sends(step_t *st, bool *laid, sim_err *err)
     return SIM_OK;
 }
 
-/* Back to no graph, for the build again with the sends as tasks. */
+/* Back to no graph, for the build again with the sends as tasks (never
+ * beside overlapped pairs, sends_as_lags: their entries stay as built). */
 static void unbuild(step_t *st, size_t n_passes)
 {
     eng_destroy(st->eng);

@@ -136,6 +136,10 @@ struct step {
      * [send_at[r] .. send_at[r + 1]), each beside the task it follows
      * (send_from), so that measure reads them as it reads a stream. */
     bool lag_sends;
+    sim_time_ps *send_ps;
+    eng_span *send_spans;
+    eng_task *send_from;
+    size_t *send_at;
     /* The host's issue as release times where it waits for nothing
      * (step.c, "The host"); the host time folded so, each part beside
      * the released task that follows it (fold_task[i], fold_ps[i]: the
@@ -144,10 +148,6 @@ struct step {
     eng_task *fold_task;
     sim_time_ps *fold_ps;
     size_t n_fold, cap_fold;
-    sim_time_ps *send_ps;
-    eng_span *send_spans;
-    eng_task *send_from;
-    size_t *send_at;
     /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
      * (templates' stand-ins and ops), plus the sends and the tail. */
     size_t ops_per_mb, ops_fixed;

@@ -38,7 +38,8 @@ typedef struct fitter {
     const sim_time_ps *lag;   /* their lags beside them (eng_succ_lags), NULL: none */
     /* Per task its release (eng_task_releases), NULL: none; per stage
      * how much the releases of its tasks move from a block to the next
-     * (block_shifts; host_shift_set: some released task had an image). */
+     * (block_shifts; host_shift_set: known, from the released tasks'
+     * images or as 0 where its steady blocks have no release). */
     const sim_time_ps *rel;
     sim_time_ps *host_shift;
     bool *host_shift_set;
