@@ -33,10 +33,13 @@
  *              counts two graphs and two engine runs, and a sample that
  *              fails the check is followed by the whole step's)
  * and how many steps came from two samples.
- * Two lines say where the simulated steps' time goes: CPU inside step_run
+ * Four lines say where the simulated steps' time goes: CPU inside step_run
  * by how a step's figures came (whole with no sample tried, whole after
  * samples that did not fit: more than one engine run, from one sample,
- * from two), and the engine runs' tasks by stream (compute, pipeline
+ * from two); the same CPU per task of those steps' engine runs (what a
+ * step costs per task simulated, its fixed part and templates included);
+ * the layout shapes (PP x VP) that take the most of it; and the engine
+ * runs' tasks by stream (compute, pipeline
  * sends, host, the other communication streams; step.c's layout of a
  * stage's streams, read off each run engine's stream views; sends that
  * are lags and host stand-ins folded into release times are no tasks,
@@ -109,6 +112,8 @@ static const char *const way_name[WAY_N] = {"whole", "whole after a sample", "on
 typedef enum { MIX_COMPUTE = 0, MIX_PP, MIX_HOST, MIX_OTHER_COMM, MIX_N } mix;
 static const char *const mix_name[MIX_N] = {"compute", "pipeline sends as tasks", "host", "TP/CP/EP/DP/offload"};
 
+enum { SHAPES_MAX = 128, SHAPES_SHOWN = 5 };
+
 typedef struct split {
     double cpu_s[PH_N];
     uint64_t allocs[PH_N];
@@ -120,6 +125,16 @@ typedef struct split {
      * seconds inside step_run, templates and measurement included. */
     uint64_t by_way[WAY_N];
     double way_cpu_s[WAY_N];
+    uint64_t way_tasks[WAY_N]; /* the tasks of their engine runs */
+    /* Per layout shape (PP, VP as the step runs it): steps and their CPU
+     * seconds inside step_run; a search has a few dozen shapes. */
+    struct shape_cost {
+        int64_t pp, v;
+        uint64_t steps;
+        double cpu_s;
+    } shapes[SHAPES_MAX];
+    int n_shapes;
+    uint64_t shapes_dropped; /* steps of shapes past SHAPES_MAX */
     uint64_t tasks_by_mix[MIX_N]; /* the engine runs' tasks by stream (mix_name) */
 } split;
 
@@ -214,6 +229,23 @@ static void verify_whole(const step_t *st, const run_inputs *in, const strategy_
                 (long long)s->pp, (long long)s->v, (long long)s->num_microbatches);
 }
 
+/* One step of shape (pp, v) took cpu seconds. */
+static void add_shape(int64_t pp, int64_t v, double cpu)
+{
+    int i = 0;
+    while (i < acc.n_shapes && (acc.shapes[i].pp != pp || acc.shapes[i].v != v))
+        i++;
+    if (i == acc.n_shapes) {
+        if (i == SHAPES_MAX) {
+            acc.shapes_dropped++;
+            return;
+        }
+        acc.shapes[acc.n_shapes++] = (struct shape_cost){pp, v, 0, 0.0};
+    }
+    acc.shapes[i].steps++;
+    acc.shapes[i].cpu_s += cpu;
+}
+
 int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, workload_t *wl, wl_cache *cache,
                           sim_err *err)
 {
@@ -227,14 +259,17 @@ int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *
         checked = *in;
         checked.sim.period_check = true;
     }
-    const uint64_t runs0 = acc.eng_runs;
+    const uint64_t runs0 = acc.eng_runs, tasks0 = acc.tasks;
     const double t0 = thread_cpu_s();
     int rc = __real_step_run_reuse(out, verify ? &checked : in, s, wl, cache, err);
     if (rc == SIM_OK) {
         const way w = !step_extended(*out) ? (acc.eng_runs - runs0 > 1 ? WAY_WHOLE_AFTER_SAMPLE : WAY_WHOLE)
                                            : (step_samples(*out) == 1 ? WAY_ONE : WAY_TWO);
+        const double cpu = thread_cpu_s() - t0;
         acc.by_way[w]++;
-        acc.way_cpu_s[w] += thread_cpu_s() - t0;
+        acc.way_cpu_s[w] += cpu;
+        acc.way_tasks[w] += acc.tasks - tasks0;
+        add_shape(s->pp, s->v, cpu);
     }
     if (rc == SIM_OK && step_extended(*out)) {
         acc.extended++;
@@ -630,6 +665,28 @@ static void print_outcome(const outcome *r, const char *label)
         printf("%s %s %" PRIu64 " (%.1f%%, %.0f us each)", w ? ";" : "", way_name[w], r->sp.by_way[w],
                in_steps > 0 ? 100 * r->sp.way_cpu_s[w] / in_steps : 0.0,
                r->sp.by_way[w] ? 1e6 * r->sp.way_cpu_s[w] / (double)r->sp.by_way[w] : 0.0);
+    /* What a step costs per task it simulates, templates and the fixed
+     * part of a step included: the floor a faster evaluator has to beat. */
+    printf("\n          CPU per engine task, by the same ways:");
+    for (int w = 0; w < WAY_N; w++)
+        printf("%s %s %.0f ns", w ? "," : "", way_name[w],
+               r->sp.way_tasks[w] ? 1e9 * r->sp.way_cpu_s[w] / (double)r->sp.way_tasks[w] : 0.0);
+    /* The layout shapes that take the most of it. */
+    bool shown[SHAPES_MAX] = {false};
+    printf("\n          CPU in steps by PP x VP, the largest:");
+    for (int k = 0; k < SHAPES_SHOWN && k < r->sp.n_shapes; k++) {
+        int best = -1;
+        for (int i = 0; i < r->sp.n_shapes; i++)
+            if (!shown[i] && (best < 0 || r->sp.shapes[i].cpu_s > r->sp.shapes[best].cpu_s))
+                best = i;
+        shown[best] = true;
+        const struct shape_cost *c = &r->sp.shapes[best];
+        printf("%s %lldx%lld %.1f%% (%" PRIu64 " steps, %.0f us each)", k ? ";" : "", (long long)c->pp,
+               (long long)(c->v > 1 ? c->v : 1), in_steps > 0 ? 100 * c->cpu_s / in_steps : 0.0, c->steps,
+               1e6 * c->cpu_s / (double)c->steps);
+    }
+    if (r->sp.shapes_dropped)
+        printf(" (%" PRIu64 " steps of further shapes not counted)", r->sp.shapes_dropped);
     uint64_t mixed = 0;
     for (int m = 0; m < MIX_N; m++)
         mixed += r->sp.tasks_by_mix[m];
