@@ -682,7 +682,7 @@ static void print_outcome(const outcome *r, const char *label)
         shown[best] = true;
         const struct shape_cost *c = &r->sp.shapes[best];
         printf("%s %lldx%lld %.1f%% (%" PRIu64 " steps, %.0f us each)", k ? ";" : "", (long long)c->pp,
-               (long long)(c->v > 1 ? c->v : 1), in_steps > 0 ? 100 * c->cpu_s / in_steps : 0.0, c->steps,
+               (long long)c->v, in_steps > 0 ? 100 * c->cpu_s / in_steps : 0.0, c->steps,
                1e6 * c->cpu_s / (double)c->steps);
     }
     if (r->sp.shapes_dropped)

@@ -145,12 +145,12 @@ typedef struct builder {
     bool chained;
     struct tmpl_scratch *w;  /* for simulating a template while building */
     /* Looked up once rather than per pass: the pass kinds' descriptors;
-     * per stage, the pipeline send's duration (send_ps, made the first time
-     * a pass of the stage sends: send_made) and whether a pass of (chunk,
-     * kind) sends (sends[chunk * SCHED_KINDS + kind]). */
+     * per stage, whether its pipeline send's duration is made yet (into
+     * step.send_ps[stage] the first time a pass of the stage sends) and
+     * whether a pass of (chunk, kind) sends (sends[chunk * SCHED_KINDS +
+     * kind]). */
     const sched_kind_desc *kd[SCHED_KINDS];
     bool host_role[STREAM_KINDS]; /* the streams of STREAM_ROLE_HOST */
-    sim_time_ps send_ps;
     bool send_made;
     bool *sends;
     /* The tasks, dependencies and counter deltas of the stage being built,
@@ -1286,7 +1286,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             dep(b, graph, refs[0]->first);
         for (int u = 0; u < n_unit && blocking_p2p; u++) {
             dep(b, pending_send, refs[u]->first);
-            dep_lag(b, pending_from, refs[u]->first, b->send_ps);
+            dep_lag(b, pending_from, refs[u]->first, st->send_ps[r]);
         }
         pending_send = pending_from = NO_TASK;
         for (int u = 0; u < n_unit; u++) {
@@ -1303,18 +1303,18 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
             ref->send = NO_TASK;
             if (b->sends[it->chunk * SCHED_KINDS + it->kind]) {
                 if (!b->send_made) {
-                    b->send_ps = duration_ps(b, ws->p2p_s, "the pipeline send", r);
+                    st->send_ps[r] = duration_ps(b, ws->p2p_s, "the pipeline send", r);
                     b->send_made = true;
-                    st->send_ps[r] = b->send_ps;
                 }
+                const sim_time_ps send_ps = st->send_ps[r];
                 if (st->lag_sends) {
                     /* Its time counts in the work as a task's would. */
-                    if (work_fits(b, b->send_ps))
-                        b->work_ps += b->send_ps;
+                    if (work_fits(b, send_ps))
+                        b->work_ps += send_ps;
                     ref->send = SEND_LAGGED;
                     pending_from = ref->last;
                 } else {
-                    ref->send = add(b, r, STREAM_PP, b->send_ps, kd->send, it->microbatch, it->chunk);
+                    ref->send = add(b, r, STREAM_PP, send_ps, kd->send, it->microbatch, it->chunk);
                     dep(b, ref->last, ref->send);
                     pending_send = ref->send; /* the PP stream is in order: the later send ends last */
                 }
