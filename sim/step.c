@@ -33,18 +33,21 @@
  * host's end against the compute stream's, pass by pass) needs none of
  * this: its passes stand as their GPU spans, the first behind its lead.
  * While a stage's host stream holds nothing but stand-ins' leads and
- * rests (no sync, no graph launch, no pass with its host ops, no stand-in
- * its ops measure from its lead), it waits for nothing but itself and
- * runs them back to back from 0: they are no tasks then (fold_host); the
- * GPU span behind a lead has a release time where that lead ends
- * (engine.h), and the first host task placed (the optimizer's sync, a
- * kept pass's host op, the stage's last rest, whose end may be the
- * step's) one where the folded ones end.  A stand-in of no time is not
- * folded (a task of none ends a round later than a release says).  The
- * folded time counts in the work, each part in the block of the task
- * released after it (fold_task, fold_ps: step_measure's period), and
- * step_period's fit takes how the releases move from a block to the next
- * (one block's host time).
+ * rests and host ops that wait for host ops alone (no sync, no graph
+ * launch, no stand-in its ops measure from its lead), it waits for
+ * nothing but itself and runs them back to back from 0: they are no
+ * tasks then (fold_host); the GPU span behind a lead, or a kept pass's
+ * GPU op after such a host op (add_ops), has a release time where that
+ * host work ends (engine.h), and the first host task placed (the
+ * optimizer's sync, a host op that waits for the GPU, the stage's last
+ * rest, whose end may be the step's) one where the folded ones end.  A
+ * stand-in or op of no time is not folded (a task of none ends a round
+ * later than a release says), nor a kept pass's first GPU op or last op
+ * (its ends are the pass's).  The folded time counts in the work, each
+ * part in the block of the task released after it (fold_task, fold_ps:
+ * step_measure's period), a kept pass's host ops in the host's busy time
+ * there too (own_fold_task, own_fold_ps), and step_period's fit takes how
+ * the releases move from a block to the next (one block's host time).
  *
  * Overlapped pairs.  With the EP overlap an item of two passes (the
  * combined 1F1B's, DualPipeV's F&B) runs as one overlapped template
@@ -142,6 +145,10 @@ typedef struct builder {
      * gather gates or its reduction follows; chained: the pass being
      * placed is one. */
     eng_task *bucket_task;   /* [bucket] */
+    /* The pass last placed as its own ops (add_ops): per op its task
+     * (NO_TASK: folded into the host's clock) and a folded op's end. */
+    eng_task *op_at;
+    sim_time_ps *op_end;
     bool chained;
     struct tmpl_scratch *w;  /* for simulating a template while building */
     /* Looked up once rather than per pass: the pass kinds' descriptors;
@@ -178,6 +185,7 @@ typedef struct builder {
     bool fold;
     sim_time_ps host_clock;
     sim_time_ps fold_pending; /* folded since the last release (step.fold_ps) */
+    sim_time_ps fold_own_pending; /* of it, host ops of passes placed as ops (step.own_fold_ps) */
     eng_task *new_rel_task;
     sim_time_ps *new_rel_at;
     size_t n_new_rel, cap_new_rel;
@@ -393,6 +401,15 @@ static void release_at(builder *b, eng_task t, sim_time_ps at)
     st->fold_task[st->n_fold] = t;
     st->fold_ps[st->n_fold++] = b->fold_pending;
     b->fold_pending = 0;
+    if (b->fold_own_pending == 0)
+        return;
+    if (st->n_own_fold == st->cap_own_fold &&
+        !room_pair(b, (void **)&st->own_fold_task, sizeof *st->own_fold_task, (void **)&st->own_fold_ps,
+                   sizeof *st->own_fold_ps, &st->cap_own_fold))
+        return;
+    st->own_fold_task[st->n_own_fold] = t;
+    st->own_fold_ps[st->n_own_fold++] = b->fold_own_pending;
+    b->fold_own_pending = 0;
 }
 
 /* `after` waits for `before`; no edge when either is NO_TASK. */
@@ -471,30 +488,69 @@ static double chunk_gather_s(const wl_chunk *ch)
     return t;
 }
 
+/* May op i of a pass placed as its own ops fold into the host's clock
+ * (fold_host)?  A host op of some length that waits for host ops alone,
+ * while the stage folds, that is neither the pass's first GPU op (gpu)
+ * nor its last (its ends are the pass's). */
+static bool op_folds(const builder *b, const wl_pass *p, int32_t i, int32_t gpu)
+{
+    const wl_op *op = &p->ops[i];
+    if (!b->fold || op->stream != STREAM_HOST || op->duration_ps == 0 || i == gpu || i == p->n_ops - 1)
+        return false;
+    for (int j = 0; j < 2; j++)
+        if (op->dep_back[j] && p->ops[i - op->dep_back[j]].stream != STREAM_HOST)
+            return false;
+    return true;
+}
+
 /* Instantiates one pass's op template; with side (an overlapped pair's),
- * op i is of microbatch mb[side[i]] on chunk chunk[side[i]]. */
+ * op i is of microbatch mb[side[i]] on chunk chunk[side[i]].  A pass of
+ * its own (no side) on a stage that folds its host folds the host ops
+ * that wait for nothing but the host (op_folds): no tasks, their ends in
+ * b->op_end, a GPU op after one released there; b->op_at[i] is the task
+ * of op i (NO_TASK for a folded one), read by op_task(). */
 static void add_ops(builder *b, int64_t stage, const wl_pass *p, const uint8_t *side, const int32_t mb[2],
                     const int32_t chunk[2], pass_ref *ref)
 {
+    int32_t gpu = 0;
+    while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
+        gpu++;
     eng_task base = NO_TASK;
     for (int32_t i = 0; i < p->n_ops && b->rc == SIM_OK; i++) {
         const wl_op *op = &p->ops[i];
         int k = side ? side[i] : 0;
+        if (!side && op_folds(b, p, i, gpu)) {
+            host_flush(b, true); /* the last stand-in's rest comes first */
+            if (op_folds(b, p, i, gpu) && fold_host(b, op->duration_ps)) {
+                b->st->host_own_ps[stream_of(stage, STREAM_HOST)] += op->duration_ps;
+                b->fold_own_pending += op->duration_ps;
+                b->op_at[i] = NO_TASK;
+                b->op_end[i] = b->host_clock;
+                continue;
+            }
+        }
         eng_task t = add(b, stage, (stream_kind)op->stream, op->duration_ps, op->name, mb[k], chunk[k]);
-        if (i == 0)
+        if (!side)
+            b->op_at[i] = t;
+        if (base == NO_TASK)
             base = t;
         /* An op the template orders after an earlier op of its own
-         * stream follows it in the stream's order anyway: no edge. */
-        for (int j = 0; j < 2; j++)
-            if (op->dep_back[j] && p->ops[i - op->dep_back[j]].stream != op->stream)
-                dep(b, t - op->dep_back[j], t);
+         * stream follows it in the stream's order anyway: no edge; one
+         * after a folded op starts no earlier than that op's end. */
+        for (int j = 0; j < 2; j++) {
+            const int32_t d = i - op->dep_back[j];
+            if (!op->dep_back[j] || p->ops[d].stream == op->stream)
+                continue;
+            if (!side && b->op_at[d] == NO_TASK)
+                release_at(b, t, b->op_end[d]);
+            else
+                dep(b, side ? t - op->dep_back[j] : b->op_at[d], t);
+        }
     }
-    int32_t gpu = 0;
-    while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
-        gpu++;
-    ref->base = base;
-    ref->first = ref->span = base == NO_TASK ? NO_TASK : base + gpu;
-    ref->last = base == NO_TASK ? NO_TASK : base + p->n_ops - 1;
+    const bool placed = base != NO_TASK && b->rc == SIM_OK;
+    ref->base = placed ? base : NO_TASK;
+    ref->first = ref->span = !placed ? NO_TASK : side ? base + gpu : b->op_at[gpu];
+    ref->last = !placed ? NO_TASK : side ? base + p->n_ops - 1 : b->op_at[p->n_ops - 1];
     ref->map = NULL;
 }
 
@@ -504,11 +560,11 @@ static void add_pass(builder *b, int64_t stage, const wl_pass *p, int32_t mb, in
     add_ops(b, stage, p, NULL, (int32_t[2]){mb, mb}, (int32_t[2]){chunk, chunk}, ref);
 }
 
-/* The task of op i of a pass placed as ops (in its own template or in an
- * overlapped one). */
-static eng_task op_task(const pass_ref *ref, int32_t i)
+/* The task of GPU op i of a pass placed as ops: in an overlapped
+ * template by its map, in its own by add_ops' (the pass just placed). */
+static eng_task op_task(const builder *b, const pass_ref *ref, int32_t i)
 {
-    return ref->base + (ref->map ? ref->map[i] : i);
+    return ref->map ? ref->base + ref->map[i] : b->op_at[i];
 }
 
 /* The refs of the two passes of an overlapped template placed as ops:
@@ -792,7 +848,7 @@ static void link_forward(builder *b, int64_t r, const sched_pass *it, const wl_c
     for (int32_t k = ch->n_buckets - 1; k >= 0 && b->param_ag[it->chunk] != NO_TASK; k--) {
         eng_task ag = b->param_ag[it->chunk] + (ch->n_buckets - 1 - k);
         /* A whole-pass task (one bucket) waits at its start. */
-        dep(b, ag, whole || ref->first == NO_TASK ? ref->first : op_task(ref, ch->buckets[k].fwd_op));
+        dep(b, ag, whole || ref->first == NO_TASK ? ref->first : op_task(b, ref, ch->buckets[k].fwd_op));
     }
 }
 
@@ -837,7 +893,7 @@ static eng_task add_bucket_reductions(builder *b, int64_t r, const sched_pass *i
         dep(b,
             b->chained                          ? b->bucket_task[k]
             : whole || ref->first == NO_TASK ? ref->last
-                                               : op_task(ref, bk->ready_op),
+                                               : op_task(b, ref, bk->ready_op),
             last_rs);
     }
     return last_rs;
@@ -1537,6 +1593,8 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     int wrc = step_scratch_init(&w, longest);
     b.w = wrc == SIM_OK ? &w : NULL;
     b.bucket_task = malloc(most_buckets * sizeof *b.bucket_task);
+    b.op_at = malloc(longest * sizeof *b.op_at);
+    b.op_end = malloc(longest * sizeof *b.op_end);
     b.sends = malloc((size_t)v * SCHED_KINDS * sizeof *b.sends);
     for (int k = 0; k < SCHED_KINDS; k++)
         b.kd[k] = sched_kind_of((sched_kind)k);
@@ -1560,7 +1618,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     b.tag_shift = (int64_t)st->n_info - b.next_id;
     b.new_tag = (int32_t)st->n_info;
     if (!b.items || !b.seq || !b.seq_pair || !b.param_ag || !b.first_f_done || !b.last_grad || !b.w ||
-        !b.bucket_task || !b.sends || !b.new_stream || !b.new_dur || !b.new_deps || !b.new_deltas ||
+        !b.bucket_task || !b.op_at || !b.op_end || !b.sends || !b.new_stream || !b.new_dur || !b.new_deps || !b.new_deltas ||
         (st->lag_sends && (!b.new_lag_deps || !b.new_lags)) || (st->fold_host && (!b.new_rel_task || !b.new_rel_at)))
         fail(&b, SIM_ENOMEM);
     const bool ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
@@ -1593,7 +1651,7 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
             break;
         }
         b.fold = st->fold_host;
-        b.host_clock = b.fold_pending = 0;
+        b.host_clock = b.fold_pending = b.fold_own_pending = 0;
         add_param_gathers(&b, r, ag_first);
         eng_task last_rs = add_scheduled_passes(&b, r, ag_first);
         if (b.rc == SIM_OK)
@@ -1611,6 +1669,8 @@ static int build(step_t *st, const run_inputs *in, const strategy_t *s, sim_err 
     free(b.first_f_done);
     free(b.last_grad);
     free(b.bucket_task);
+    free(b.op_at);
+    free(b.op_end);
     free(b.sends);
     free(b.new_stream);
     free(b.new_dur);
@@ -1835,7 +1895,7 @@ static void unbuild(step_t *st, size_t n_passes)
     eng_destroy(st->eng);
     st->eng = NULL;
     st->n_info = 0;
-    st->n_fold = 0;
+    st->n_fold = st->n_own_fold = 0;
     memset(st->collapsed, 0, n_passes * sizeof *st->collapsed);
     memset(st->paired, 0, n_passes * sizeof *st->paired);
     memset(st->shifted, 0, n_passes * sizeof *st->shifted);
@@ -2355,6 +2415,8 @@ void step_destroy(step_t *st)
     free(st->send_at);
     free(st->fold_task);
     free(st->fold_ps);
+    free(st->own_fold_task);
+    free(st->own_fold_ps);
     free(st->res.stages);
     free(st);
 }

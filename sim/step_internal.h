@@ -143,11 +143,17 @@ struct step {
     /* The host's issue as release times where it waits for nothing
      * (step.c, "The host"); the host time folded so, each part beside
      * the released task that follows it (fold_task[i], fold_ps[i]: the
-     * work of a period counts it in that task's block). */
+     * work of a period counts it in that task's block); of it, the host
+     * ops of passes placed as ops, beside the same task (own_fold_task,
+     * own_fold_ps: the host's busy time of a period counts them there
+     * too; stand-ins count from their summaries). */
     bool fold_host;
     eng_task *fold_task;
     sim_time_ps *fold_ps;
     size_t n_fold, cap_fold;
+    eng_task *own_fold_task;
+    sim_time_ps *own_fold_ps;
+    size_t n_own_fold, cap_own_fold;
     /* Tasks the engine will hold: ops_per_mb per microbatch and ops_fixed
      * (templates' stand-ins and ops), plus the sends and the tail. */
     size_t ops_per_mb, ops_fixed;

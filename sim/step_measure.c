@@ -240,6 +240,13 @@ static sim_time_ps host_busy(const step_t *st, int64_t r, int k, const int32_t *
         if (block[hid[i]] == blk && name != step_host_lead && name != step_host_rest)
             total += hs[i].b - hs[i].a;
     }
+    /* Host ops folded into release times (step.own_fold_ps), in the
+     * block of the task released after them. */
+    for (size_t i = 0; k == STREAM_HOST && i < st->n_own_fold; i++) {
+        const eng_task t = st->own_fold_task[i];
+        if (block[t] == blk && st->info[tag[t]].stage == r)
+            total += st->own_fold_ps[i];
+    }
     return total;
 }
 

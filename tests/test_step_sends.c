@@ -6,7 +6,8 @@
  * every figure of the same step with its sends and host stand-ins as
  * tasks (sim.plain_graph), bit for bit, with fewer tasks by at least one
  * per send, and some steps fold their host and hold a GPU span back by
- * its release; a layout whose sends would queue on the PP stream has them
+ * its release, some fold the host ops of passes placed as ops (a chunk's
+ * first forward waiting for parameter gathers); a layout whose sends would queue on the PP stream has them
  * as tasks, with the same figures; and a trace keeps them as tasks. */
 #include <criterion/criterion.h>
 
@@ -33,9 +34,10 @@ static void expect_same_figures(const step_result *a, const step_result *b, cons
                      (long long)r);
 }
 
-/* Steps checked whose host had stand-ins folded, and of those the ones
- * where a release held a GPU span back (it started at its release). */
-static int folded, held;
+/* Steps checked whose host had stand-ins folded, of those the ones
+ * where a release held a GPU span back (it started at its release), and
+ * those that folded host ops of a pass placed as ops. */
+static int folded, held, ops_folded;
 
 /* The layout as given, then with its sends as tasks: the same figures.
  * Returns whether the first had its sends as lags. */
@@ -66,6 +68,7 @@ static bool check_layout(const char *const *kv, const char *what)
         for (size_t t = 0; rel && t < eng_num_tasks(e) && !h; t++)
             h = rel[t] > 0 && eng_task_start(e, (eng_task)t) == rel[t] && eng_task_stream(e, (eng_task)t) % STREAM_KINDS == STREAM_COMPUTE;
         held += h;
+        ops_folded += a.st->n_own_fold > 0;
     }
     step_destroy(b.st);
     sim_free(&a);
@@ -146,6 +149,7 @@ Test(step_sends, lags_give_the_figures_of_send_tasks, .timeout = 120)
     cr_assert_geq(with_lags, 8, "only %d of the steps had their sends as lags", with_lags);
     cr_assert_geq(folded, 3, "only %d steps folded their host's stand-ins", folded);
     cr_assert_geq(held, 2, "only %d steps had a GPU span held back by its host", held);
+    cr_assert_geq(ops_folded, 2, "only %d steps folded host ops of a pass placed as ops", ops_folded);
 }
 
 /* A slow scale-out link between the stages of an interleaved pipeline
