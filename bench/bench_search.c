@@ -23,7 +23,8 @@
  * so the search runs its own code unchanged (nothing in parsim knows about
  * the timers) and the figures hold on a loaded machine.  Inside step_run:
  *   templates  workload built -> eng_create (activation check, every pass
- *              template swept once)
+ *              template swept once; a step walked without a graph,
+ *              step_direct.h, is all templates)
  *   graph      eng_create -> eng_run (the step's tasks, edges, counters)
  *   engine     eng_run
  *   measure    eng_run returned -> step_run returns (bubble, exposed
@@ -34,10 +35,12 @@
  *              fails the check is followed by the whole step's)
  * and how many steps came from two samples.
  * Four lines say where the simulated steps' time goes: CPU inside step_run
- * by how a step's figures came (whole with no sample tried, whole after
+ * by how a step's figures came (walked whole without a graph,
+ * step_direct.h; whole on its graph with no sample tried, whole after
  * samples that did not fit: more than one engine run, from one sample,
- * from two); the same CPU per task of those steps' engine runs (what a
- * step costs per task simulated, its fixed part and templates included);
+ * from two); the same CPU per task of those steps' engine runs, or of the
+ * tasks a walk timed (what a step costs per task simulated, its fixed
+ * part and templates included);
  * the layout shapes (PP x VP) that take the most of it; and the engine
  * runs' tasks by stream (compute, pipeline
  * sends, host, the other communication streams; step.c's layout of a
@@ -103,8 +106,8 @@ static const char *const phase_name[PH_N] = {
 /* How a step's figures came: simulated whole with no sample tried,
  * whole after samples that did not fit (more than one engine run), from
  * one sample, from two. */
-typedef enum { WAY_WHOLE = 0, WAY_WHOLE_AFTER_SAMPLE, WAY_ONE, WAY_TWO, WAY_N } way;
-static const char *const way_name[WAY_N] = {"whole", "whole after a sample", "one sample", "two samples"};
+typedef enum { WAY_WALKED = 0, WAY_WHOLE, WAY_WHOLE_AFTER_SAMPLE, WAY_ONE, WAY_TWO, WAY_N } way;
+static const char *const way_name[WAY_N] = {"walked", "whole", "whole after a sample", "one sample", "two samples"};
 
 /* The streams the engine's tasks lie on, grouped as step.c lays a stage
  * out (stream_of: stage * STREAM_KINDS + kind); host takes the host's
@@ -125,7 +128,7 @@ typedef struct split {
      * seconds inside step_run, templates and measurement included. */
     uint64_t by_way[WAY_N];
     double way_cpu_s[WAY_N];
-    uint64_t way_tasks[WAY_N]; /* the tasks of their engine runs */
+    uint64_t way_tasks[WAY_N]; /* the tasks of their engine runs (walked: the tasks the walk timed) */
     /* Per layout shape (PP, VP as the step runs it): steps and their CPU
      * seconds inside step_run; a search has a few dozen shapes. */
     struct shape_cost {
@@ -263,12 +266,14 @@ int __wrap_step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *
     const double t0 = thread_cpu_s();
     int rc = __real_step_run_reuse(out, verify ? &checked : in, s, wl, cache, err);
     if (rc == SIM_OK) {
-        const way w = !step_extended(*out) ? (acc.eng_runs - runs0 > 1 ? WAY_WHOLE_AFTER_SAMPLE : WAY_WHOLE)
-                                           : (step_samples(*out) == 1 ? WAY_ONE : WAY_TWO);
+        const bool walked = !step_extended(*out) && !step_engine(*out);
+        const way w = walked                ? WAY_WALKED
+                      : !step_extended(*out) ? (acc.eng_runs - runs0 > 1 ? WAY_WHOLE_AFTER_SAMPLE : WAY_WHOLE)
+                                             : (step_samples(*out) == 1 ? WAY_ONE : WAY_TWO);
         const double cpu = thread_cpu_s() - t0;
         acc.by_way[w]++;
         acc.way_cpu_s[w] += cpu;
-        acc.way_tasks[w] += acc.tasks - tasks0;
+        acc.way_tasks[w] += walked ? step_result_get(*out)->tasks : acc.tasks - tasks0;
         add_shape(s->pp, s->v, cpu);
     }
     if (rc == SIM_OK && step_extended(*out)) {

@@ -44,6 +44,9 @@ typedef struct sim_opts {
                               a task, even where a lag or a release time
                               would do (step.c, "Sends", "The host"): the
                               reference those are checked against */
+    bool graph_only;       /* not a key: every step simulated on its graph,
+                              none walked directly (step_direct.h): the
+                              reference that path is checked against */
 } sim_opts;
 
 /* CUDA graphs (Megatron's cuda_graph_impl / cuda_graph_modules). */

@@ -86,6 +86,10 @@
  * it either: each pair of consecutive sends there is one of the sample's,
  * or one of its steady blocks' shifted by whole periods.
  *
+ * Walked.  Where step_direct takes the step (step_direct.h) and walking
+ * it whole costs less than samples would (direct_pays), the figures come
+ * from that walk and no graph is built.
+ *
  * Long steps.  The pass templates and their summaries do not depend on
  * the microbatches, so simulate() builds, runs and measures the graph for
  * any M on one workload: where sim.steady_extension allows and the step is
@@ -113,6 +117,7 @@
 #include "memory.h"
 #include "model.h"
 #include "schedule.h"
+#include "step_direct.h"
 #include "step_internal.h"
 #include "step_period.h"
 #include "units.h"
@@ -1078,22 +1083,28 @@ static bool accumulate(sim_time_ps *x, sim_time_ps d)
     return !__builtin_add_overflow(*x, d, x);
 }
 
-/* Can seq[i] stand as a task (or its stand-in) on the compute stream?  A
- * pass that ends with a communication op (pass_summary.tail) only when
- * nothing after it on its stage can start before that op ends: the next
- * pass waits for its end (a forward's backward), or none follows (the
- * optimizer waits for it). */
-static bool stands(const builder *b, int64_t i, const pass_summary *sum)
+/* Can seq[i] of a stage's order (n passes; pair[j] >= 0 where seq[j] and
+ * seq[j + 1] run as an overlapped pair, pair NULL: none) stand as a task
+ * (or its stand-in) on the compute stream?  A pass that ends with a
+ * communication op (pass_summary.tail) only when nothing after it on its
+ * stage can start before that op ends: the next pass waits for its end (a
+ * forward's backward), or none follows (the optimizer waits for it). */
+bool step_stands(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t i, const pass_summary *sum)
 {
-    if (sum->collapsible || b->seq_pair[i] >= 0)
+    if (sum->collapsible || (pair && pair[i] >= 0))
         return sum->collapsible;
     if (!sum->tail)
         return false;
-    if (i + 1 == b->n_seq)
+    if (i + 1 == n)
         return true;
-    const sched_pass *it = &b->seq[i], *next = &b->seq[i + 1];
-    return b->seq_pair[i + 1] < 0 && b->kd[next->kind]->after == it->kind &&
+    const sched_pass *it = &seq[i], *next = &seq[i + 1];
+    return !(pair && pair[i + 1] >= 0) && sched_kind_of((sched_kind)next->kind)->after == it->kind &&
            next->microbatch == it->microbatch && next->chunk == it->chunk;
+}
+
+static bool stands(const builder *b, int64_t i, const pass_summary *sum)
+{
+    return step_stands(b->seq, b->seq_pair, b->n_seq, i, sum);
 }
 
 /* Is the host provably ahead of stage r's GPU at every pass, so that its
@@ -1112,10 +1123,9 @@ static bool stands(const builder *b, int64_t i, const pass_summary *sum)
  * (DP buckets from inside, several parameter gathers, a trace) or with a
  * zero-length pass (its counters could then change at the same instant
  * in another order) keep the stand-ins. */
-static bool host_ahead(const builder *b, int64_t r, bool ag_first)
+bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
+                     int64_t r, bool ag_first)
 {
-    const step_t *st = b->st;
-    const run_inputs *in = b->in;
     const wl_stage *ws = &st->wl->stages[r];
     if (in->sim.keep_ops)
         return false;
@@ -1128,13 +1138,13 @@ static bool host_ahead(const builder *b, int64_t r, bool ag_first)
      * pass's GPU start); gpu_*: lower bounds on when the GPU is free. */
     sim_time_ps host_abs = 0, host_rel = 0, gpu_abs = 0, gpu_rel = 0, rest = 0;
     bool synced = false, any = false;
-    for (int64_t i = 0; i < b->n_seq; i++) {
-        const sched_pass *it = &b->seq[i];
+    for (int64_t i = 0; i < n; i++) {
+        const sched_pass *it = &seq[i];
         /* An overlapped pair stands as its template. */
         const pass_summary *sum =
-            b->seq_pair[i] >= 0 ? &st->pairs[b->seq_pair[i]].sum : summary_of(st, r, it->chunk, it->kind);
+            pair && pair[i] >= 0 ? &st->pairs[pair[i]].sum : summary_of(st, r, it->chunk, it->kind);
         sim_time_ps gpu = sum->host ? sum->gpu_ps : sum->span_ps;
-        if (!stands(b, i, sum) || gpu == 0)
+        if (!step_stands(seq, pair, n, i, sum) || gpu == 0)
             return false;
         if (sum->host && !any) {
             /* The first host pass keeps its lead (on an idle host) before
@@ -1165,10 +1175,15 @@ static bool host_ahead(const builder *b, int64_t r, bool ag_first)
         }
         if (!accumulate(&gpu_abs, gpu) || !accumulate(&gpu_rel, gpu))
             return false;
-        i += b->seq_pair[i] >= 0;
+        i += pair && pair[i] >= 0;
     }
     return any && accumulate(&host_abs, rest) && accumulate(&host_rel, rest) && host_abs <= gpu_abs &&
            (!synced || host_rel <= gpu_rel);
+}
+
+static bool host_ahead(const builder *b, int64_t r, bool ag_first)
+{
+    return step_host_ahead(b->st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first);
 }
 
 /* The stage's passes in schedule order: each as one task of its span or as
@@ -2176,6 +2191,28 @@ static bool samples_pay(int64_t M1, int64_t P, int64_t M)
     return M1 + 2 * P <= M && 2 * M1 <= M;
 }
 
+/* The first sample's microbatches before run_periodic trims its blocks
+ * (so at least the sample it takes). */
+static int64_t first_sample_mbs(const step_t *st, int64_t P)
+{
+    int64_t M1 = 2 * st->pp + 6 * P;
+    return M1 + ((st->M - M1) % P + P) % P;
+}
+
+/* Is the whole step walked directly (step_direct.h) cheaper than its
+ * samples on the graph?  A pass walked costs a fraction of one in a
+ * sample (its graph, its engine run, its measure and the fit): the walk
+ * of M microbatches against samples of M1 while M is at most
+ * DIRECT_SAMPLE_RATIO times M1, or where samples do not pay. */
+enum { DIRECT_SAMPLE_RATIO = 2 };
+static bool direct_pays(const step_t *st, const run_inputs *in)
+{
+    if (!in->sim.steady_extension || in->sim.keep_ops)
+        return true;
+    const int64_t P = sched_plan_period(&st->plan), M1 = first_sample_mbs(st, P);
+    return !samples_pay(M1, P, st->M) || st->M <= DIRECT_SAMPLE_RATIO * M1;
+}
+
 static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     const int64_t M = st->M, P = sched_plan_period(&st->plan);
@@ -2183,8 +2220,7 @@ static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, s
      * cool-down need, in M's residue class; then no longer than leaves
      * the blocks the fit needs in the order's steady run (each period
      * fewer takes one block from it). */
-    int64_t M1 = 2 * st->pp + 6 * P;
-    M1 += ((M - M1) % P + P) % P;
+    int64_t M1 = first_sample_mbs(st, P);
     const int64_t want = SAMPLE_BLOCKS > (SAMPLE_STEADY_MBS + P - 1) / P ? SAMPLE_BLOCKS : (SAMPLE_STEADY_MBS + P - 1) / P;
     int64_t K0 = 0, K1 = 0;
     int rc = order_blocks(st, M1, P, &K0, err);
@@ -2321,9 +2357,18 @@ int step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, work
                            "the step would have about %.0f tasks, more than parsim's engine holds (%d)%s", hint,
                            INT32_MAX, in->sim.keep_ops ? ": a trace has a task per kernel, try fewer microbatches" : "");
     }
-    /* A trace reads every task off the engine: only the whole simulation
-     * has them. */
-    rc = in->sim.steady_extension && !in->sim.keep_ops ? run_periodic(st, in, s, err) : DECLINED;
+    /* The whole step walked without a graph where step_direct takes it;
+     * else samples, or the graph of the whole step.  A trace reads every
+     * task off the engine: only the whole simulation has them. */
+    step_meas direct = {0};
+    rc = direct_pays(st, in) ? step_direct(st, in, s, &direct, err) : DIRECT_DECLINED;
+    if (rc == SIM_OK) {
+        st->direct = true;
+        rc = finish(st, &direct, in, s, err);
+    }
+    meas_free(&direct);
+    if (rc == DIRECT_DECLINED)
+        rc = in->sim.steady_extension && !in->sim.keep_ops ? run_periodic(st, in, s, err) : DECLINED;
     if (rc == DECLINED) {
         step_meas ms = {0};
         rc = simulate(st, in, s, st->M, &ms, err);
@@ -2351,7 +2396,7 @@ const engine_t *step_engine(const step_t *st)
 
 bool step_extended(const step_t *st)
 {
-    return st->eng == NULL;
+    return st->eng == NULL && !st->direct;
 }
 
 int step_samples(const step_t *st)

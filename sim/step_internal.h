@@ -162,6 +162,7 @@ struct step {
     int64_t period_mb;      /* a sample's: sched_plan_period of its plan, for same_task */
     const int32_t *task_tags; /* a sample's: its engine's tags once run (eng_task_tags), for same_task */
     int samples;            /* samples its figures came from (0: simulated whole) */
+    bool direct;            /* its figures came from step_direct (no engine) */
     int period_checked;     /* sim.period_check: 0 not checked, 1 the second sample agrees, -1 not */
 };
 
@@ -197,5 +198,12 @@ int step_sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_s
 
 /* Where the GPU streams of a pass start on its stand-in's timeline. */
 sim_time_ps step_gpu_origin(const wl_pass *p, const pass_summary *sum);
+/* Can pass i of stage r's order seq (n passes; pair[j] >= 0 where seq[j]
+ * and seq[j + 1] run as an overlapped pair, pair NULL: none) stand as a
+ * task on the compute stream (step.c)?  And is the stage's host provably
+ * ahead of its GPU at every pass (step.c, "The host")? */
+bool step_stands(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t i, const pass_summary *sum);
+bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
+                     int64_t r, bool ag_first);
 
 #endif

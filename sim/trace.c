@@ -48,10 +48,12 @@ static void event(jsonout *j, const char *name, int64_t pid, int tid, sim_time_p
 
 int trace_write(FILE *out, const step_t *st, sim_err *err)
 {
+    const engine_t *e = step_engine(st);
+    if (!e)
+        return sim_err_set(err, SIM_EINVAL, "a trace needs the step simulated on its graph, task by task");
     jsonout *j = jsonout_begin(out, false, err);
     if (!j)
         return SIM_ENOMEM;
-    const engine_t *e = step_engine(st);
     int64_t pp, v, M;
     step_shape(st, &pp, &v, &M);
     jsonout_map_open(j);

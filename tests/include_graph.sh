@@ -5,7 +5,8 @@
 # (wl_*.c, wl_build.h, wl_fsdp.{c,h}) count as workload, those inside
 # search (search_*.{c,h}: its space, bound, rank and print, which include
 # search.h for its types) as search, and those inside step (step_internal.h,
-# step_measure.{c,h}: its shared state and its measurement) as step, as
+# step_measure.{c,h}, step_direct.{c,h}: its shared state, its measurement
+# and its walk without a graph) as step, as
 # sim/README.md's module map says.  Module A depends on B when A's .c or .h includes
 # "B.h".  Every set of modules that reach each other (a strongly connected
 # component of more than one module) is printed; the run fails (status 1)
@@ -25,7 +26,7 @@ module_of() {
     case $1 in
     wl_*) echo workload ;;
     search_*) echo search ;;
-    step_internal | step_measure) echo step ;;
+    step_internal | step_measure | step_direct) echo step ;;
     *) echo "$1" ;;
     esac
 }

@@ -21,7 +21,7 @@ typedef struct sim {
     step_t *st;
 } sim;
 
-static inline void sim_run(sim *x, const char *const *kv)
+static inline void sim_run_as(sim *x, const char *const *kv, bool graph)
 {
     sim_err err;
     sim_err_clear(&err);
@@ -31,10 +31,40 @@ static inline void sim_run(sim *x, const char *const *kv)
         cr_assert_eq(cfg_set_override(x->cfg, *kv, &err), SIM_OK, "%s: %s", *kv, err.msg);
     char buf[1024];
     int rc = cfg_resolve_all(x->cfg, &x->in, &x->s, &err);
+    x->in.sim.graph_only = graph;
     if (rc == SIM_OK)
         rc = step_run(&x->st, &x->in, &x->s, &err);
     sim_err_format(&err, buf, sizeof buf);
     cr_assert_eq(rc, SIM_OK, "%s", buf);
+}
+
+static inline void sim_run(sim *x, const char *const *kv)
+{
+    sim_run_as(x, kv, false);
+}
+
+/* sim_run on the step's graph (sim.graph_only): for tests that read its
+ * engine (its tasks, a trace). */
+static inline void sim_run_graph(sim *x, const char *const *kv)
+{
+    sim_run_as(x, kv, true);
+}
+
+/* Every figure of two steps' results but the tasks and events of their
+ * simulations, bit for bit. */
+static inline void sim_expect_same_figures(const step_result *a, const step_result *b, const char *what)
+{
+    cr_assert_eq(a->step_time_s, b->step_time_s, "%s: step time %.12g vs %.12g", what, a->step_time_s, b->step_time_s);
+    cr_assert_eq(a->pipeline_s, b->pipeline_s, "%s", what);
+    cr_assert_eq(a->bubble_fraction, b->bubble_fraction, "%s", what);
+    cr_assert_eq(a->peak_bytes, b->peak_bytes, "%s", what);
+    cr_assert_eq(a->exposed_total_s, b->exposed_total_s, "%s", what);
+    cr_assert_eq(memcmp(a->comm_s, b->comm_s, sizeof a->comm_s), 0, "%s: busy time per stream", what);
+    cr_assert_eq(memcmp(a->exposed_s, b->exposed_s, sizeof a->exposed_s), 0, "%s: exposed time per stream", what);
+    cr_assert_eq(a->n_stages, b->n_stages, "%s", what);
+    for (int64_t r = 0; r < a->n_stages; r++)
+        cr_assert_eq(memcmp(&a->stages[r], &b->stages[r], sizeof a->stages[r]), 0, "%s: stage %lld", what,
+                     (long long)r);
 }
 
 /* The same inputs as a, simulated with every kernel a task (no pass

@@ -238,7 +238,7 @@ static void check_outer(bool hfsdp)
                         hfsdp ? "ddp.outer_dp_sharding_strategy=optim" : "ddp.outer_dp_sharding_strategy=no_shard",
                         NULL};
     sim x;
-    sim_run(&x, kv);
+    sim_run_graph(&x, kv);
     const double N = other_params(), W = 4 * layer_params() + embedding_params() + N;
     const double shard = W / 4; /* DP 8 over 2 instances */
     int none[1] = {0};

@@ -77,7 +77,7 @@ static void measure(step_t *st, request *q, step_meas *ms)
 static void run_llama(sim *x)
 {
     const char *kv[] = {LLAMA_PP4, NULL};
-    sim_run(x, kv);
+    sim_run_graph(x, kv);
 }
 
 /* The layout does shift passes, so that the shifted ops' path is the one

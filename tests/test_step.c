@@ -159,7 +159,7 @@ static void check_warmup(int p, int v, int M)
     const char *kv[] = {"model.name=llama3-8b", "cluster.topology=dgx-h100", gpus, pp, vp, gbs,
                         "model.num_layers=48", "model.seq_length=2048", NULL};
     sim x;
-    sim_run(&x, kv);
+    sim_run_graph(&x, kv);
     char *buf = trace_text(&x);
     cr_assert(strstr(buf, "\"traceEvents\"") != NULL);
     int counts[64];

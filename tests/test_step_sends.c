@@ -18,22 +18,6 @@
 
 #define LLAMA8 "model.name=llama3-8b", "cluster.topology=dgx-h100", "model.tensor_model_parallel_size=2"
 
-/* Every figure but the tasks and events of the engine runs. */
-static void expect_same_figures(const step_result *a, const step_result *b, const char *what)
-{
-    cr_assert_eq(a->step_time_s, b->step_time_s, "%s: step time %.12g vs %.12g", what, a->step_time_s, b->step_time_s);
-    cr_assert_eq(a->pipeline_s, b->pipeline_s, "%s", what);
-    cr_assert_eq(a->bubble_fraction, b->bubble_fraction, "%s", what);
-    cr_assert_eq(a->peak_bytes, b->peak_bytes, "%s", what);
-    cr_assert_eq(a->exposed_total_s, b->exposed_total_s, "%s", what);
-    cr_assert_eq(memcmp(a->comm_s, b->comm_s, sizeof a->comm_s), 0, "%s: busy time per stream", what);
-    cr_assert_eq(memcmp(a->exposed_s, b->exposed_s, sizeof a->exposed_s), 0, "%s: exposed time per stream", what);
-    cr_assert_eq(a->n_stages, b->n_stages, "%s", what);
-    for (int64_t r = 0; r < a->n_stages; r++)
-        cr_assert_eq(memcmp(&a->stages[r], &b->stages[r], sizeof a->stages[r]), 0, "%s: stage %lld", what,
-                     (long long)r);
-}
-
 /* Steps checked whose host had stand-ins folded, of those the ones
  * where a release held a GPU span back (it started at its release), and
  * those that folded host ops of a pass placed as ops. */
@@ -51,7 +35,7 @@ static bool check_layout(const char *const *kv, const char *what)
     sim_err_clear(&err);
     cr_assert_eq(step_run(&b.st, &b.in, &b.s, &err), SIM_OK, "%s: %s", what, err.msg);
     const step_result *ra = step_result_get(a.st), *rb = step_result_get(b.st);
-    expect_same_figures(ra, rb, what);
+    sim_expect_same_figures(ra, rb, what);
     /* Simulated whole, the lags spare a task per send (and the host's
      * release times one per stand-in folded). */
     const bool lags = step_engine(a.st) && a.st->lag_sends;
