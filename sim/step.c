@@ -1083,25 +1083,6 @@ static bool accumulate(sim_time_ps *x, sim_time_ps d)
     return !__builtin_add_overflow(*x, d, x);
 }
 
-/* Can seq[i] of a stage's order (n passes; pair[j] >= 0 where seq[j] and
- * seq[j + 1] run as an overlapped pair, pair NULL: none) stand as a task
- * (or its stand-in) on the compute stream?  A pass that ends with a
- * communication op (pass_summary.tail) only when nothing after it on its
- * stage can start before that op ends: the next pass waits for its end (a
- * forward's backward), or none follows (the optimizer waits for it). */
-bool step_stands(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t i, const pass_summary *sum)
-{
-    if (sum->collapsible || (pair && pair[i] >= 0))
-        return sum->collapsible;
-    if (!sum->tail)
-        return false;
-    if (i + 1 == n)
-        return true;
-    const sched_pass *it = &seq[i], *next = &seq[i + 1];
-    return !(pair && pair[i + 1] >= 0) && sched_kind_of((sched_kind)next->kind)->after == it->kind &&
-           next->microbatch == it->microbatch && next->chunk == it->chunk;
-}
-
 static bool stands(const builder *b, int64_t i, const pass_summary *sum)
 {
     return step_stands(b->seq, b->seq_pair, b->n_seq, i, sum);
@@ -2213,6 +2194,20 @@ static bool direct_pays(const step_t *st, const run_inputs *in)
     return !samples_pay(M1, P, st->M) || st->M <= DIRECT_SAMPLE_RATIO * M1;
 }
 
+/* The whole step walked (step_direct.h) into st's result: SIM_OK,
+ * DIRECT_DECLINED or an error. */
+static int walk(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
+{
+    step_meas ms = {0};
+    int rc = step_direct(st, in, s, &ms, err);
+    if (rc == SIM_OK) {
+        st->direct = true;
+        rc = finish(st, &ms, in, s, err);
+    }
+    meas_free(&ms);
+    return rc;
+}
+
 static int run_periodic(step_t *st, const run_inputs *in, const strategy_t *s, sim_err *err)
 {
     const int64_t M = st->M, P = sched_plan_period(&st->plan);
@@ -2360,15 +2355,15 @@ int step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, work
     /* The whole step walked without a graph where step_direct takes it;
      * else samples, or the graph of the whole step.  A trace reads every
      * task off the engine: only the whole simulation has them. */
-    step_meas direct = {0};
-    rc = direct_pays(st, in) ? step_direct(st, in, s, &direct, err) : DIRECT_DECLINED;
-    if (rc == SIM_OK) {
-        st->direct = true;
-        rc = finish(st, &direct, in, s, err);
-    }
-    meas_free(&direct);
+    const bool walk_first = direct_pays(st, in);
+    rc = walk_first ? walk(st, in, s, err) : DIRECT_DECLINED;
     if (rc == DIRECT_DECLINED)
         rc = in->sim.steady_extension && !in->sim.keep_ops ? run_periodic(st, in, s, err) : DECLINED;
+    /* Samples that did not fit: the whole step, walked where it can be. */
+    if (rc == DECLINED && !walk_first) {
+        rc = walk(st, in, s, err);
+        rc = rc == DIRECT_DECLINED ? DECLINED : rc;
+    }
     if (rc == DECLINED) {
         step_meas ms = {0};
         rc = simulate(st, in, s, st->M, &ms, err);

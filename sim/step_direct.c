@@ -11,17 +11,41 @@
 #include "units.h"
 
 /* When a task ends (or may start) as the engine orders instants: the
- * time, and the round of that instant (engine.c: a task of some length
+ * time and the round of that instant (engine.c: a task of some length
  * ends in round 1, one of none in the round after its start; a lag or a
- * release ends in round 1). */
-typedef struct when {
-    sim_time_ps t;
-    uint32_t rd;
-} when;
+ * release ends in round 1), packed as time * 8 + round so that the later
+ * of two is their maximum.  Times stay below 2^60 ps (DIRECT_WORK_MAX)
+ * and rounds below 8 (zero-length tasks chained at one instant: a step
+ * with more is declined). */
+typedef uint64_t when;
+#define ROUND_BITS 3
+#define ROUND_MAX ((1u << ROUND_BITS) - 1)
+
+static inline when at(sim_time_ps t, uint32_t rd)
+{
+    return (t << ROUND_BITS) | rd;
+}
+
+static inline sim_time_ps T(when w)
+{
+    return w >> ROUND_BITS;
+}
+
+static inline uint32_t RD(when w)
+{
+    return (uint32_t)(w & ROUND_MAX);
+}
 
 static inline when later(when a, when b)
 {
-    return b.t > a.t || (b.t == a.t && b.rd > a.rd) ? b : a;
+    return b > a ? b : a;
+}
+
+/* The end of a task of d that starts at `start` (a round past the
+ * packing's: the walk declines; wrong ends then go nowhere). */
+static inline when end_of(when start, sim_time_ps d)
+{
+    return d ? at(T(start) + d, 1) : start + 1;
 }
 
 /* A stage's intervals of one stream, in start order. */
@@ -126,9 +150,10 @@ typedef struct walk {
 
 #define NOT_YET UINT64_MAX
 
-/* Sums past this fall to the graph, which checks them (step.c's
- * WORK_SURE_PS: below it each sum fits for certain). */
-#define DIRECT_WORK_MAX ((sim_time_ps)(0.4 * LIMIT_DURATION_S * PS_PER_S))
+/* Sums past this fall to the graph, which checks them (below step.c's
+ * WORK_SURE_PS, where each sum fits for certain, and within the packing
+ * of `when`). */
+#define DIRECT_WORK_MAX ((sim_time_ps)1 << 60)
 
 static void decline(walk *w)
 {
@@ -175,7 +200,7 @@ static bool measured_stream(int k)
 
 /* A change of counter c at (t, ph), as the engine's sweep takes them in
  * task order: one out of order sends the step to the graph. */
-static void change(dstage *ds, int c, sim_time_ps t, uint32_t ph, int64_t delta)
+static inline void change(dstage *ds, int c, sim_time_ps t, uint32_t ph, int64_t delta)
 {
     if (delta == 0)
         return;
@@ -192,10 +217,10 @@ static void change(dstage *ds, int c, sim_time_ps t, uint32_t ph, int64_t delta)
 }
 
 /* A counter delta on a task that started at `start` and lasts d. */
-static void delta(dstage *ds, int c, when start, sim_time_ps d, int64_t at_start, int64_t at_end)
+static inline void delta(dstage *ds, int c, when start, sim_time_ps d, int64_t at_start, int64_t at_end)
 {
-    change(ds, c, start.t, 2 * start.rd, at_start);
-    change(ds, c, start.t + d, d ? 1 : 2 * start.rd + 1, at_end);
+    change(ds, c, T(start), 2 * RD(start), at_start);
+    change(ds, c, T(start) + d, d ? 1 : 2 * RD(start) + 1, at_end);
 }
 
 /* Times a task of d on stream k of stage ds that may start at `after`
@@ -204,22 +229,20 @@ static void delta(dstage *ds, int c, when start, sim_time_ps d, int64_t at_start
 static when task(walk *w, dstage *ds, int k, sim_time_ps d, when after, bool kept)
 {
     const when start = later(after, ds->clock[k]);
+    if (d == 0 && RD(start) == ROUND_MAX)
+        decline(w);
     w->work += d;
     if (w->work > DIRECT_WORK_MAX)
         decline(w);
-    const when end = {start.t + d, d ? 1 : start.rd + 1};
+    const when end = end_of(start, d);
     ds->clock[k] = end;
     w->tasks++;
-    w->makespan = end.t > w->makespan ? end.t : w->makespan;
+    w->makespan = T(end) > w->makespan ? T(end) : w->makespan;
     if (kept && measured_stream(k))
-        push(w, &ds->list[k], (interval){start.t, end.t});
+        push(w, &ds->list[k], (interval){T(start), T(end)});
     return start;
 }
 
-static when end_of(when start, sim_time_ps d)
-{
-    return (when){start.t + d, d ? 1 : start.rd + 1};
-}
 
 /* A duration computed here; out of range: declined (the graph says so). */
 static sim_time_ps dur(walk *w, double seconds)
@@ -254,7 +277,7 @@ static when host_task(walk *w, dstage *ds, sim_time_ps d, when after, bool own, 
     if (ds->fold) {
         ds->fold = false;
         if (ds->host_clock > 0)
-            after = later(after, (when){ds->host_clock, 1});
+            after = later(after, at(ds->host_clock, 1));
     }
     if (own)
         w->host_own[stream_of(r, STREAM_HOST)] += d;
@@ -268,7 +291,7 @@ static void host_flush(walk *w, dstage *ds, bool may_fold)
     ds->rest_pending = false;
     if (may_fold && fold(w, ds, ds->rest_ps))
         return;
-    host_task(w, ds, ds->rest_ps, (when){0, 0}, false, 0);
+    host_task(w, ds, ds->rest_ps, 0, false, 0);
 }
 
 /* The lead of a stage's first host pass whose host is ahead (first_lead):
@@ -279,10 +302,10 @@ static void first_lead(walk *w, dstage *ds, const pass_summary *sum, when *gate)
         return;
     ds->lead_placed = true;
     if (fold(w, ds, sum->lead_ps)) {
-        *gate = later(*gate, (when){ds->host_clock, 1});
+        *gate = later(*gate, at(ds->host_clock, 1));
         return;
     }
-    const when a = host_task(w, ds, sum->lead_ps, (when){0, 0}, false, 0);
+    const when a = host_task(w, ds, sum->lead_ps, 0, false, 0);
     *gate = later(*gate, end_of(a, sum->lead_ps));
 }
 
@@ -295,19 +318,19 @@ static bool inputs(walk *w, int64_t r, const sched_pass *it, when *gate)
     dstage *ds = &w->stages[r];
     const sched_kind_desc *kd = sched_kind_of((sched_kind)it->kind);
     const size_t q = (size_t)(it->chunk * st->n_kinds + it->kind);
-    *gate = (when){0, 0};
+    *gate = 0;
     const int64_t fr = ds->src_r[q];
     if (fr >= 0) {
         const when e = w->last_end[pass_index(st, fr, it->kind, it->microbatch, ds->src_c[q])];
-        if (e.t == NOT_YET)
+        if (e == NOT_YET)
             return false;
-        *gate = later(*gate, (when){e.t + w->stages[fr].send_ps, 1});
+        *gate = later(*gate, at(T(e) + w->stages[fr].send_ps, 1));
     }
     if (w->blocking && ds->sent)
-        *gate = later(*gate, (when){ds->sent_end + ds->send_ps, 1});
+        *gate = later(*gate, at(ds->sent_end + ds->send_ps, 1));
     if (it->kind != SCHED_F) {
         const when f = w->last_end[pass_index(st, r, kd->after, it->microbatch, it->chunk)];
-        if (f.t == NOT_YET) { /* never: a stage's forward comes first */
+        if (f == NOT_YET) { /* never: a stage's forward comes first */
             decline(w);
             return false;
         }
@@ -414,12 +437,12 @@ static int32_t kept_pass(walk *w, dstage *ds, int64_t r, const sched_pass *it, w
             if (op_folds(ds, p, i, gpu) && fold(w, ds, op->duration_ps)) {
                 w->host_own[stream_of(r, STREAM_HOST)] += op->duration_ps;
                 w->op_folded[i] = true;
-                w->op_end[i] = (when){ds->host_clock, 1};
+                w->op_end[i] = at(ds->host_clock, 1);
                 continue;
             }
         }
         w->op_folded[i] = false;
-        when after = {0, 0};
+        when after = 0;
         for (int j = 0; j < 2; j++) {
             const int32_t d = i - op->dep_back[j];
             if (!op->dep_back[j] || p->ops[d].stream == op->stream)
@@ -454,7 +477,7 @@ static void stage_begin(walk *w, int64_t r)
         const wl_chunk *ch = &ws->chunks[c];
         for (int32_t k = w->ag_first ? ch->n_buckets - 1 : -1; k >= 0; k--) {
             const sim_time_ps d = dur(w, ch->buckets[k].gather_s);
-            const when a = task(w, ds, STREAM_DP, d, (when){0, 0}, true);
+            const when a = task(w, ds, STREAM_DP, d, 0, true);
             ds->ag_end[(size_t)c * (size_t)w->most_buckets + (size_t)k] = end_of(a, d);
         }
         ds->first_f_done[c] = false;
@@ -488,7 +511,7 @@ static void stage_end(walk *w, int64_t r)
         ds->has_rs = true;
     }
     const host_params *h = &in->cluster.host;
-    const when rs = ds->has_rs ? ds->last_rs : (when){0, 0};
+    const when rs = ds->has_rs ? ds->last_rs : 0;
     when opt_after = later(last, rs);
     bool sync = false;
     if (!in->sim.ideal_pipeline && (h->sync_s > 0 || h->optimizer_s > 0)) {
@@ -499,7 +522,7 @@ static void stage_end(walk *w, int64_t r)
     const sim_time_ps od = dur(w, ws->optimizer_s);
     const when opt = end_of(task(w, ds, STREAM_COMPUTE, od, opt_after, true), od);
     if (sync)
-        host_task(w, ds, dur(w, h->optimizer_s), (when){0, 0}, true, r);
+        host_task(w, ds, dur(w, h->optimizer_s), 0, true, r);
     if (w->distopt && !w->ag_first)
         for (int64_t c = 0; c < st->v; c++) {
             const wl_chunk *ch = &ws->chunks[c];
@@ -545,42 +568,43 @@ static inline bool fast_pass(walk *w, dstage *ds, int64_t r, const sched_pass *i
 {
     const step_t *st = w->st;
     const int64_t M = st->M, v = st->v, K = st->n_kinds;
-    when g = {0, 0};
+    when g = 0;
     if (dk->src_r >= 0) {
         const when e = w->last_end[((dk->src_r * K + it->kind) * M + it->microbatch) * v + dk->src_c];
-        if (e.t == NOT_YET)
+        if (e == NOT_YET)
             return false;
-        g.t = e.t + dk->src_send;
-        g.rd = 1;
+        g = at(T(e) + dk->src_send, 1);
     }
     if (w->blocking && ds->sent)
-        g = later(g, (when){ds->sent_end + ds->send_ps, 1});
+        g = later(g, at(ds->sent_end + ds->send_ps, 1));
     if (it->kind != SCHED_F)
         g = later(g, w->last_end[((r * K + SCHED_F) * M + it->microbatch) * v + it->chunk]);
     if (dk->mode == 2) {
         const sim_time_ps before = ds->rest_pending ? ds->rest_ps : 0, ld = before + dk->lead;
         ds->rest_pending = false;
         if (fold(w, ds, ld))
-            g = later(g, (when){ds->host_clock, 1});
+            g = later(g, at(ds->host_clock, 1));
         else
-            g = later(g, end_of(host_task(w, ds, ld, (when){0, 0}, false, r), ld));
+            g = later(g, end_of(host_task(w, ds, ld, 0, false, r), ld));
         ds->rest_pending = true;
         ds->rest_ps = dk->rest;
     }
     const sim_time_ps d = dk->gpu;
     const when a = later(g, ds->clock[STREAM_COMPUTE]), e = end_of(a, d);
+    if (d == 0 && RD(a) == ROUND_MAX)
+        decline(w);
     ds->clock[STREAM_COMPUTE] = e;
     w->tasks++;
     w->work += d;
-    w->makespan = e.t > w->makespan ? e.t : w->makespan;
-    push(w, &ds->list[STREAM_COMPUTE], (interval){a.t, e.t});
+    w->makespan = T(e) > w->makespan ? T(e) : w->makespan;
+    push(w, &ds->list[STREAM_COMPUTE], (interval){T(a), T(e)});
     delta(ds, CTR_ACT, a, d, dk->act_s, dk->act_e);
     delta(ds, CTR_INFLIGHT, a, d, dk->inf_s, dk->inf_e);
     w->last_end[((r * K + it->kind) * M + it->microbatch) * v + it->chunk] = e;
-    ds->pipe_end = e.t > ds->pipe_end ? e.t : ds->pipe_end;
-    busy_add(ds, a.t, e.t);
+    ds->pipe_end = T(e) > ds->pipe_end ? T(e) : ds->pipe_end;
+    busy_add(ds, T(a), T(e));
     ds->n_whole[q]++;
-    send(w, ds, dk->dst_r >= 0, e.t);
+    send(w, ds, dk->dst_r >= 0, T(e));
     return true;
 }
 
@@ -610,7 +634,7 @@ static bool place_pass(walk *w, int64_t r)
     const bool first_f = it->kind == SCHED_F && w->ag_first && !ds->first_f_done[it->chunk];
     const bool inside = it->kind == w->grad && in->ddp.overlap_grad_reduce && i == ds->last_grad[it->chunk] && nb > 1;
     const size_t q = (size_t)(it->chunk * st->n_kinds + it->kind);
-    when span_a = {0, 0}, last_a = {0, 0};
+    when span_a = 0, last_a = 0;
     sim_time_ps span_d = 0, last_d = 0, first_at = 0;
     bool whole = true, shifted = false;
     int32_t kept_gpu = -1;
@@ -629,9 +653,9 @@ static bool place_pass(walk *w, int64_t r)
         ds->rest_pending = false;
         when g = gate;
         if (fold(w, ds, before + sum->lead_ps))
-            g = later(g, (when){ds->host_clock, 1});
+            g = later(g, at(ds->host_clock, 1));
         else
-            g = later(g, end_of(host_task(w, ds, before + sum->lead_ps, (when){0, 0}, false, r),
+            g = later(g, end_of(host_task(w, ds, before + sum->lead_ps, 0, false, r),
                                 before + sum->lead_ps));
         span_d = last_d = sum->gpu_ps;
         span_a = last_a = task(w, ds, STREAM_COMPUTE, span_d, g, true);
@@ -670,7 +694,7 @@ static bool place_pass(walk *w, int64_t r)
             if (tail) {
                 last_d = sum->tail_ps;
                 last_a = task(w, ds, sum->tail_stream, last_d, end_of(span_a, span_d), false);
-                shifted_ops(w, ds, r, it->chunk, it->kind, SHIFT_AHEAD, 0, 0, span_a.t, &first_at);
+                shifted_ops(w, ds, r, it->chunk, it->kind, SHIFT_AHEAD, 0, 0, T(span_a), &first_at);
                 shifted = true;
             }
         } else if (whole) {
@@ -680,14 +704,14 @@ static bool place_pass(walk *w, int64_t r)
             const sim_time_ps before = ds->rest_pending ? ds->rest_ps : 0;
             ds->rest_pending = false;
             const sim_time_ps ld = before + sum->lead_ps;
-            const when le = end_of(host_task(w, ds, ld, (when){0, 0}, false, r), ld);
+            const when le = end_of(host_task(w, ds, ld, 0, false, r), ld);
             span_d = sum->gpu_ps - sum->tail_ps;
             span_a = task(w, ds, STREAM_COMPUTE, span_d, le, false);
             last_d = sum->tail_ps;
             last_a = task(w, ds, sum->tail_stream, last_d, end_of(span_a, span_d), false);
             ds->rest_pending = true;
             ds->rest_ps = sum->host_ps - sum->lead_ps;
-            shifted_ops(w, ds, r, it->chunk, it->kind, SHIFT_HOST, sa.t, le.t - sum->lead_ps, 0, &first_at);
+            shifted_ops(w, ds, r, it->chunk, it->kind, SHIFT_HOST, T(sa), T(le) - sum->lead_ps, 0, &first_at);
             shifted = true;
         } else {
             kept_gpu = kept_pass(w, ds, r, it, gate, first_f);
@@ -716,11 +740,11 @@ static bool place_pass(walk *w, int64_t r)
     }
     const when end = end_of(last_a, last_d);
     w->last_end[pass_index(st, r, it->kind, it->microbatch, it->chunk)] = end;
-    ds->pipe_end = end.t > ds->pipe_end ? end.t : ds->pipe_end;
-    busy_add(ds, shifted ? first_at : span_a.t, end.t);
+    ds->pipe_end = T(end) > ds->pipe_end ? T(end) : ds->pipe_end;
+    busy_add(ds, shifted ? first_at : T(span_a), T(end));
     if (whole)
         (shifted ? ds->n_shifted : ds->n_whole)[q]++;
-    send(w, ds, ds->dst_r[q] >= 0, end.t);
+    send(w, ds, ds->dst_r[q] >= 0, T(end));
     /* The buckets' reductions after the chunk's last gradient pass. */
     if (it->kind == w->grad && in->ddp.overlap_grad_reduce && i == ds->last_grad[it->chunk])
         for (int32_t k = 0; k < nb; k++) {
@@ -897,7 +921,7 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
         goto done;
     }
     for (size_t i = 0; i < n_passes; i++)
-        w.last_end[i] = (when){NOT_YET, 0};
+        w.last_end[i] = NOT_YET;
     sched_orders kept = {0};
     sched_item *items = malloc((size_t)st->rank_passes * sizeof *items);
     if (!items)

@@ -198,11 +198,27 @@ int step_sweep(const wl_pass *p, sim_time_ps gpu_at, sim_time_ps host_at, tmpl_s
 
 /* Where the GPU streams of a pass start on its stand-in's timeline. */
 sim_time_ps step_gpu_origin(const wl_pass *p, const pass_summary *sum);
-/* Can pass i of stage r's order seq (n passes; pair[j] >= 0 where seq[j]
- * and seq[j + 1] run as an overlapped pair, pair NULL: none) stand as a
- * task on the compute stream (step.c)?  And is the stage's host provably
- * ahead of its GPU at every pass (step.c, "The host")? */
-bool step_stands(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t i, const pass_summary *sum);
+/* Can seq[i] of a stage's order (n passes; pair[j] >= 0 where seq[j] and
+ * seq[j + 1] run as an overlapped pair, pair NULL: none) stand as a task
+ * (or its stand-in) on the compute stream?  A pass that ends with a
+ * communication op (pass_summary.tail) only when nothing after it on its
+ * stage can start before that op ends: the next pass waits for its end (a
+ * forward's backward), or none follows (the optimizer waits for it). */
+static inline bool step_stands(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t i,
+                               const pass_summary *sum)
+{
+    if (sum->collapsible || (pair && pair[i] >= 0))
+        return sum->collapsible;
+    if (!sum->tail)
+        return false;
+    if (i + 1 == n)
+        return true;
+    const sched_pass *it = &seq[i], *next = &seq[i + 1];
+    return !(pair && pair[i + 1] >= 0) && sched_kind_of((sched_kind)next->kind)->after == it->kind &&
+           next->microbatch == it->microbatch && next->chunk == it->chunk;
+}
+/* Is the stage's host provably ahead of its GPU at every pass (step.c,
+ * "The host")? */
 bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
                      int64_t r, bool ag_first);
 

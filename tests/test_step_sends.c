@@ -4,11 +4,13 @@
  * it), MoE with the host's syncs and with the EP overlap's overlapped
  * pairs, and CP, simulated whole and from samples, a step so built has
  * every figure of the same step with its sends and host stand-ins as
- * tasks (sim.plain_graph), bit for bit, with fewer tasks by at least one
- * per send, and some steps fold their host and hold a GPU span back by
- * its release, some fold the host ops of passes placed as ops (a chunk's
- * first forward waiting for parameter gathers); a layout whose sends would queue on the PP stream has them
- * as tasks, with the same figures; and a trace keeps them as tasks. */
+ * tasks (sim.plain_graph), bit for bit (both on the graph:
+ * sim.graph_only), with fewer tasks by at least one per send, and some
+ * steps fold their host and hold a GPU span back by its release, some
+ * fold the host ops of passes placed as ops (a chunk's first forward
+ * waiting for parameter gathers); a layout whose sends would queue on the
+ * PP stream has them as tasks, with the same figures; and a trace keeps
+ * them as tasks. */
 #include <criterion/criterion.h>
 
 #include <string.h>
@@ -28,7 +30,7 @@ static int folded, held, ops_folded;
 static bool check_layout(const char *const *kv, const char *what)
 {
     sim a;
-    sim_run(&a, kv);
+    sim_run_graph(&a, kv);
     sim b = {.in = a.in, .s = a.s};
     b.in.sim.plain_graph = true;
     sim_err err;
