@@ -86,10 +86,19 @@ typedef struct dkind {
     sim_time_ps src_send;
 } dkind;
 
+/* A pass at its place in its stage's order, looked up once: its index
+ * in walk.last_end, its input's (-1: none) and its forward's (a
+ * backward's; -1: a forward), its (chunk, kind). */
+typedef struct dpos {
+    int32_t own, src, fwd;
+    uint32_t q;
+} dpos;
+
 /* One stage's walk: its order and how far it is, its streams, its host,
  * its counters and what measure reads. */
 typedef struct dstage {
     sched_pass *seq;
+    dpos *pos;                /* per place in seq */
     int64_t n_seq, i;
     bool no_host, lead_placed, fold, done;
     sim_time_ps host_clock;   /* where the folded host work ends */
@@ -564,21 +573,19 @@ static inline void send(walk *w, dstage *ds, bool sends, sim_time_ps end)
  * first lead, gathers or bucket reductions to place: what place_pass
  * does for it, without the case analysis.  False while its input has not
  * ended. */
-static inline bool fast_pass(walk *w, dstage *ds, int64_t r, const sched_pass *it, const dkind *dk, size_t q)
+static inline bool fast_pass(walk *w, dstage *ds, int64_t r, const dpos *pos, const dkind *dk)
 {
-    const step_t *st = w->st;
-    const int64_t M = st->M, v = st->v, K = st->n_kinds;
     when g = 0;
-    if (dk->src_r >= 0) {
-        const when e = w->last_end[((dk->src_r * K + it->kind) * M + it->microbatch) * v + dk->src_c];
+    if (pos->src >= 0) {
+        const when e = w->last_end[pos->src];
         if (e == NOT_YET)
             return false;
         g = at(T(e) + dk->src_send, 1);
     }
     if (w->blocking && ds->sent)
         g = later(g, at(ds->sent_end + ds->send_ps, 1));
-    if (it->kind != SCHED_F)
-        g = later(g, w->last_end[((r * K + SCHED_F) * M + it->microbatch) * v + it->chunk]);
+    if (pos->fwd >= 0)
+        g = later(g, w->last_end[pos->fwd]);
     if (dk->mode == 2) {
         const sim_time_ps before = ds->rest_pending ? ds->rest_ps : 0, ld = before + dk->lead;
         ds->rest_pending = false;
@@ -600,10 +607,10 @@ static inline bool fast_pass(walk *w, dstage *ds, int64_t r, const sched_pass *i
     push(w, &ds->list[STREAM_COMPUTE], (interval){T(a), T(e)});
     delta(ds, CTR_ACT, a, d, dk->act_s, dk->act_e);
     delta(ds, CTR_INFLIGHT, a, d, dk->inf_s, dk->inf_e);
-    w->last_end[((r * K + it->kind) * M + it->microbatch) * v + it->chunk] = e;
+    w->last_end[pos->own] = e;
     ds->pipe_end = T(e) > ds->pipe_end ? T(e) : ds->pipe_end;
     busy_add(ds, T(a), T(e));
-    ds->n_whole[q]++;
+    ds->n_whole[pos->q]++;
     send(w, ds, dk->dst_r >= 0, T(e));
     return true;
 }
@@ -618,12 +625,12 @@ static bool place_pass(walk *w, int64_t r)
     const int64_t i = ds->i;
     const sched_pass *it = &ds->seq[i];
     {
-        const size_t q = (size_t)(it->chunk * st->n_kinds + it->kind);
-        const dkind *dk = &ds->kinds[q];
+        const dpos *pos = &ds->pos[i];
+        const dkind *dk = &ds->kinds[pos->q];
         if (dk->mode != 0 && !(it->kind == SCHED_F && w->ag_first && !ds->first_f_done[it->chunk]) &&
             !(it->kind == w->grad && in->ddp.overlap_grad_reduce && i == ds->last_grad[it->chunk]) &&
             !(dk->mode == 1 && dk->host && !ds->lead_placed))
-            return fast_pass(w, ds, r, it, dk, q);
+            return fast_pass(w, ds, r, pos, dk);
     }
     const wl_chunk *ch = &st->wl->stages[r].chunks[it->chunk];
     const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
@@ -861,6 +868,7 @@ static void walk_free(walk *w)
     for (int64_t r = 0; w->stages && r < w->st->pp; r++) {
         dstage *ds = &w->stages[r];
         free(ds->seq);
+        free(ds->pos);
         free(ds->last_grad);
         free(ds->first_f_done);
         free(ds->ag_end);
@@ -929,12 +937,13 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
     for (int64_t r = 0; r < pp && rc == SIM_OK; r++) {
         dstage *ds = &w.stages[r];
         ds->seq = malloc((size_t)st->rank_passes * sizeof *ds->seq);
+        ds->pos = malloc((size_t)st->rank_passes * sizeof *ds->pos);
         ds->last_grad = malloc((size_t)v * sizeof *ds->last_grad);
         ds->first_f_done = malloc((size_t)v * sizeof *ds->first_f_done);
         ds->ag_end = malloc((size_t)v * (size_t)w.most_buckets * sizeof *ds->ag_end);
         ds->n_whole = calloc(2 * n_sums, sizeof *ds->n_whole);
         ds->memo = calloc(n_sums, sizeof *ds->memo);
-        if (!ds->seq || !ds->last_grad || !ds->first_f_done || !ds->ag_end || !ds->n_whole || !ds->memo) {
+        if (!ds->seq || !ds->pos || !ds->last_grad || !ds->first_f_done || !ds->ag_end || !ds->n_whole || !ds->memo) {
             rc = SIM_ENOMEM;
             break;
         }
@@ -983,9 +992,19 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
         for (int64_t i = 0; i < n_items; i++)
             for (int j = 0; j < items[i].n_passes && ds->n_seq < st->rank_passes; j++)
                 ds->seq[ds->n_seq++] = items[i].pass[j];
-        if (ds->n_seq != st->rank_passes) {
+        if (ds->n_seq != st->rank_passes || n_passes > (size_t)INT32_MAX) {
             rc = DIRECT_DECLINED;
             break;
+        }
+        for (int64_t i = 0; i < ds->n_seq; i++) {
+            const sched_pass *it = &ds->seq[i];
+            const size_t q = (size_t)(it->chunk * st->n_kinds + it->kind);
+            ds->pos[i] = (dpos){
+                .own = (int32_t)pass_index(st, r, it->kind, it->microbatch, it->chunk),
+                .src = ds->src_r[q] < 0 ? -1
+                                        : (int32_t)pass_index(st, ds->src_r[q], it->kind, it->microbatch, ds->src_c[q]),
+                .fwd = it->kind == SCHED_F ? -1 : (int32_t)pass_index(st, r, SCHED_F, it->microbatch, it->chunk),
+                .q = (uint32_t)q};
         }
         ds->fold = true;
         ds->no_host = step_host_ahead(st, in, ds->seq, NULL, ds->n_seq, r, w.ag_first);
