@@ -74,13 +74,14 @@ typedef struct dmemo {
 /* What a (chunk, kind)'s common pass (step.c: one task of its span, or
  * its host stand-in) needs, looked up once per stage: mode 0 where it
  * takes the general path, 1 one task of gpu (host ahead, or no host ops),
- * 2 a host stand-in of lead, gpu and rest; the counter deltas on its
- * task; where its input comes from (src_r -1: none) and its send goes
- * (dst_r -1: none). */
+ * 2 a host stand-in (its summary's lead, gpu and rest; no sync); the
+ * counter deltas on its task; where its input comes from (src_r -1:
+ * none) and its send goes (dst_r -1: none). */
 typedef struct dkind {
     uint8_t mode;
     bool host;
-    sim_time_ps gpu, lead, rest;
+    const pass_summary *sum;
+    sim_time_ps gpu;
     int64_t act_s, act_e, inf_s, inf_e;
     int64_t src_r, src_c, dst_r;
     sim_time_ps src_send;
@@ -104,6 +105,7 @@ typedef struct dstage {
     sim_time_ps host_clock;   /* where the folded host work ends */
     bool rest_pending;
     sim_time_ps rest_ps;
+    when rest_wait;           /* what the pending rest waits for: its pass's host wait (0: nothing) */
     when clock[STREAM_KINDS]; /* each stream's last task's end ({0, 0}: none) */
     bool sent;                /* the last pass sent (blocking p2p waits for it) */
     sim_time_ps sent_end;     /* its last task's end */
@@ -298,9 +300,11 @@ static void host_flush(walk *w, dstage *ds, bool may_fold)
     if (!ds->rest_pending)
         return;
     ds->rest_pending = false;
-    if (may_fold && fold(w, ds, ds->rest_ps))
+    const when wait = ds->rest_wait;
+    ds->rest_wait = 0;
+    if (may_fold && !wait && fold(w, ds, ds->rest_ps))
         return;
-    host_task(w, ds, ds->rest_ps, 0, false, 0);
+    host_task(w, ds, ds->rest_ps, wait, false, 0);
 }
 
 /* The lead of a stage's first host pass whose host is ahead (first_lead):
@@ -316,6 +320,37 @@ static void first_lead(walk *w, dstage *ds, const pass_summary *sum, when *gate)
     }
     const when a = host_task(w, ds, sum->lead_ps, 0, false, 0);
     *gate = later(*gate, end_of(a, sum->lead_ps));
+}
+
+/* step.c's add_host_pass up to its GPU span: with a sync, or measured
+ * from its ops, a zero-length start first (the pass's first task, after
+ * gate: *start), with a sync the host's wait for the GPU on the delay
+ * stream after it; then the lead, joined to the rest before it (and
+ * after what that rest waits for), folded where nothing measures it and
+ * nothing waits.  Returns when its GPU span may start (the lead's end),
+ * the rest left pending. */
+static when host_pass_lead(walk *w, dstage *ds, int64_t r, const pass_summary *sum, bool measured, when gate,
+                           when *start)
+{
+    when wait = 0;
+    if (sum->sync || measured) {
+        *start = task(w, ds, STREAM_COMPUTE, 0, gate, true);
+        if (sum->sync)
+            wait = end_of(task(w, ds, STREAM_HOST_WAIT, sum->wait_ps, end_of(*start, 0), false), sum->wait_ps);
+    }
+    const sim_time_ps before = ds->rest_pending ? ds->rest_ps : 0, ld = before + sum->lead_ps;
+    const when before_wait = ds->rest_pending ? ds->rest_wait : 0;
+    ds->rest_pending = false;
+    ds->rest_wait = 0;
+    when lead;
+    if (!measured && !sum->sync && !before_wait && fold(w, ds, ld))
+        lead = at(ds->host_clock, 1);
+    else
+        lead = end_of(host_task(w, ds, ld, before_wait, false, r), ld);
+    ds->rest_pending = true;
+    ds->rest_ps = sum->host_ps - sum->lead_ps;
+    ds->rest_wait = wait;
+    return lead;
 }
 
 /* What a pass's first task waits for besides its stream: the input from
@@ -587,14 +622,8 @@ static inline bool fast_pass(walk *w, dstage *ds, int64_t r, const dpos *pos, co
     if (pos->fwd >= 0)
         g = later(g, w->last_end[pos->fwd]);
     if (dk->mode == 2) {
-        const sim_time_ps before = ds->rest_pending ? ds->rest_ps : 0, ld = before + dk->lead;
-        ds->rest_pending = false;
-        if (fold(w, ds, ld))
-            g = later(g, at(ds->host_clock, 1));
-        else
-            g = later(g, end_of(host_task(w, ds, ld, 0, false, r), ld));
-        ds->rest_pending = true;
-        ds->rest_ps = dk->rest;
+        when none;
+        g = later(g, host_pass_lead(w, ds, r, dk->sum, false, 0, &none));
     }
     const sim_time_ps d = dk->gpu;
     const when a = later(g, ds->clock[STREAM_COMPUTE]), e = end_of(a, d);
@@ -656,18 +685,12 @@ static bool place_pass(walk *w, int64_t r)
         span_d = last_d = sum->host ? sum->gpu_ps : sum->span_ps;
         span_a = last_a = task(w, ds, STREAM_COMPUTE, span_d, g, true);
     } else if (common) {
-        const sim_time_ps before = ds->rest_pending ? ds->rest_ps : 0;
-        ds->rest_pending = false;
-        when g = gate;
-        if (fold(w, ds, before + sum->lead_ps))
-            g = later(g, at(ds->host_clock, 1));
-        else
-            g = later(g, end_of(host_task(w, ds, before + sum->lead_ps, 0, false, r),
-                                before + sum->lead_ps));
+        /* With a sync the gate waits at the zero-length start, the GPU
+         * span for its lead alone. */
+        when start = 0;
+        const when lead = host_pass_lead(w, ds, r, sum, false, gate, &start);
         span_d = last_d = sum->gpu_ps;
-        span_a = last_a = task(w, ds, STREAM_COMPUTE, span_d, g, true);
-        ds->rest_pending = true;
-        ds->rest_ps = sum->host_ps - sum->lead_ps;
+        span_a = last_a = task(w, ds, STREAM_COMPUTE, span_d, sum->sync ? lead : later(gate, lead), true);
     } else {
         bool keep = first_f && nb > 1;
         const bool ahead = !sum->host || ds->no_host;
@@ -707,17 +730,12 @@ static bool place_pass(walk *w, int64_t r)
         } else if (whole) {
             /* add_host_pass, measured from its ops (a tail): a zero-length
              * start, the lead, the GPU span and its tail op. */
-            const when sa = task(w, ds, STREAM_COMPUTE, 0, gate, true);
-            const sim_time_ps before = ds->rest_pending ? ds->rest_ps : 0;
-            ds->rest_pending = false;
-            const sim_time_ps ld = before + sum->lead_ps;
-            const when le = end_of(host_task(w, ds, ld, 0, false, r), ld);
+            when sa = 0;
+            const when le = host_pass_lead(w, ds, r, sum, true, gate, &sa);
             span_d = sum->gpu_ps - sum->tail_ps;
             span_a = task(w, ds, STREAM_COMPUTE, span_d, le, false);
             last_d = sum->tail_ps;
             last_a = task(w, ds, sum->tail_stream, last_d, end_of(span_a, span_d), false);
-            ds->rest_pending = true;
-            ds->rest_ps = sum->host_ps - sum->lead_ps;
             shifted_ops(w, ds, r, it->chunk, it->kind, SHIFT_HOST, T(sa), T(le) - sum->lead_ps, 0, &first_at);
             shifted = true;
         } else {
@@ -855,10 +873,6 @@ static bool eligible(const step_t *st, const run_inputs *in)
         sim_time_ps t;
         if (st->pp > 1 && (!time_from_s_checked(st->wl->stages[r].p2p_s, &t) || t == 0))
             return false;
-        for (int64_t c = 0; c < st->v; c++)
-            for (int k = 0; k < st->n_kinds; k++)
-                if (summary_of(st, r, c, k)->sync)
-                    return false;
     }
     return true;
 }
@@ -1020,11 +1034,10 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
                 const wl_chunk *ch = &st->wl->stages[r].chunks[c];
                 dkind *dk = &ds->kinds[q];
                 const bool common = sum->collapsible && !sum->tail;
-                dk->mode = !common ? 0 : !sum->host || ds->no_host ? 1 : 2;
+                dk->mode = !common ? 0 : !sum->host || ds->no_host ? 1 : sum->sync ? 0 : 2;
+                dk->sum = sum;
                 dk->host = sum->host;
                 dk->gpu = dk->mode == 1 && !sum->host ? sum->span_ps : sum->gpu_ps;
-                dk->lead = sum->lead_ps;
-                dk->rest = sum->host_ps - sum->lead_ps;
                 if (k == SCHED_F) {
                     dk->act_s = ch->act_bytes;
                     dk->inf_s = 1;

@@ -299,7 +299,7 @@ Test(step, same_inputs_same_bytes)
     char *out[2];
     for (int i = 0; i < 2; i++) {
         sim x;
-        sim_run(&x, kv);
+        sim_run_graph(&x, kv);
         size_t len;
         FILE *f = open_memstream(&out[i], &len);
         cr_assert_eq(trace_write(f, x.st, NULL), SIM_OK);
