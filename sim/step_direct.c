@@ -307,8 +307,8 @@ static void host_flush(walk *w, dstage *ds, bool may_fold)
     host_task(w, ds, ds->rest_ps, wait, false, 0);
 }
 
-/* The lead of a stage's first host pass whose host is ahead (first_lead):
- * folded (*rel its end) or a task (*lead its end). */
+/* The lead of a stage's first host pass whose host is ahead (step.c's
+ * first_lead): folded, or a task; *gate then waits for its end too. */
 static void first_lead(walk *w, dstage *ds, const pass_summary *sum, when *gate)
 {
     if (!sum->host || ds->lead_placed)
@@ -353,9 +353,10 @@ static when host_pass_lead(walk *w, dstage *ds, int64_t r, const pass_summary *s
     return lead;
 }
 
-/* What a pass's first task waits for besides its stream: the input from
- * the neighbouring virtual stage, the stage's last send where p2p blocks,
- * its forward (a backward); NOT_YET where the input has not ended yet. */
+/* What a pass's first task waits for besides its stream, into *gate: the
+ * input from the neighbouring virtual stage, the stage's last send where
+ * p2p blocks, its forward (a backward); false while the input has not
+ * ended yet. */
 static bool inputs(walk *w, int64_t r, const sched_pass *it, when *gate)
 {
     step_t *st = w->st;
