@@ -484,49 +484,23 @@ static void flush(builder *b)
     b->new_tag = (int32_t)b->st->n_info;
 }
 
-/* Time to all-gather a chunk's updated parameters: all its buckets. */
-static double chunk_gather_s(const wl_chunk *ch)
-{
-    double t = 0;
-    for (int32_t k = 0; k < ch->n_buckets; k++)
-        t += ch->buckets[k].gather_s;
-    return t;
-}
-
-/* May op i of a pass placed as its own ops fold into the host's clock
- * (fold_host)?  A host op of some length that waits for host ops alone,
- * while the stage folds, that is neither the pass's first GPU op (gpu)
- * nor its last (its ends are the pass's). */
-static bool op_folds(const builder *b, const wl_pass *p, int32_t i, int32_t gpu)
-{
-    const wl_op *op = &p->ops[i];
-    if (!b->fold || op->stream != STREAM_HOST || op->duration_ps == 0 || i == gpu || i == p->n_ops - 1)
-        return false;
-    for (int j = 0; j < 2; j++)
-        if (op->dep_back[j] && p->ops[i - op->dep_back[j]].stream != STREAM_HOST)
-            return false;
-    return true;
-}
-
 /* Instantiates one pass's op template; with side (an overlapped pair's),
  * op i is of microbatch mb[side[i]] on chunk chunk[side[i]].  A pass of
  * its own (no side) on a stage that folds its host folds the host ops
- * that wait for nothing but the host (op_folds): no tasks, their ends in
+ * that wait for nothing but the host (step_op_folds): no tasks, their ends in
  * b->op_end, a GPU op after one released there; b->op_at[i] is the task
  * of op i (NO_TASK for a folded one), read by op_task(). */
 static void add_ops(builder *b, int64_t stage, const wl_pass *p, const uint8_t *side, const int32_t mb[2],
                     const int32_t chunk[2], pass_ref *ref)
 {
-    int32_t gpu = 0;
-    while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
-        gpu++;
+    const int32_t gpu = step_first_gpu_op(p);
     eng_task base = NO_TASK;
     for (int32_t i = 0; i < p->n_ops && b->rc == SIM_OK; i++) {
         const wl_op *op = &p->ops[i];
         int k = side ? side[i] : 0;
-        if (!side && op_folds(b, p, i, gpu)) {
-            host_flush(b, true); /* the last stand-in's rest comes first */
-            if (op_folds(b, p, i, gpu) && fold_host(b, op->duration_ps)) {
+        if (!side && b->fold && step_op_folds(p, i)) {
+            host_flush(b, true); /* the last stand-in's rest comes first (it may end the folding) */
+            if (fold_host(b, op->duration_ps)) {
                 b->st->host_own_ps[stream_of(stage, STREAM_HOST)] += op->duration_ps;
                 b->fold_own_pending += op->duration_ps;
                 b->op_at[i] = NO_TASK;
@@ -1199,10 +1173,8 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
     bool lead_placed = false;
     b->send_made = false;
     for (int64_t c = 0; c < v; c++)
-        for (int k = 0; k < SCHED_KINDS; k++) {
-            const int64_t to = sched_vstage(&st->plan, r, c) + b->kd[k]->send_dir;
-            b->sends[c * SCHED_KINDS + k] = b->kd[k]->send_dir != 0 && to >= 0 && to < pp * v && pp > 1;
-        }
+        for (int k = 0; k < SCHED_KINDS; k++)
+            b->sends[c * SCHED_KINDS + k] = step_sends(st, r, c, k);
     const sched_kind grad = sched_plan_grad_kind(&st->plan);
     for (int64_t i = 0; i < b->n_seq && b->rc == SIM_OK; i++) {
         /* One item: a pass, or two in an overlapped template. */
@@ -1425,7 +1397,7 @@ static void add_tail(builder *b, int64_t r, eng_task last_rs, bool ag_first)
     if (distopt && !ag_first)
         for (int64_t c = 0; c < st->v; c++) {
             eng_task ag = add(b, r, STREAM_DP,
-                              duration_ps(b, chunk_gather_s(&ws->chunks[c]), "a chunk's DP parameter all-gather", r),
+                              duration_ps(b, step_chunk_gather_s(&ws->chunks[c]), "a chunk's DP parameter all-gather", r),
                               "dp_ag", -1, (int32_t)c);
             dep(b, opt, ag);
         }
@@ -1961,7 +1933,7 @@ static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64
 /* A step of M microbatches from a sample of M1 and what one period adds
  * to it, or from two samples M1 and M1 + P (step_period.h): SIM_OK with
  * st's result, or 1 to simulate it whole. */
-enum { DECLINED = 1 };
+enum { DECLINED = DIRECT_DECLINED };
 
 /* A sample of the step at M microbatches sharing st's workload. */
 static step_t *sample_of(const step_t *st)
@@ -2181,10 +2153,13 @@ static int64_t first_sample_mbs(const step_t *st, int64_t P)
 }
 
 /* Is the whole step walked directly (step_direct.h) cheaper than its
- * samples on the graph?  A pass walked costs a fraction of one in a
- * sample (its graph, its engine run, its measure and the fit): the walk
- * of M microbatches against samples of M1 while M is at most
- * DIRECT_SAMPLE_RATIO times M1, or where samples do not pay. */
+ * samples on the graph?  Only which way the same figures come depends
+ * on it.  A task walked costs well under half of one in a sample (its
+ * graph, its engine run, its measure and the fit: bench_search's "CPU
+ * per engine task" line, about 50 ns against 120 on the 70B search): the
+ * walk of M microbatches against samples of M1 while M is at most
+ * DIRECT_SAMPLE_RATIO times M1, or where samples do not pay (ratios 2 to
+ * 4 measure alike there). */
 enum { DIRECT_SAMPLE_RATIO = 2 };
 static bool direct_pays(const step_t *st, const run_inputs *in)
 {
@@ -2360,10 +2335,8 @@ int step_run_reuse(step_t **out, const run_inputs *in, const strategy_t *s, work
     if (rc == DIRECT_DECLINED)
         rc = in->sim.steady_extension && !in->sim.keep_ops ? run_periodic(st, in, s, err) : DECLINED;
     /* Samples that did not fit: the whole step, walked where it can be. */
-    if (rc == DECLINED && !walk_first) {
+    if (rc == DECLINED && !walk_first)
         rc = walk(st, in, s, err);
-        rc = rc == DIRECT_DECLINED ? DECLINED : rc;
-    }
     if (rc == DECLINED) {
         step_meas ms = {0};
         rc = simulate(st, in, s, st->M, &ms, err);

@@ -62,24 +62,23 @@ typedef struct dctr {
     uint32_t ph;
 } dctr;
 
-/* The last sweep of a shifted (chunk, kind)'s template on a stage: its
- * ops' intervals per stream, less the origin they were swept from. */
+/* The last sweep of a shifted (chunk, kind)'s template on a stage
+ * (step_measure.h's sweep_memo), its place in walk.memo_iv made the
+ * first time one of its passes is shifted. */
 typedef struct dmemo {
-    uint8_t shift;            /* SHIFT_NONE: not swept yet */
-    sim_time_ps gpu_d, host_d; /* SHIFT_HOST: the starts less the earlier */
-    sim_time_ps gpu_a;        /* its first GPU op's start */
-    size_t at;                /* its ops in memo_iv */
+    sweep_memo m;
+    bool placed;
 } dmemo;
 
 /* What a (chunk, kind)'s common pass (step.c: one task of its span, or
  * its host stand-in) needs, looked up once per stage: mode 0 where it
  * takes the general path, 1 one task of gpu (host ahead, or no host ops),
  * 2 a host stand-in (its summary's lead, gpu and rest; no sync); the
- * counter deltas on its task; where its input comes from (src_r -1:
- * none) and its send goes (dst_r -1: none). */
+ * counter deltas of link_forward / link_backward (a forward's on its
+ * span, a backward's flight on its last task); where its input comes
+ * from (src_r -1: none) and its send goes (dst_r -1: none). */
 typedef struct dkind {
     uint8_t mode;
-    bool host;
     const pass_summary *sum;
     sim_time_ps gpu;
     int64_t act_s, act_e, inf_s, inf_e;
@@ -106,7 +105,7 @@ typedef struct dstage {
     bool rest_pending;
     sim_time_ps rest_ps;
     when rest_wait;           /* what the pending rest waits for: its pass's host wait (0: nothing) */
-    when clock[STREAM_KINDS]; /* each stream's last task's end ({0, 0}: none) */
+    when clock[STREAM_KINDS]; /* each stream's last task's end (0: none) */
     bool sent;                /* the last pass sent (blocking p2p waits for it) */
     sim_time_ps sent_end;     /* its last task's end */
     sim_time_ps last_send_end; /* the last send's end (sends must not queue) */
@@ -117,9 +116,6 @@ typedef struct dstage {
     bool *first_f_done;       /* [chunk] */
     when *ag_end;             /* [chunk * most_buckets + k]: gather of bucket k */
     sim_time_ps send_ps;
-    /* Per (chunk, kind): the stage and chunk its input comes from (src_r
-     * -1: none) and the stage its send goes to (dst_r -1: no send). */
-    int64_t *src_r, *src_c, *dst_r;
     dkind *kinds;              /* per (chunk, kind) */
     /* The union of the passes' intervals so far (step_measure's merge,
      * taken as they come in start order): its length and the open piece. */
@@ -138,10 +134,9 @@ typedef struct dstage {
 typedef struct walk {
     step_t *st;
     const run_inputs *in;
-    const strategy_t *s;
     int rc;                    /* SIM_OK, DIRECT_DECLINED or SIM_ENOMEM */
     dstage *stages;
-    when *last_end;            /* per pass (pass_index): its last task's end; t == UINT64_MAX: not yet */
+    when *last_end;            /* per pass (pass_index): its last task's end, NOT_YET before */
     bool ag_first, distopt, blocking;
     sched_kind grad, free_kind;
     int32_t most_buckets;
@@ -153,7 +148,6 @@ typedef struct walk {
     /* A pass placed as ops: per op its start and end (a folded one: no
      * task, its end where the host's clock reached). */
     when *op_start, *op_end;
-    bool *op_folded;
     sim_time_ps *ws, *we;      /* a template's sweep */
     interval *memo_iv;
     size_t memo_n, memo_cap;
@@ -357,110 +351,70 @@ static when host_pass_lead(walk *w, dstage *ds, int64_t r, const pass_summary *s
  * input from the neighbouring virtual stage, the stage's last send where
  * p2p blocks, its forward (a backward); false while the input has not
  * ended yet. */
-static bool inputs(walk *w, int64_t r, const sched_pass *it, when *gate)
+static inline bool inputs(const walk *w, const dstage *ds, const dpos *pos, const dkind *dk, when *gate)
 {
-    step_t *st = w->st;
-    dstage *ds = &w->stages[r];
-    const sched_kind_desc *kd = sched_kind_of((sched_kind)it->kind);
-    const size_t q = (size_t)(it->chunk * st->n_kinds + it->kind);
-    *gate = 0;
-    const int64_t fr = ds->src_r[q];
-    if (fr >= 0) {
-        const when e = w->last_end[pass_index(st, fr, it->kind, it->microbatch, ds->src_c[q])];
+    when g = 0;
+    if (pos->src >= 0) {
+        const when e = w->last_end[pos->src];
         if (e == NOT_YET)
             return false;
-        *gate = later(*gate, at(T(e) + w->stages[fr].send_ps, 1));
+        g = at(T(e) + dk->src_send, 1);
     }
     if (w->blocking && ds->sent)
-        *gate = later(*gate, at(ds->sent_end + ds->send_ps, 1));
-    if (it->kind != SCHED_F) {
-        const when f = w->last_end[pass_index(st, r, kd->after, it->microbatch, it->chunk)];
-        if (f == NOT_YET) { /* never: a stage's forward comes first */
-            decline(w);
-            return false;
-        }
-        *gate = later(*gate, f);
-    }
+        g = later(g, at(ds->sent_end + ds->send_ps, 1));
+    if (pos->fwd >= 0) /* a stage's forward comes before its backward */
+        g = later(g, w->last_end[pos->fwd]);
+    *gate = g;
     return true;
 }
 
-/* A (chunk, kind)'s template swept as shifted passes place their ops:
- * from its GPU origin (SHIFT_AHEAD) or from its GPU's and host's starts
- * (SHIFT_HOST); the ops' intervals, but the host's, less the origin, in
- * the memo.  Then its ops at t0 into the stage's inj lists and *first
- * its first GPU op's start. */
+/* The ops of a shifted pass of (chunk, kind) into the stage's inj lists,
+ * as step_measure's shifted_ops places them (step_memo_sweep): from its
+ * GPU's and host's starts (SHIFT_HOST), or from its template's GPU
+ * origin with the host at 0, placed at its span's start (SHIFT_AHEAD);
+ * *first its first GPU op's start. */
 static void shifted_ops(walk *w, dstage *ds, int64_t r, int64_t c, int kind, uint8_t shift, sim_time_ps gpu_at,
                         sim_time_ps host_at, sim_time_ps span_start, sim_time_ps *first)
 {
     step_t *st = w->st;
     const wl_pass *p = wl_chunk_pass(&st->wl->stages[r].chunks[c], (sched_kind)kind);
-    const pass_summary *ps = summary_of(st, r, c, kind);
-    dmemo *m = &ds->memo[c * st->n_kinds + kind];
-    /* step_measure's memo_sweep: from (gpu_at, host_at) less the earlier
-     * of them, or from the template's GPU origin with the host at 0, less
-     * that origin. */
-    sim_time_ps lo, t0;
+    dmemo *dm = &ds->memo[c * st->n_kinds + kind];
+    if (!dm->placed) {
+        if (w->memo_n + (size_t)p->n_ops > w->memo_cap) {
+            const size_t cap = 2 * (w->memo_n + (size_t)p->n_ops) + 64;
+            interval *q = realloc(w->memo_iv, cap * sizeof *q);
+            if (!q) {
+                w->rc = SIM_ENOMEM;
+                return;
+            }
+            w->memo_iv = q;
+            w->memo_cap = cap;
+        }
+        dm->m = (sweep_memo){.off = w->memo_n, .shift = SHIFT_NONE};
+        dm->placed = true;
+        w->memo_n += (size_t)p->n_ops;
+    }
+    sim_time_ps t0;
     if (shift == SHIFT_HOST) {
-        lo = gpu_at < host_at ? gpu_at : host_at;
-        t0 = lo;
+        t0 = gpu_at < host_at ? gpu_at : host_at;
     } else {
-        gpu_at = lo = step_gpu_origin(p, ps);
+        gpu_at = dm->m.shift == SHIFT_AHEAD ? dm->m.gpu_d : step_gpu_origin(p, summary_of(st, r, c, kind));
         host_at = 0;
         t0 = span_start;
     }
-    const bool known = m->shift == shift &&
-                       (shift == SHIFT_AHEAD || (m->gpu_d == gpu_at - lo && m->host_d == host_at - lo));
-    if (!known) {
-        tmpl_scratch sw = {.start = w->ws, .end = w->we};
-        sim_err quiet;
-        if (step_sweep(p, gpu_at, host_at, &sw, &quiet) != SIM_OK) {
-            decline(w);
-            return;
-        }
-        if (m->shift == SHIFT_NONE) {
-            if (w->memo_n + (size_t)p->n_ops > w->memo_cap) {
-                size_t cap = 2 * (w->memo_n + (size_t)p->n_ops) + 64;
-                interval *q = realloc(w->memo_iv, cap * sizeof *q);
-                if (!q) {
-                    w->rc = SIM_ENOMEM;
-                    return;
-                }
-                w->memo_iv = q;
-                w->memo_cap = cap;
-            }
-            m->at = w->memo_n;
-            w->memo_n += (size_t)p->n_ops;
-        }
-        m->shift = shift;
-        m->gpu_d = shift == SHIFT_HOST ? gpu_at - lo : 0;
-        m->host_d = shift == SHIFT_HOST ? host_at - lo : 0;
-        for (int32_t j = 0; j < p->n_ops; j++)
-            w->memo_iv[m->at + (size_t)j] = (interval){w->ws[j] - lo, w->we[j] - lo};
-        int32_t g = 0;
-        while (g < p->n_ops - 1 && p->ops[g].stream == STREAM_HOST)
-            g++;
-        m->gpu_a = p->n_ops > 0 ? w->ws[g] - lo : 0;
+    const interval *g;
+    sim_err quiet;
+    if (step_memo_sweep(p, shift, gpu_at, host_at, &dm->m, w->memo_iv, w->ws, w->we, &g, &quiet) != SIM_OK) {
+        decline(w);
+        return;
     }
-    *first = t0 + m->gpu_a;
-    for (int32_t j = 0; j < p->n_ops; j++) {
-        const int k = p->ops[j].stream;
+    *first = t0 + dm->m.gpu_a;
+    for (int k = 0; k < STREAM_KINDS; g += dm->m.cnt[k], k++) {
         if (k == STREAM_HOST || !measured_stream(k))
             continue;
-        const interval g = w->memo_iv[m->at + (size_t)j];
-        push(w, &ds->inj[k], (interval){t0 + g.a, t0 + g.b});
+        for (size_t j = 0; j < dm->m.cnt[k]; j++)
+            push(w, &ds->inj[k], (interval){t0 + g[j].a, t0 + g[j].b});
     }
-}
-
-/* May op i of a kept pass fold into the host's clock (step.c's op_folds)? */
-static bool op_folds(const dstage *ds, const wl_pass *p, int32_t i, int32_t gpu)
-{
-    const wl_op *op = &p->ops[i];
-    if (!ds->fold || op->stream != STREAM_HOST || op->duration_ps == 0 || i == gpu || i == p->n_ops - 1)
-        return false;
-    for (int j = 0; j < 2; j++)
-        if (op->dep_back[j] && p->ops[i - op->dep_back[j]].stream != STREAM_HOST)
-            return false;
-    return true;
 }
 
 /* A pass kept as its ops (step.c's add_pass): each op after its
@@ -472,21 +426,17 @@ static int32_t kept_pass(walk *w, dstage *ds, int64_t r, const sched_pass *it, w
     step_t *st = w->st;
     const wl_chunk *ch = &st->wl->stages[r].chunks[it->chunk];
     const wl_pass *p = wl_chunk_pass(ch, (sched_kind)it->kind);
-    int32_t gpu = 0;
-    while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
-        gpu++;
+    const int32_t gpu = step_first_gpu_op(p);
     for (int32_t i = 0; i < p->n_ops && w->rc == SIM_OK; i++) {
         const wl_op *op = &p->ops[i];
-        if (op_folds(ds, p, i, gpu)) {
-            host_flush(w, ds, true);
-            if (op_folds(ds, p, i, gpu) && fold(w, ds, op->duration_ps)) {
+        if (ds->fold && step_op_folds(p, i)) {
+            host_flush(w, ds, true); /* the rest first (it may end the folding) */
+            if (fold(w, ds, op->duration_ps)) {
                 w->host_own[stream_of(r, STREAM_HOST)] += op->duration_ps;
-                w->op_folded[i] = true;
                 w->op_end[i] = at(ds->host_clock, 1);
                 continue;
             }
         }
-        w->op_folded[i] = false;
         when after = 0;
         for (int j = 0; j < 2; j++) {
             const int32_t d = i - op->dep_back[j];
@@ -570,22 +520,9 @@ static void stage_end(walk *w, int64_t r)
         host_task(w, ds, dur(w, h->optimizer_s), 0, true, r);
     if (w->distopt && !w->ag_first)
         for (int64_t c = 0; c < st->v; c++) {
-            const wl_chunk *ch = &ws->chunks[c];
-            double g = 0;
-            for (int32_t k = 0; k < ch->n_buckets; k++)
-                g += ch->buckets[k].gather_s;
-            task(w, ds, STREAM_DP, dur(w, g), opt, true);
+            task(w, ds, STREAM_DP, dur(w, step_chunk_gather_s(&ws->chunks[c])), opt, true);
         }
     host_flush(w, ds, false);
-}
-
-/* Does a pass of (chunk, kind) on stage r send to the next virtual stage
- * (step.c's sends[])? */
-static bool sends(const step_t *st, int64_t r, int64_t c, int kind)
-{
-    const sched_kind_desc *kd = sched_kind_of((sched_kind)kind);
-    const int64_t to = sched_vstage(&st->plan, r, c) + kd->send_dir;
-    return kd->send_dir != 0 && to >= 0 && to < st->pp * st->v && st->pp > 1;
 }
 
 /* The pipeline send of a pass that ended at `end` where it sends: a lag
@@ -611,17 +548,9 @@ static inline void send(walk *w, dstage *ds, bool sends, sim_time_ps end)
  * ended. */
 static inline bool fast_pass(walk *w, dstage *ds, int64_t r, const dpos *pos, const dkind *dk)
 {
-    when g = 0;
-    if (pos->src >= 0) {
-        const when e = w->last_end[pos->src];
-        if (e == NOT_YET)
-            return false;
-        g = at(T(e) + dk->src_send, 1);
-    }
-    if (w->blocking && ds->sent)
-        g = later(g, at(ds->sent_end + ds->send_ps, 1));
-    if (pos->fwd >= 0)
-        g = later(g, w->last_end[pos->fwd]);
+    when g;
+    if (!inputs(w, ds, pos, dk, &g))
+        return false;
     if (dk->mode == 2) {
         when none;
         g = later(g, host_pass_lead(w, ds, r, dk->sum, false, 0, &none));
@@ -654,23 +583,20 @@ static bool place_pass(walk *w, int64_t r)
     dstage *ds = &w->stages[r];
     const int64_t i = ds->i;
     const sched_pass *it = &ds->seq[i];
-    {
-        const dpos *pos = &ds->pos[i];
-        const dkind *dk = &ds->kinds[pos->q];
-        if (dk->mode != 0 && !(it->kind == SCHED_F && w->ag_first && !ds->first_f_done[it->chunk]) &&
-            !(it->kind == w->grad && in->ddp.overlap_grad_reduce && i == ds->last_grad[it->chunk]) &&
-            !(dk->mode == 1 && dk->host && !ds->lead_placed))
-            return fast_pass(w, ds, r, pos, dk);
-    }
+    const dpos *pos = &ds->pos[i];
+    const dkind *dk = &ds->kinds[pos->q];
+    const bool first_f = it->kind == SCHED_F && w->ag_first && !ds->first_f_done[it->chunk];
+    const bool last_grad = it->kind == w->grad && in->ddp.overlap_grad_reduce && i == ds->last_grad[it->chunk];
+    if (dk->mode != 0 && !first_f && !last_grad && !(dk->mode == 1 && dk->sum->host && !ds->lead_placed))
+        return fast_pass(w, ds, r, pos, dk);
     const wl_chunk *ch = &st->wl->stages[r].chunks[it->chunk];
-    const pass_summary *sum = summary_of(st, r, it->chunk, it->kind);
+    const pass_summary *sum = dk->sum;
     const int32_t nb = ch->n_buckets;
     when gate;
-    if (!inputs(w, r, it, &gate))
+    if (!inputs(w, ds, pos, dk, &gate))
         return false;
-    const bool first_f = it->kind == SCHED_F && w->ag_first && !ds->first_f_done[it->chunk];
-    const bool inside = it->kind == w->grad && in->ddp.overlap_grad_reduce && i == ds->last_grad[it->chunk] && nb > 1;
-    const size_t q = (size_t)(it->chunk * st->n_kinds + it->kind);
+    const bool inside = last_grad && nb > 1;
+    const size_t q = pos->q;
     when span_a = 0, last_a = 0;
     sim_time_ps span_d = 0, last_d = 0, first_at = 0;
     bool whole = true, shifted = false;
@@ -752,27 +678,22 @@ static bool place_pass(walk *w, int64_t r)
         return true;
     if (first_f)
         ds->first_f_done[it->chunk] = true;
-    /* Counters (step.c's link_forward / link_backward). */
-    const int act = CTR_ACT, inflight = CTR_INFLIGHT;
-    if (it->kind == SCHED_F) {
-        delta(ds, act, span_a, span_d, ch->act_bytes, 0);
-        delta(ds, inflight, span_a, span_d, 1, 0);
-    } else {
-        const bool frees = it->kind == w->free_kind;
-        const int64_t transient = it->kind == SCHED_B ? ch->bwd_transient_bytes : 0;
-        delta(ds, act, span_a, span_d, transient, -(frees ? ch->act_bytes : 0) - transient);
-        if (frees)
-            delta(ds, inflight, last_a, last_d, 0, -1);
-    }
+    /* Counters (step.c's link_forward / link_backward): a forward's on
+     * its span, a backward's flight ends with its last task. */
+    delta(ds, CTR_ACT, span_a, span_d, dk->act_s, dk->act_e);
+    if (it->kind == SCHED_F)
+        delta(ds, CTR_INFLIGHT, span_a, span_d, dk->inf_s, dk->inf_e);
+    else
+        delta(ds, CTR_INFLIGHT, last_a, last_d, dk->inf_s, dk->inf_e);
     const when end = end_of(last_a, last_d);
-    w->last_end[pass_index(st, r, it->kind, it->microbatch, it->chunk)] = end;
+    w->last_end[pos->own] = end;
     ds->pipe_end = T(end) > ds->pipe_end ? T(end) : ds->pipe_end;
     busy_add(ds, shifted ? first_at : T(span_a), T(end));
     if (whole)
         (shifted ? ds->n_shifted : ds->n_whole)[q]++;
-    send(w, ds, ds->dst_r[q] >= 0, T(end));
+    send(w, ds, dk->dst_r >= 0, T(end));
     /* The buckets' reductions after the chunk's last gradient pass. */
-    if (it->kind == w->grad && in->ddp.overlap_grad_reduce && i == ds->last_grad[it->chunk])
+    if (last_grad)
         for (int32_t k = 0; k < nb; k++) {
             const sim_time_ps d = dur(w, ch->buckets[k].reduce_s);
             const when after = whole ? end : w->op_end[ch->buckets[k].ready_op];
@@ -780,13 +701,6 @@ static bool place_pass(walk *w, int64_t r)
             ds->has_rs = true;
         }
     return true;
-}
-
-/* Sums n times d into *x; false when it would wrap. */
-static bool add_times(sim_time_ps *x, sim_time_ps d, sim_time_ps n)
-{
-    sim_time_ps y;
-    return !__builtin_mul_overflow(d, n, &y) && !__builtin_add_overflow(*x, y, x);
 }
 
 /* Stage r's figures (step_measure's, off the same sets). */
@@ -822,33 +736,12 @@ static void measure_stage(walk *w, int64_t r, step_stage_meas *sr, interval *scr
         sl[n_comm] = lens[k];
         kinds[n_comm++] = k;
     }
-    sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
     sim_time_ps exposed =
-        exposed_lists(streams, sl, n_comm, lists[STREAM_COMPUTE], lens[STREAM_COMPUTE], tot, unc);
-    for (int i = 0; i < n_comm; i++) {
-        sr->comm_ps[kinds[i]] = tot[i];
-        sr->exposed_ps[kinds[i]] = unc[i];
-    }
+        step_measure_comm(streams, sl, kinds, n_comm, lists[STREAM_COMPUTE], lens[STREAM_COMPUTE], sr);
     for (int k = 0; k < STREAM_KINDS; k++)
         if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
             sr->comm_ps[k] = w->host_own[stream_of(r, (stream_kind)k)];
-    bool fits = true;
-    for (int64_t c = 0; c < st->v; c++)
-        for (int kind = 0; kind < st->n_kinds; kind++) {
-            const size_t q = (size_t)(c * st->n_kinds + kind);
-            const pass_summary *ps = summary_of(st, r, c, kind);
-            if (ds->n_shifted[q])
-                for (int k = 0; k < STREAM_KINDS; k++)
-                    if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
-                        fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], ds->n_shifted[q]);
-            if (!ds->n_whole[q])
-                continue;
-            fits = fits && add_times(&exposed, ps->exposed_all_ps, ds->n_whole[q]);
-            for (int k = 0; k < STREAM_KINDS; k++)
-                fits = fits && add_times(&sr->comm_ps[k], ps->comm_ps[k], ds->n_whole[q]) &&
-                       add_times(&sr->exposed_ps[k], ps->exposed_ps[k], ds->n_whole[q]);
-        }
-    if (!fits)
+    if (!step_measure_add_summaries(st, r, ds->n_whole, ds->n_shifted, sr, &exposed))
         decline(w);
     sr->exposed_total_ps = exposed;
     for (int c = 0; c < CTR_PER_STAGE; c++)
@@ -893,14 +786,12 @@ static void walk_free(walk *w)
         }
         free(ds->kinds);
         free(ds->n_whole);
-        free(ds->src_r);
         free(ds->memo);
     }
     free(w->stages);
     free(w->last_end);
     free(w->op_start);
     free(w->op_end);
-    free(w->op_folded);
     free(w->ws);
     free(w->we);
     free(w->memo_iv);
@@ -912,7 +803,7 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
     if (!eligible(st, in))
         return DIRECT_DECLINED;
     const int64_t pp = st->pp, v = st->v;
-    walk w = {.st = st, .in = in, .s = s, .rc = SIM_OK};
+    walk w = {.st = st, .in = in, .rc = SIM_OK};
     w.ag_first = s->zero >= DP_SHARD_OPTIM && in->ddp.overlap_param_gather;
     w.distopt = s->zero >= DP_SHARD_OPTIM;
     w.blocking = st->plan.place == SCHED_PLACE_LOOP && (v == 1 || !s->par.overlap_p2p_comm);
@@ -934,12 +825,11 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
     w.last_end = malloc(n_passes * sizeof *w.last_end);
     w.op_start = malloc(longest * sizeof *w.op_start);
     w.op_end = malloc(longest * sizeof *w.op_end);
-    w.op_folded = malloc(longest * sizeof *w.op_folded);
     w.ws = malloc(longest * sizeof *w.ws);
     w.we = malloc(longest * sizeof *w.we);
     w.host_own = calloc((size_t)(pp * STREAM_KINDS), sizeof *w.host_own);
     int rc = SIM_OK;
-    if (!w.stages || !w.last_end || !w.op_start || !w.op_end || !w.op_folded || !w.ws || !w.we || !w.host_own) {
+    if (!w.stages || !w.last_end || !w.op_start || !w.op_end || !w.ws || !w.we || !w.host_own) {
         rc = SIM_ENOMEM;
         goto done;
     }
@@ -963,29 +853,6 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
             break;
         }
         ds->n_shifted = ds->n_whole + n_sums;
-        ds->src_r = malloc(3 * n_sums * sizeof *ds->src_r);
-        if (!ds->src_r) {
-            rc = SIM_ENOMEM;
-            break;
-        }
-        ds->src_c = ds->src_r + n_sums;
-        ds->dst_r = ds->src_c + n_sums;
-        for (int64_t c = 0; c < v; c++)
-            for (int k = 0; k < st->n_kinds; k++) {
-                const size_t q = (size_t)(c * st->n_kinds + k);
-                const int64_t vs = sched_vstage(&st->plan, r, c), dir = sched_kind_of((sched_kind)k)->send_dir;
-                int64_t lr, lc;
-                ds->src_r[q] = ds->src_c[q] = ds->dst_r[q] = -1;
-                if (dir != 0 && vs - dir >= 0 && vs - dir < pp * v) {
-                    sched_locate(&st->plan, vs - dir, &lr, &lc);
-                    ds->src_r[q] = lr;
-                    ds->src_c[q] = lc;
-                }
-                if (sends(st, r, c, k)) {
-                    sched_locate(&st->plan, vs + dir, &lr, &lc);
-                    ds->dst_r[q] = lr;
-                }
-            }
         /* Its lists' room for a task per pass (the compute stream, the
          * sends), grown only by passes kept as ops. */
         ds->list[STREAM_COMPUTE].cap = (size_t)st->rank_passes + 64;
@@ -997,6 +864,18 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
             rc = SIM_ENOMEM;
             break;
         }
+        /* Where each (chunk, kind)'s input comes from and its send goes. */
+        for (int64_t c = 0; c < v; c++)
+            for (int k = 0; k < st->n_kinds; k++) {
+                dkind *dk = &ds->kinds[c * st->n_kinds + k];
+                const int64_t vs = sched_vstage(&st->plan, r, c), dir = sched_kind_of((sched_kind)k)->send_dir;
+                int64_t lc;
+                dk->src_r = dk->src_c = dk->dst_r = -1;
+                if (dir != 0 && vs - dir >= 0 && vs - dir < pp * v)
+                    sched_locate(&st->plan, vs - dir, &dk->src_r, &dk->src_c);
+                if (step_sends(st, r, c, k))
+                    sched_locate(&st->plan, vs + dir, &dk->dst_r, &lc);
+            }
         int64_t n_items = 0;
         sim_err quiet;
         sim_err_clear(&quiet);
@@ -1014,10 +893,10 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
         for (int64_t i = 0; i < ds->n_seq; i++) {
             const sched_pass *it = &ds->seq[i];
             const size_t q = (size_t)(it->chunk * st->n_kinds + it->kind);
+            const dkind *dk = &ds->kinds[q];
             ds->pos[i] = (dpos){
                 .own = (int32_t)pass_index(st, r, it->kind, it->microbatch, it->chunk),
-                .src = ds->src_r[q] < 0 ? -1
-                                        : (int32_t)pass_index(st, ds->src_r[q], it->kind, it->microbatch, ds->src_c[q]),
+                .src = dk->src_r < 0 ? -1 : (int32_t)pass_index(st, dk->src_r, it->kind, it->microbatch, dk->src_c),
                 .fwd = it->kind == SCHED_F ? -1 : (int32_t)pass_index(st, r, SCHED_F, it->microbatch, it->chunk),
                 .q = (uint32_t)q};
         }
@@ -1037,7 +916,6 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
                 const bool common = sum->collapsible && !sum->tail;
                 dk->mode = !common ? 0 : !sum->host || ds->no_host ? 1 : sum->sync ? 0 : 2;
                 dk->sum = sum;
-                dk->host = sum->host;
                 dk->gpu = dk->mode == 1 && !sum->host ? sum->span_ps : sum->gpu_ps;
                 if (k == SCHED_F) {
                     dk->act_s = ch->act_bytes;
@@ -1049,9 +927,6 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
                     dk->act_e = -(frees ? ch->act_bytes : 0) - transient;
                     dk->inf_e = frees ? -1 : 0;
                 }
-                dk->src_r = ds->src_r[q];
-                dk->src_c = ds->src_c[q];
-                dk->dst_r = ds->dst_r[q];
                 dk->src_send = dk->src_r >= 0 ? w.stages[dk->src_r].send_ps : 0;
             }
     }
@@ -1086,7 +961,7 @@ int step_direct(step_t *st, const run_inputs *in, const strategy_t *s, step_meas
             if (!place_pass(&w, r))
                 break;
             const sched_pass *it = &ds->seq[ds->i++];
-            const int64_t to = ds->dst_r[it->chunk * st->n_kinds + it->kind];
+            const int64_t to = ds->kinds[it->chunk * st->n_kinds + it->kind].dst_r;
             if (to >= 0 && to != r && !queued[to]) {
                 todo[n_todo++] = to;
                 queued[to] = true;

@@ -181,6 +181,46 @@ static inline int stream_of(int64_t stage, stream_kind k)
     return (int)(stage * STREAM_KINDS + k);
 }
 
+/* The first op of a pass template that is not the host's (its GPU work
+ * begins there; the host ops that issue its first kernels come before),
+ * or its last op. */
+static inline int32_t step_first_gpu_op(const wl_pass *p)
+{
+    int32_t i = 0;
+    while (i < p->n_ops - 1 && p->ops[i].stream == STREAM_HOST)
+        i++;
+    return i;
+}
+/* May op i of a pass placed as its own ops fold into the host's clock
+ * where the stage folds (step.c, "The host")?  A host op of some length
+ * that waits for host ops alone, neither the pass's first GPU op nor its
+ * last (its ends are the pass's). */
+static inline bool step_op_folds(const wl_pass *p, int32_t i)
+{
+    const wl_op *op = &p->ops[i];
+    if (op->stream != STREAM_HOST || op->duration_ps == 0 || i == step_first_gpu_op(p) || i == p->n_ops - 1)
+        return false;
+    for (int j = 0; j < 2; j++)
+        if (op->dep_back[j] && p->ops[i - op->dep_back[j]].stream != STREAM_HOST)
+            return false;
+    return true;
+}
+/* Does a pass of (chunk, kind) on stage r send to the neighbouring
+ * virtual stage? */
+static inline bool step_sends(const step_t *st, int64_t r, int64_t chunk, int kind)
+{
+    const int8_t dir = sched_kind_of((sched_kind)kind)->send_dir;
+    const int64_t to = sched_vstage(&st->plan, r, chunk) + dir;
+    return dir != 0 && to >= 0 && to < st->pp * st->v && st->pp > 1;
+}
+/* Time to all-gather a chunk's updated parameters: all its buckets. */
+static inline double step_chunk_gather_s(const wl_chunk *ch)
+{
+    double t = 0;
+    for (int32_t k = 0; k < ch->n_buckets; k++)
+        t += ch->buckets[k].gather_s;
+    return t;
+}
 /* Scratch for simulating pass templates alone, sized once for the
  * longest template: one allocation per step, not per simulation. */
 typedef struct tmpl_scratch {

@@ -39,30 +39,7 @@ static size_t stream_intervals(const step_t *st, int stream, interval *out)
     return k;
 }
 
-/* The last sweep of a (chunk, kind)'s template in shifted_ops, its ops'
- * times at off in the memo's arrays, less base: a template run as alone
- * from its GPU start (SHIFT_AHEAD) is swept from the same origin for
- * every pass of its (chunk, kind), so once; one run from its GPU's and
- * its host's starts (SHIFT_HOST) gives, the sweep being max-plus
- * (sweep_gated: every time a max of sums), the same times later by d
- * when both starts are later by d: kept with the starts less the earlier
- * of them (gpu_d, host_d, one of them 0). */
-typedef struct sweep_memo {
-    size_t off;
-    uint8_t shift; /* SHIFT_NONE: not swept yet on this stage */
-    sim_time_ps gpu_d, host_d;
-    sim_time_ps gpu_a; /* the start of its first GPU op, where its span begins */
-    size_t cnt[STREAM_KINDS]; /* its ops per stream */
-} sweep_memo;
-
-/* The [start, end) of a (chunk, kind)'s ops (*g, less the base the caller
- * adds), grouped by stream (m->cnt[k] of stream k after those of the
- * streams before it, each stream's in op order: so that a pass's ops go
- * to the streams' lists in runs), swept as shift says from gpu_at and
- * host_at, from its memo where that sweep is known, else swept (step_sweep
- * writes a timeline's starts and ends into ws, we: room for the ops) and
- * kept in the memo's place of miv. */
-static int memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_time_ps host_at, sweep_memo *m,
+int step_memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_time_ps host_at, sweep_memo *m,
                       interval *miv, sim_time_ps *ws, sim_time_ps *we, const interval **g, sim_err *err)
 {
     const sim_time_ps lo = gpu_at < host_at ? gpu_at : host_at, base = shift == SHIFT_HOST ? lo : gpu_at;
@@ -87,10 +64,7 @@ static int memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_t
         at[k] = (size_t)sum;
     for (int32_t j = 0; j < p->n_ops; j++)
         mine[at[p->ops[j].stream]++] = (interval){ws[j] - base, we[j] - base};
-    int32_t gpu = 0;
-    while (gpu < p->n_ops - 1 && p->ops[gpu].stream == STREAM_HOST)
-        gpu++;
-    m->gpu_a = p->n_ops > 0 ? ws[gpu] - base : 0;
+    m->gpu_a = p->n_ops > 0 ? ws[step_first_gpu_op(p)] - base : 0;
     return SIM_OK;
 }
 
@@ -146,7 +120,7 @@ static int shifted_ops(const step_t *st, int64_t r, interval *inj, size_t at[STR
             t0 = eng_task_start(st->eng, ref->span);
         }
         const interval *g;
-        int rc = memo_sweep(p, st->shifted[pi], gpu_at, host_at, m, miv, ws, we, &g, err);
+        int rc = step_memo_sweep(p, st->shifted[pi], gpu_at, host_at, m, miv, ws, we, &g, err);
         if (rc != SIM_OK)
             return rc;
         first_at[i] = t0 + m->gpu_a;
@@ -208,9 +182,7 @@ static void stage_room(const step_t *st, size_t *n_inj, size_t *stage_most)
     }
 }
 
-/* Each listed stream's busy and exposed time into sr (list i is stream
- * kinds[i]'s), in one walk; returned, their union's exposed time. */
-static sim_time_ps measure_comm(const interval *const *streams, const size_t *lens, const int *kinds, int n,
+sim_time_ps step_measure_comm(const interval *const *streams, const size_t *lens, const int *kinds, int n,
                                 const interval *cp, size_t nc, step_stage_meas *sr)
 {
     sim_time_ps tot[STREAM_KINDS], unc[STREAM_KINDS];
@@ -250,10 +222,7 @@ static sim_time_ps host_busy(const step_t *st, int64_t r, int k, const int32_t *
     return total;
 }
 
-/* Passes of stage r that stand as one task (n_whole per (chunk, kind))
- * bring their communication from their summary; those measured from
- * their ops (n_shifted) only their host.  False when a sum would wrap. */
-static bool add_summaries(const step_t *st, int64_t r, const sim_time_ps *n_whole, const sim_time_ps *n_shifted,
+bool step_measure_add_summaries(const step_t *st, int64_t r, const sim_time_ps *n_whole, const sim_time_ps *n_shifted,
                           step_stage_meas *sr, sim_time_ps *exposed_ps)
 {
     bool fits = true;
@@ -584,11 +553,11 @@ int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err
             kinds[n_comm] = k;
             lens[n_comm++] = nk;
         }
-        sim_time_ps exposed_ps = measure_comm(streams, lens, kinds, n_comm, cp, nc, sr);
+        sim_time_ps exposed_ps = step_measure_comm(streams, lens, kinds, n_comm, cp, nc, sr);
         for (int k = 0; k < STREAM_KINDS; k++)
             if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
                 sr->comm_ps[k] = st->host_own_ps[stream_of(r, (stream_kind)k)];
-        fits = fits && add_summaries(st, r, n_whole, n_shifted, sr, &exposed_ps);
+        fits = fits && step_measure_add_summaries(st, r, n_whole, n_shifted, sr, &exposed_ps);
         /* Overlapped pairs that stood as one task: their template's. */
         for (size_t q = 0; q < st->n_pairs; q++) {
             const pair_entry *pe = &st->pairs[q];
@@ -618,11 +587,11 @@ int step_measure(step_t *st, step_meas *res, const step_period_req *per, sim_err
                 clen[i] = clip(streams[i], lens[i], lo, hi, cut + cut_used);
                 cut_used += clen[i];
             }
-            sim_time_ps p_exposed = measure_comm(clipped, clen, kinds, n_comm, cp, nc, pr);
+            sim_time_ps p_exposed = step_measure_comm(clipped, clen, kinds, n_comm, cp, nc, pr);
             for (int k = 0; k < STREAM_KINDS; k++)
                 if (streams_desc((stream_kind)k)->role == STREAM_ROLE_HOST)
                     pr->comm_ps[k] = host_busy(st, r, k, per->block, per->blk);
-            pok = add_summaries(st, r, p_whole, p_shifted, pr, &p_exposed);
+            pok = step_measure_add_summaries(st, r, p_whole, p_shifted, pr, &p_exposed);
             pr->exposed_total_ps = p_exposed;
         }
     }

@@ -213,6 +213,42 @@ static inline sim_time_ps exposed_lists(const interval *const *u, const size_t *
     return total;
 }
 
+/* The last sweep of a (chunk, kind)'s template in step_measure's shifted_ops (and
+ * step_direct's), its ops'
+ * times at off in the memo's arrays, less base: a template run as alone
+ * from its GPU start (SHIFT_AHEAD) is swept from the same origin for
+ * every pass of its (chunk, kind), so once; one run from its GPU's and
+ * its host's starts (SHIFT_HOST) gives, the sweep being max-plus
+ * (sweep_gated: every time a max of sums), the same times later by d
+ * when both starts are later by d: kept with the starts less the earlier
+ * of them (gpu_d, host_d, one of them 0). */
+typedef struct sweep_memo {
+    size_t off;
+    uint8_t shift; /* SHIFT_NONE: not swept yet on this stage */
+    sim_time_ps gpu_d, host_d;
+    sim_time_ps gpu_a; /* the start of its first GPU op, where its span begins */
+    size_t cnt[STREAM_KINDS]; /* its ops per stream */
+} sweep_memo;
+/* The [start, end) of a (chunk, kind)'s ops (*g, less the base the caller
+ * adds), grouped by stream (m->cnt[k] of stream k after those of the
+ * streams before it, each stream's in op order: so that a pass's ops go
+ * to the streams' lists in runs), swept as shift says from gpu_at and
+ * host_at, from its memo where that sweep is known, else swept (step_sweep
+ * writes a timeline's starts and ends into ws, we: room for the ops) and
+ * kept in the memo's place of miv. */
+int step_memo_sweep(const wl_pass *p, uint8_t shift, sim_time_ps gpu_at, sim_time_ps host_at, sweep_memo *m,
+                    interval *miv, sim_time_ps *ws, sim_time_ps *we, const interval **g, sim_err *err);
+/* Each listed stream's busy and exposed time into sr (list i is stream
+ * kinds[i]'s, each sorted and disjoint), against the compute stream's cp,
+ * in one walk; returned, their union's exposed time. */
+sim_time_ps step_measure_comm(const interval *const *streams, const size_t *lens, const int *kinds, int n,
+                              const interval *cp, size_t nc, step_stage_meas *sr);
+/* Passes of stage r that stand as one task (n_whole per (chunk, kind))
+ * bring their communication from their summary into sr and *exposed_ps;
+ * those measured from their ops (n_shifted) only their host.  False when
+ * a sum would wrap. */
+bool step_measure_add_summaries(const step_t *st, int64_t r, const sim_time_ps *n_whole, const sim_time_ps *n_shifted,
+                                step_stage_meas *sr, sim_time_ps *exposed_ps);
 /* What one period adds to a step whose timeline step_period verified
  * (step_period.h, "One sample"): block the fit's per task, blk the block
  * after its cut, from[r] where stage r's window begins, lambda the
