@@ -1982,6 +1982,18 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
     sim_time_ps *from = NULL;
     if (derived)
         *derived = false;
+    /* The second sample, which only gives figures, walked where the walk
+     * takes it (step_direct.h: the graph's figures, for less). */
+    if (x && !fit) {
+        x->M = M;
+        x->plan.M = M;
+        x->rank_passes = x->n_kinds * M * x->v;
+        const int wr = step_direct(x, in, s, ms, &quiet);
+        if (wr != DIRECT_DECLINED) {
+            step_destroy(x);
+            return wr == SIM_OK ? SIM_OK : DECLINED;
+        }
+    }
     bool ok = x && simulate(x, in, s, M, fit ? NULL : ms, &quiet) == SIM_OK;
     if (ok && fit) {
         const size_t n = eng_num_tasks(x->eng), np = (size_t)(x->pp * x->rank_passes);
