@@ -31,8 +31,9 @@
  *              communication, memory off the timeline; with
  *              sim.steady_extension also the periodicity check of the first
  *              sample and the extension: a step derived from two samples
- *              counts two graphs and two engine runs, and a sample that
- *              fails the check is followed by the whole step's)
+ *              counts the second here where it is walked, else a second
+ *              graph and engine run, and a sample that fails the check is
+ *              followed by the whole step's)
  * and how many steps came from two samples.
  * Four lines say where the simulated steps' time goes: CPU inside step_run
  * by how a step's figures came (walked whole without a graph,
@@ -40,7 +41,8 @@
  * samples that did not fit: more than one engine run, from one sample,
  * from two); the same CPU per task of those steps' engine runs, or of the
  * tasks a walk timed (what a step costs per task simulated, its fixed
- * part and templates included);
+ * part and templates included; a walked second sample's tasks are not
+ * counted, so "two samples" reads high);
  * the layout shapes (PP x VP) that take the most of it; and the engine
  * runs' tasks by stream (compute, pipeline
  * sends, host, the other communication streams; step.c's layout of a

@@ -1878,11 +1878,17 @@ static void unbuild(step_t *st, size_t n_passes)
 
 /* Builds, runs and measures the step's graph for M microbatches (the
  * workload and summaries in st already); ms NULL: not measured (yet). */
-static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms, sim_err *err)
+/* st set to a step of M microbatches (its plan, its passes per stage). */
+static void set_microbatches(step_t *st, int64_t M)
 {
     st->M = M;
     st->plan.M = M;
     st->rank_passes = st->n_kinds * M * st->v;
+}
+
+static int simulate(step_t *st, const run_inputs *in, const strategy_t *s, int64_t M, step_meas *ms, sim_err *err)
+{
+    set_microbatches(st, M);
     const size_t n_passes = (size_t)(st->pp * st->rank_passes);
     st->collapsed = calloc(n_passes, sizeof *st->collapsed);
     st->paired = calloc(n_passes, sizeof *st->paired);
@@ -1985,9 +1991,7 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
     /* The second sample, which only gives figures, walked where the walk
      * takes it (step_direct.h: the graph's figures, for less). */
     if (x && !fit) {
-        x->M = M;
-        x->plan.M = M;
-        x->rank_passes = x->n_kinds * M * x->v;
+        set_microbatches(x, M);
         const int wr = step_direct(x, in, s, ms, &quiet);
         if (wr != DIRECT_DECLINED) {
             step_destroy(x);
