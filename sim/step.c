@@ -1078,8 +1078,118 @@ static bool stands(const builder *b, int64_t i, const pass_summary *sum)
  * (DP buckets from inside, several parameter gathers, a trace) or with a
  * zero-length pass (its counters could then change at the same instant
  * in another order) keep the stand-ins. */
-bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
-                     int64_t r, bool ag_first)
+/* The bounds of step_host_ahead as it goes along a stage's order:
+ * host_*: when the host ends (from 0 / from the last sync pass's GPU
+ * start); gpu_*: when the GPU is free at the earliest. */
+typedef struct ahead_bounds {
+    sim_time_ps host_abs, host_rel, gpu_abs, gpu_rel, rest;
+    bool synced, any;
+} ahead_bounds;
+
+/* The bounds past the pass (or pair) at seq[i]; false where the host may
+ * fall behind there.  *i moves past a pair's second pass. */
+static bool ahead_pass(ahead_bounds *a, const step_t *st, int64_t r, const sched_pass *seq, const int32_t *pair,
+                       int64_t n, int64_t *i)
+{
+    const sched_pass *it = &seq[*i];
+    /* An overlapped pair stands as its template. */
+    const pass_summary *sum =
+        pair && pair[*i] >= 0 ? &st->pairs[pair[*i]].sum : summary_of(st, r, it->chunk, it->kind);
+    sim_time_ps gpu = sum->host ? sum->gpu_ps : sum->span_ps;
+    if (!step_stands(seq, pair, n, *i, sum) || gpu == 0)
+        return false;
+    if (sum->host && !a->any) {
+        /* The first host pass keeps its lead (on an idle host) before
+         * its GPU span: the GPU starts it no earlier than the lead. */
+        a->any = true;
+        a->host_abs = a->host_rel = sum->lead_ps;
+        a->gpu_abs = a->gpu_abs > sum->lead_ps ? a->gpu_abs : sum->lead_ps;
+        a->gpu_rel = 0;
+        if (sum->sync) {
+            a->synced = true;
+            a->host_rel = sum->wait_ps;
+            a->host_abs = 0;
+        }
+        a->rest = sum->host_ps - sum->lead_ps;
+    } else if (sum->host) {
+        if (!accumulate(&a->host_abs, a->rest) || !accumulate(&a->host_abs, sum->lead_ps) ||
+            !accumulate(&a->host_rel, a->rest) || !accumulate(&a->host_rel, sum->lead_ps))
+            return false;
+        if (a->host_abs > a->gpu_abs || (a->synced && a->host_rel > a->gpu_rel))
+            return false;
+        if (sum->sync) { /* the host resumes at the GPU start + wait */
+            a->synced = true;
+            a->host_rel = sum->wait_ps;
+            a->host_abs = 0;
+            a->gpu_rel = 0;
+        }
+        a->rest = sum->host_ps - sum->lead_ps;
+    }
+    if (!accumulate(&a->gpu_abs, gpu) || !accumulate(&a->gpu_rel, gpu))
+        return false;
+    *i += pair && pair[*i] >= 0;
+    return true;
+}
+
+/* ahead_pass over seq[from .. to). */
+static bool ahead_run(ahead_bounds *a, const step_t *st, int64_t r, const sched_pass *seq, const int32_t *pair,
+                      int64_t n, int64_t from, int64_t to)
+{
+    for (int64_t i = from; i < to; i++)
+        if (!ahead_pass(a, st, r, seq, pair, n, &i))
+            return false;
+    return true;
+}
+
+/* y = x + k d field by field (d = x2 - x1, which never shrinks: each
+ * bound only grows within a block, or restarts from the same value in
+ * every block); false past 2^64 ps. */
+static bool ahead_forward(const ahead_bounds *x1, const ahead_bounds *x2, uint64_t k, ahead_bounds *y)
+{
+    const sim_time_ps *p1[] = {&x1->host_abs, &x1->host_rel, &x1->gpu_abs, &x1->gpu_rel, &x1->rest};
+    const sim_time_ps *p2[] = {&x2->host_abs, &x2->host_rel, &x2->gpu_abs, &x2->gpu_rel, &x2->rest};
+    sim_time_ps *q[] = {&y->host_abs, &y->host_rel, &y->gpu_abs, &y->gpu_rel, &y->rest};
+    if (x1->synced != x2->synced || x1->any != x2->any)
+        return false;
+    *y = *x2;
+    for (size_t f = 0; f < sizeof q / sizeof *q; f++) {
+        sim_time_ps kd;
+        if (*p2[f] < *p1[f] || __builtin_mul_overflow(*p2[f] - *p1[f], k, &kd) ||
+            __builtin_add_overflow(*p2[f], kd, q[f]))
+            return false;
+    }
+    return true;
+}
+
+/* Is the host provably ahead of stage r's GPU at every pass, so that its
+ * stand-in tasks cannot move any other task?  Then each pass stands as its
+ * GPU span alone (one task, as without host ops) and the timeline is the
+ * same.  With every pass a stand-in, the host's lead of pass k ends at
+ * the sum of its host time so far (its rests and leads; the host waits
+ * for nothing) or, after a pass with a sync, at that pass's GPU start +
+ * its wait + the host time since; the GPU starts pass k no earlier than
+ * the sum of the stage's compute tasks before it, nor than the sync pass's
+ * GPU start + the compute tasks since.  When the lead bound stays within
+ * the GPU bound at every pass, no pass waits for its lead (and so every
+ * sync pass's GPU start is the one the bound assumed); when the host's
+ * end bound stays within the last pass's end, the optimizer's host sync
+ * waits for the GPU as before.  Stages with passes that keep their ops
+ * (DP buckets from inside, several parameter gathers, a trace) or with a
+ * zero-length pass (its counters could then change at the same instant
+ * in another order) keep the stand-ins.
+ *
+ * With blocks > 0 the order checked is seq's with that many more copies
+ * of its passes [at - L, at) before seq[at], one period later each (a
+ * longer step of a periodic schedule, step_period.h): the passes around
+ * a copy are those around its original (seq[at] is seq[at - L] one
+ * period on), so each position reads seq's.  From the third copy on
+ * every bound is the one before plus what the second copy added (each
+ * bound grows by sums, or restarts from the same value in each copy), so
+ * each check is affine in the copy and holds on copies 3 .. blocks - 1
+ * where it holds on the second and the last: those are taken, the
+ * others skipped. */
+bool step_host_ahead_longer(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair,
+                            int64_t n, int64_t r, bool ag_first, int64_t at, int64_t L, int64_t blocks)
 {
     const wl_stage *ws = &st->wl->stages[r];
     if (in->sim.keep_ops)
@@ -1089,56 +1199,77 @@ bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *s
     for (int64_t c = 0; c < st->v; c++)
         if (ws->chunks[c].n_buckets > 1 && (ag_first || (in->ddp.overlap_grad_reduce && st->plan.combined)))
             return false;
-    /* host_*: bounds on when the host ends (from 0 / from the last sync
-     * pass's GPU start); gpu_*: lower bounds on when the GPU is free. */
-    sim_time_ps host_abs = 0, host_rel = 0, gpu_abs = 0, gpu_rel = 0, rest = 0;
-    bool synced = false, any = false;
-    for (int64_t i = 0; i < n; i++) {
-        const sched_pass *it = &seq[i];
-        /* An overlapped pair stands as its template. */
-        const pass_summary *sum =
-            pair && pair[i] >= 0 ? &st->pairs[pair[i]].sum : summary_of(st, r, it->chunk, it->kind);
-        sim_time_ps gpu = sum->host ? sum->gpu_ps : sum->span_ps;
-        if (!step_stands(seq, pair, n, i, sum) || gpu == 0)
+    ahead_bounds a = {0};
+    if (blocks > 0) {
+        if (!ahead_run(&a, st, r, seq, pair, n, 0, at))
             return false;
-        if (sum->host && !any) {
-            /* The first host pass keeps its lead (on an idle host) before
-             * its GPU span: the GPU starts it no earlier than the lead. */
-            any = true;
-            host_abs = host_rel = sum->lead_ps;
-            gpu_abs = gpu_abs > sum->lead_ps ? gpu_abs : sum->lead_ps;
-            gpu_rel = 0;
-            if (sum->sync) {
-                synced = true;
-                host_rel = sum->wait_ps;
-                host_abs = 0;
+        ahead_bounds first = a;
+        for (int64_t j = 1; j <= blocks; j++) {
+            if (j == 3 && blocks > 3) {
+                ahead_bounds second = a;
+                if (!ahead_forward(&first, &second, (uint64_t)(blocks - 3), &a))
+                    return false;
+                j = blocks;
             }
-            rest = sum->host_ps - sum->lead_ps;
-        } else if (sum->host) {
-            if (!accumulate(&host_abs, rest) || !accumulate(&host_abs, sum->lead_ps) ||
-                !accumulate(&host_rel, rest) || !accumulate(&host_rel, sum->lead_ps))
+            if (j == 2)
+                first = a;
+            if (!ahead_run(&a, st, r, seq, pair, n, at - L, at))
                 return false;
-            if (host_abs > gpu_abs || (synced && host_rel > gpu_rel))
-                return false;
-            if (sum->sync) { /* the host resumes at the GPU start + wait */
-                synced = true;
-                host_rel = sum->wait_ps;
-                host_abs = 0;
-                gpu_rel = 0;
-            }
-            rest = sum->host_ps - sum->lead_ps;
         }
-        if (!accumulate(&gpu_abs, gpu) || !accumulate(&gpu_rel, gpu))
+        if (!ahead_run(&a, st, r, seq, pair, n, at, n))
             return false;
-        i += pair && pair[i] >= 0;
+    } else if (!ahead_run(&a, st, r, seq, pair, n, 0, n)) {
+        return false;
     }
-    return any && accumulate(&host_abs, rest) && accumulate(&host_rel, rest) && host_abs <= gpu_abs &&
-           (!synced || host_rel <= gpu_rel);
+    return a.any && accumulate(&a.host_abs, a.rest) && accumulate(&a.host_rel, a.rest) && a.host_abs <= a.gpu_abs &&
+           (!a.synced || a.host_rel <= a.gpu_rel);
+}
+
+bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
+                     int64_t r, bool ag_first)
+{
+    return step_host_ahead_longer(st, in, seq, pair, n, r, ag_first, 0, 0, 0);
 }
 
 static bool host_ahead(const builder *b, int64_t r, bool ag_first)
 {
     return step_host_ahead(b->st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first);
+}
+
+int64_t step_order_copy_at(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t P, int64_t L)
+{
+    int64_t run = 0, at = -1;
+    for (int64_t i = 0; i + L < n && at < 0; i++) {
+        const sched_pass *x = &seq[i], *y = &seq[i + L];
+        run = x->kind == y->kind && x->chunk == y->chunk && (int64_t)y->microbatch == (int64_t)x->microbatch + P
+                  ? run + 1
+                  : 0;
+        if (run == L)
+            at = i + 1;
+    }
+    /* A copy holds whole pairs: none runs across its start. */
+    if (at < 0 || (pair && (pair[at - 1] >= 0 || (at > L && pair[at - L - 1] >= 0))))
+        return -1;
+    return at;
+}
+
+/* A sample's stage whose host is ahead (or not) stands for longer steps
+ * only where their host is too (or is not): they lay out their passes by
+ * their own orders, which are the sample's with blocks inserted in its
+ * steady run (step_order_copy_at).  False where it differs, or where the
+ * sample has no such run. */
+static bool host_stays(const builder *b, int64_t r, bool ag_first, bool ahead)
+{
+    const step_t *st = b->st;
+    const int64_t P = sched_plan_period(&st->plan), L = P * st->n_kinds * st->v;
+    const int64_t at = step_order_copy_at(b->seq, b->seq_pair, b->n_seq, P, L);
+    if (at < 0)
+        return false;
+    for (int k = 0; k < 2; k++)
+        if (st->longer_by[k] > 0 &&
+            step_host_ahead_longer(st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first, at, L, st->longer_by[k]) != ahead)
+            return false;
+    return true;
 }
 
 /* The stage's passes in schedule order: each as one task of its span or as
@@ -1170,6 +1301,8 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
     /* The host never late: passes stand as their GPU spans, the first
      * host pass behind its lead. */
     const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first);
+    if (graph == NO_TASK && (st->longer_by[0] > 0 || st->longer_by[1] > 0) && !host_stays(b, r, ag_first, no_host))
+        st->host_varies = true;
     bool lead_placed = false;
     b->send_made = false;
     for (int64_t c = 0; c < v; c++)
@@ -1998,7 +2131,12 @@ static int sample(const step_t *st, const run_inputs *in, const strategy_t *s, i
             return wr == SIM_OK ? SIM_OK : DECLINED;
         }
     }
-    bool ok = x && simulate(x, in, s, M, fit ? NULL : ms, &quiet) == SIM_OK;
+    if (x && fit) {
+        const int64_t P = sched_plan_period(&st->plan);
+        x->longer_by[0] = 1;
+        x->longer_by[1] = (st->M - M) / P;
+    }
+    bool ok = x && simulate(x, in, s, M, fit ? NULL : ms, &quiet) == SIM_OK && !x->host_varies;
     if (ok && fit) {
         const size_t n = eng_num_tasks(x->eng), np = (size_t)(x->pp * x->rank_passes);
         task_pass = malloc((n ? n : 1) * sizeof *task_pass);

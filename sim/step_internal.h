@@ -164,6 +164,12 @@ struct step {
     int samples;            /* samples its figures came from (0: simulated whole) */
     bool direct;            /* its figures came from step_direct (no engine) */
     int period_checked;     /* sim.period_check: 0 not checked, 1 the second sample agrees, -1 not */
+    /* A first sample's: the steps its figures stand for, as blocks more
+     * than it has (the second sample's, the step's; 0: none), and
+     * whether a stage's host would be ahead in one of them but not in
+     * the sample, or the other way (step_host_ahead_longer). */
+    int64_t longer_by[2];
+    bool host_varies;
 };
 
 static inline pass_summary *summary_of(const step_t *st, int64_t stage, int64_t chunk, int kind)
@@ -261,5 +267,15 @@ static inline bool step_stands(const sched_pass *seq, const int32_t *pair, int64
  * "The host")? */
 bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
                      int64_t r, bool ag_first);
+/* Where a longer step's order (P microbatches, L passes a period more)
+ * holds the passes it has beyond seq's: seq[at - L, at) one period on,
+ * before seq[at], with seq's steady run (seq[i + L] seq[i] one period on)
+ * through [at - L, at + L); -1 where the run is shorter or a pair (pair:
+ * NULL for none) would run across a copy's start. */
+int64_t step_order_copy_at(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t P, int64_t L);
+/* step_host_ahead on seq with blocks more copies of seq[at - L, at)
+ * inserted before seq[at] (step_order_copy_at). */
+bool step_host_ahead_longer(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair,
+                            int64_t n, int64_t r, bool ag_first, int64_t at, int64_t L, int64_t blocks);
 
 #endif

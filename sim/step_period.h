@@ -56,7 +56,10 @@
  * part: its tasks count by their durations, and its edges to the GPU stay
  * slack.  For every step with more blocks (the builder lays each block out
  * the same, which the structure check confirms inside the sample and
- * tests/test_step_period.c across steps) the timed tasks of blocks
+ * tests/test_step_period.c across steps, and takes each stage's host as
+ * ahead in the longer steps the sample stands for exactly where it does
+ * in the sample, which step_host_ahead_longer checks on their orders,
+ * tests/test_host_longer.c) the timed tasks of blocks
  * c + 1 .. are then copies of block c + 1 shifted by lambda each, and the
  * suffix's follow the last one.  The first sample is as long as leaves
  * a few blocks in its order's steady run (step_period_order_blocks, on
