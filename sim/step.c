@@ -2523,7 +2523,7 @@ bool step_extended(const step_t *st)
 
 int step_samples(const step_t *st)
 {
-    return st->eng == NULL ? st->samples : 0;
+    return step_extended(st) ? st->samples : 0;
 }
 
 int step_period_checked(const step_t *st)

@@ -17,7 +17,7 @@
 
 typedef struct layout {
     const char *file;    /* under configs/ */
-    const char *over[8]; /* overrides, NULL-terminated */
+    const char *over[12]; /* overrides, NULL-terminated */
 } layout;
 
 static inline step_t *layout_step(const layout *l, const char *gbs, bool extended, bool period_check)
