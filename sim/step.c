@@ -1062,22 +1062,6 @@ static bool stands(const builder *b, int64_t i, const pass_summary *sum)
     return step_stands(b->seq, b->seq_pair, b->n_seq, i, sum);
 }
 
-/* Is the host provably ahead of stage r's GPU at every pass, so that its
- * stand-in tasks cannot move any other task?  Then each pass stands as its
- * GPU span alone (one task, as without host ops) and the timeline is the
- * same.  With every pass a stand-in, the host's lead of pass k ends at
- * the sum of its host time so far (its rests and leads; the host waits
- * for nothing) or, after a pass with a sync, at that pass's GPU start +
- * its wait + the host time since; the GPU starts pass k no earlier than
- * the sum of the stage's compute tasks before it, nor than the sync pass's
- * GPU start + the compute tasks since.  When the lead bound stays within
- * the GPU bound at every pass, no pass waits for its lead (and so every
- * sync pass's GPU start is the one the bound assumed); when the host's
- * end bound stays within the last pass's end, the optimizer's host sync
- * waits for the GPU as before.  Stages with passes that keep their ops
- * (DP buckets from inside, several parameter gathers, a trace) or with a
- * zero-length pass (its counters could then change at the same instant
- * in another order) keep the stand-ins. */
 /* The bounds of step_host_ahead as it goes along a stage's order:
  * host_*: when the host ends (from 0 / from the last sync pass's GPU
  * start); gpu_*: when the GPU is free at the earliest. */
@@ -1161,6 +1145,61 @@ static bool ahead_forward(const ahead_bounds *x1, const ahead_bounds *x2, uint64
     return true;
 }
 
+/* The host's bounds past a stage's last pass: is it ahead to the end? */
+static bool ahead_end(ahead_bounds a)
+{
+    return a.any && accumulate(&a.host_abs, a.rest) && accumulate(&a.host_rel, a.rest) && a.host_abs <= a.gpu_abs &&
+           (!a.synced || a.host_rel <= a.gpu_rel);
+}
+
+/* ahead[k] = step_host_ahead_longer with blocks[k] (0: seq itself), for
+ * k < nb.  The passes before seq[at] and the first two copies are the
+ * same in each order, and are walked once for all. */
+static void ahead_orders(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
+                         int64_t r, bool ag_first, int64_t at, int64_t L, const int64_t *blocks, int nb, bool *ahead)
+{
+    const wl_stage *ws = &st->wl->stages[r];
+    for (int k = 0; k < nb; k++)
+        ahead[k] = false;
+    if (in->sim.keep_ops)
+        return;
+    /* A backward releasing buckets stands as a chain, but keeps its ops
+     * in an overlapped pair; a forward waiting for gathers keeps them. */
+    for (int64_t c = 0; c < st->v; c++)
+        if (ws->chunks[c].n_buckets > 1 && (ag_first || (in->ddp.overlap_grad_reduce && st->plan.combined)))
+            return;
+    int64_t most = 0;
+    for (int k = 0; k < nb; k++)
+        most = blocks[k] > most ? blocks[k] : most;
+    ahead_bounds c[3] = {{0}}; /* before seq[at], with 0, 1 and 2 copies */
+    bool ok[3];
+    ok[0] = ahead_run(&c[0], st, r, seq, pair, n, 0, at);
+    for (int j = 1; j < 3; j++) {
+        c[j] = c[j - 1];
+        ok[j] = ok[j - 1] && j <= most && ahead_run(&c[j], st, r, seq, pair, n, at - L, at);
+    }
+    for (int k = 0; k < nb; k++) {
+        const int64_t m = blocks[k];
+        ahead_bounds a;
+        if (m < 3) {
+            if (!ok[m])
+                continue;
+            a = c[m];
+        } else {
+            /* copy m - 1 carried forward from the first two (affine in
+             * the copy), then the last walked */
+            if (!ok[2])
+                continue;
+            a = c[2];
+            if (m > 3 && !ahead_forward(&c[1], &c[2], (uint64_t)(m - 3), &a))
+                continue;
+            if (!ahead_run(&a, st, r, seq, pair, n, at - L, at))
+                continue;
+        }
+        ahead[k] = ahead_run(&a, st, r, seq, pair, n, at, n) && ahead_end(a);
+    }
+}
+
 /* Is the host provably ahead of stage r's GPU at every pass, so that its
  * stand-in tasks cannot move any other task?  Then each pass stands as its
  * GPU span alone (one task, as without host ops) and the timeline is the
@@ -1191,49 +1230,15 @@ static bool ahead_forward(const ahead_bounds *x1, const ahead_bounds *x2, uint64
 bool step_host_ahead_longer(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair,
                             int64_t n, int64_t r, bool ag_first, int64_t at, int64_t L, int64_t blocks)
 {
-    const wl_stage *ws = &st->wl->stages[r];
-    if (in->sim.keep_ops)
-        return false;
-    /* A backward releasing buckets stands as a chain, but keeps its ops
-     * in an overlapped pair; a forward waiting for gathers keeps them. */
-    for (int64_t c = 0; c < st->v; c++)
-        if (ws->chunks[c].n_buckets > 1 && (ag_first || (in->ddp.overlap_grad_reduce && st->plan.combined)))
-            return false;
-    ahead_bounds a = {0};
-    if (blocks > 0) {
-        if (!ahead_run(&a, st, r, seq, pair, n, 0, at))
-            return false;
-        ahead_bounds first = a;
-        for (int64_t j = 1; j <= blocks; j++) {
-            if (j == 3 && blocks > 3) {
-                ahead_bounds second = a;
-                if (!ahead_forward(&first, &second, (uint64_t)(blocks - 3), &a))
-                    return false;
-                j = blocks;
-            }
-            if (j == 2)
-                first = a;
-            if (!ahead_run(&a, st, r, seq, pair, n, at - L, at))
-                return false;
-        }
-        if (!ahead_run(&a, st, r, seq, pair, n, at, n))
-            return false;
-    } else if (!ahead_run(&a, st, r, seq, pair, n, 0, n)) {
-        return false;
-    }
-    return a.any && accumulate(&a.host_abs, a.rest) && accumulate(&a.host_rel, a.rest) && a.host_abs <= a.gpu_abs &&
-           (!a.synced || a.host_rel <= a.gpu_rel);
+    bool ahead;
+    ahead_orders(st, in, seq, pair, n, r, ag_first, blocks > 0 ? at : n, L, &blocks, 1, &ahead);
+    return ahead;
 }
 
 bool step_host_ahead(const step_t *st, const run_inputs *in, const sched_pass *seq, const int32_t *pair, int64_t n,
                      int64_t r, bool ag_first)
 {
     return step_host_ahead_longer(st, in, seq, pair, n, r, ag_first, 0, 0, 0);
-}
-
-static bool host_ahead(const builder *b, int64_t r, bool ag_first)
-{
-    return step_host_ahead(b->st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first);
 }
 
 int64_t step_order_copy_at(const sched_pass *seq, const int32_t *pair, int64_t n, int64_t P, int64_t L)
@@ -1253,23 +1258,30 @@ int64_t step_order_copy_at(const sched_pass *seq, const int32_t *pair, int64_t n
     return at;
 }
 
-/* A sample's stage whose host is ahead (or not) stands for longer steps
- * only where their host is too (or is not): they lay out their passes by
- * their own orders, which are the sample's with blocks inserted in its
- * steady run (step_order_copy_at).  False where it differs, or where the
- * sample has no such run. */
-static bool host_stays(const builder *b, int64_t r, bool ag_first, bool ahead)
+/* Is stage r's host ahead in the sample's order (step_host_ahead)?  A
+ * stage whose host is ahead (or not) stands for longer steps only where
+ * their host is too (or is not): they lay out their passes by their own
+ * orders, which are the sample's with blocks inserted in its steady run
+ * (step_order_copy_at).  *varies where it differs, or where the sample
+ * has no such run; all three orders in one walk (ahead_orders). */
+static bool host_ahead(const builder *b, int64_t r, bool ag_first, bool *varies)
 {
     const step_t *st = b->st;
+    if (st->longer_by[0] <= 0 && st->longer_by[1] <= 0)
+        return step_host_ahead(st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first);
     const int64_t P = sched_plan_period(&st->plan), L = P * st->n_kinds * st->v;
     const int64_t at = step_order_copy_at(b->seq, b->seq_pair, b->n_seq, P, L);
-    if (at < 0)
-        return false;
-    for (int k = 0; k < 2; k++)
-        if (st->longer_by[k] > 0 &&
-            step_host_ahead_longer(st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first, at, L, st->longer_by[k]) != ahead)
-            return false;
-    return true;
+    if (at < 0) {
+        *varies = true;
+        return step_host_ahead(st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first);
+    }
+    const int64_t blocks[3] = {0, st->longer_by[0], st->longer_by[1]};
+    bool ahead[3];
+    ahead_orders(st, b->in, b->seq, b->seq_pair, b->n_seq, r, ag_first, at, L, blocks, 3, ahead);
+    for (int k = 1; k < 3; k++)
+        if (blocks[k] > 0 && ahead[k] != ahead[0])
+            *varies = true;
+    return ahead[0];
 }
 
 /* The stage's passes in schedule order: each as one task of its span or as
@@ -1300,9 +1312,7 @@ static eng_task add_scheduled_passes(builder *b, int64_t r, bool ag_first)
                     -1, -1);
     /* The host never late: passes stand as their GPU spans, the first
      * host pass behind its lead. */
-    const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first);
-    if (graph == NO_TASK && (st->longer_by[0] > 0 || st->longer_by[1] > 0) && !host_stays(b, r, ag_first, no_host))
-        st->host_varies = true;
+    const bool no_host = graph == NO_TASK && host_ahead(b, r, ag_first, &st->host_varies);
     bool lead_placed = false;
     b->send_made = false;
     for (int64_t c = 0; c < v; c++)
