@@ -31,6 +31,7 @@
 #include <inttypes.h>
 #include <libconfig.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@
 
 #include "bounds.h"
 #include "bridge_yaml.h"
+#include "filecache.h"
 #include "infile.h"
 #include "kerneltable.h"
 #include "microbench.h"
@@ -91,6 +93,12 @@ struct cfg {
     cfg_entry *e;    /* in insertion order */
     size_t n, cap;
     bridge_notes *bridge; /* the Megatron Bridge config file, if one was loaded */
+    filecache *files;     /* files parsed once for many configurations, or NULL */
+    /* find()'s index: open addressing by key, each slot the winning
+     * entry of its key or -1; n_slots a power of two above twice the
+     * keys (NULL before the first entry). */
+    int32_t *slot;
+    size_t n_slots, n_keys;
 };
 
 static void value_free(cfg_value *v)
@@ -194,15 +202,77 @@ void cfg_destroy(cfg_t *c)
     for (size_t k = 0; k < c->n; k++)
         entry_free(&c->e[k]);
     free(c->e);
+    free(c->slot);
     free(c->data_dir);
     bridge_notes_destroy(c->bridge);
     free(c);
+}
+
+static size_t key_hash(const char *key)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
+    for (; *key; key++)
+        h = (h ^ (unsigned char)*key) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The slot of key in c's index: the one holding it, else the empty one
+ * where it goes. */
+static size_t slot_of(const cfg_t *c, const char *key)
+{
+    size_t i = key_hash(key) & (c->n_slots - 1);
+    while (c->slot[i] >= 0 && strcmp(c->e[c->slot[i]].key, key) != 0)
+        i = (i + 1) & (c->n_slots - 1);
+    return i;
+}
+
+/* Entry k into the index: it wins over the one there at the same or a
+ * lower priority (find()'s rule, as the entries come in order). */
+static void index_entry(cfg_t *c, size_t k)
+{
+    const size_t i = slot_of(c, c->e[k].key);
+    if (c->slot[i] < 0)
+        c->n_keys++;
+    if (c->slot[i] < 0 || c->e[k].prio >= c->e[c->slot[i]].prio)
+        c->slot[i] = (int32_t)k;
+}
+
+/* The index rebuilt from the entries in its slots. */
+static void reindex(cfg_t *c)
+{
+    c->n_keys = 0;
+    for (size_t i = 0; i < c->n_slots; i++)
+        c->slot[i] = -1;
+    for (size_t k = 0; k < c->n; k++)
+        index_entry(c, k);
+}
+
+/* Room in the index for one key more: false when out of memory. */
+static bool index_room(cfg_t *c)
+{
+    if (c->slot && 2 * (c->n_keys + 1) < c->n_slots)
+        return true;
+    size_t n = 64;
+    while (n <= 2 * (c->n_keys + 1))
+        n *= 2;
+    int32_t *slot = c->n < INT32_MAX ? malloc(n * sizeof *slot) : NULL;
+    if (!slot)
+        return false;
+    free(c->slot);
+    c->slot = slot;
+    c->n_slots = n;
+    reindex(c);
+    return true;
 }
 
 /* Takes ownership of *v (cleared on return, also on failure). */
 static int add_entry(cfg_t *c, const char *key, cfg_value *v, const char *file, int line,
                      cfg_prio prio, bool auto_preset, sim_err *err)
 {
+    if (!index_room(c)) {
+        value_free(v);
+        return sim_err_set(err, SIM_ENOMEM, "out of memory storing %s", key);
+    }
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
         cfg_entry *e = realloc(c->e, cap * sizeof *e);
@@ -228,6 +298,7 @@ static int add_entry(cfg_t *c, const char *key, cfg_value *v, const char *file, 
     e->prio = prio;
     e->auto_preset = auto_preset;
     c->n++;
+    index_entry(c, c->n - 1);
     return SIM_OK;
 }
 
@@ -236,13 +307,10 @@ static bool path_near(const cfg_entry *e, const char *name, char *path, size_t l
 
 static const cfg_entry *find(const cfg_t *c, const char *key)
 {
-    const cfg_entry *best = NULL;
-    for (size_t k = 0; k < c->n; k++) {
-        const cfg_entry *e = &c->e[k];
-        if (strcmp(e->key, key) == 0 && (!best || e->prio >= best->prio))
-            best = e;
-    }
-    return best;
+    if (!c->slot)
+        return NULL;
+    const int32_t k = c->slot[slot_of(c, key)];
+    return k >= 0 ? &c->e[k] : NULL;
 }
 
 static void drop_auto_presets(cfg_t *c)
@@ -255,6 +323,8 @@ static void drop_auto_presets(cfg_t *c)
             c->e[w++] = c->e[k];
     }
     c->n = w;
+    if (c->slot) /* fewer keys: the same slots hold them */
+        reindex(c);
 }
 
 bool cfg_origin(const cfg_t *c, const char *key, const char **file, int *line)
@@ -408,16 +478,79 @@ static int walk(cfg_t *c, const config_setting_t *g, const char *prefix, const c
     return SIM_OK;
 }
 
+/* Copies *v into *out (deep); false when out of memory (out cleared). */
+static bool value_copy(const cfg_value *v, cfg_value *out)
+{
+    *out = *v;
+    out->s = NULL;
+    out->ints = NULL;
+    out->flts = NULL;
+    out->strs = NULL;
+    bool ok = !v->s || (out->s = strdup(v->s));
+    if (ok && v->ints)
+        ok = (out->ints = malloc((v->n > 0 ? (size_t)v->n : 1) * sizeof *v->ints)) && memcpy(out->ints, v->ints, (size_t)v->n * sizeof *v->ints);
+    if (ok && v->flts)
+        ok = (out->flts = malloc((v->n > 0 ? (size_t)v->n : 1) * sizeof *v->flts)) && memcpy(out->flts, v->flts, (size_t)v->n * sizeof *v->flts);
+    if (ok && v->strs) {
+        out->strs = calloc(v->n > 0 ? (size_t)v->n : 1, sizeof *out->strs);
+        for (int k = 0; out->strs && k < v->n; k++)
+            ok = ok && (out->strs[k] = strdup(v->strs[k]));
+        ok = ok && out->strs;
+    }
+    if (!ok)
+        value_free(out);
+    return ok;
+}
+
+/* Adds src's entries to c in their order, as walk() added them to src,
+ * at prio. */
+static int replay(cfg_t *c, const cfg_t *src, cfg_prio prio, bool auto_preset, sim_err *err)
+{
+    for (size_t k = 0; k < src->n; k++) {
+        const cfg_entry *e = &src->e[k];
+        cfg_value v;
+        if (!value_copy(&e->v, &v))
+            return sim_err_set(err, SIM_ENOMEM, "out of memory storing %s", e->key);
+        int rc = add_entry(c, e->key, &v, e->file, e->line, prio, auto_preset, err);
+        if (rc)
+            return rc;
+    }
+    return SIM_OK;
+}
+
+static void free_settings(void *p) { cfg_destroy(p); }
+
+/* With a filecache, the file's settings are parsed once into a cfg of
+ * their own, kept, and added from there (filecache.h); the same entries
+ * in the same order as walking it into c. */
 static int load_file(cfg_t *c, const char *path, cfg_prio prio, bool auto_preset, sim_err *err)
 {
+    const cfg_t *kept = c->files ? filecache_get(c->files, FILECACHE_SETTINGS, path) : NULL;
+    if (kept)
+        return replay(c, kept, prio, auto_preset, err);
+    cfg_t *into = c->files ? calloc(1, sizeof *into) : c;
+    if (!into)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory reading %s", path);
     config_t lc;
     int rc = infile_read_libconfig(&lc, path, err);
-    if (rc)
+    if (rc == SIM_OK) {
+        rc = walk(into, config_root_setting(&lc), "", path, prio, auto_preset, err);
+        config_destroy(&lc);
+    }
+    if (into == c)
         return rc;
-    rc = walk(c, config_root_setting(&lc), "", path, prio, auto_preset, err);
-    config_destroy(&lc);
-    return rc;
+    /* What walk() added before an error stays in c, as without a cache. */
+    sim_err quiet;
+    sim_err_clear(&quiet);
+    const int added = replay(c, into, prio, auto_preset, rc == SIM_OK ? err : &quiet);
+    if (rc == SIM_OK && added == SIM_OK)
+        filecache_put(c->files, FILECACHE_SETTINGS, path, into, free_settings);
+    else
+        cfg_destroy(into);
+    return rc == SIM_OK ? added : rc;
 }
+
+void cfg_use_filecache(cfg_t *c, filecache *fc) { c->files = fc; }
 
 /* The Bridge reader's sink: the key table and cfg_set_at at the file's
  * priority. */
@@ -1256,12 +1389,37 @@ static const key_def keys[] = {
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
-static const key_def *key_lookup(const char *key)
+/* The key table by name, for key_lookup's binary search (built once). */
+static const key_def *keys_sorted[N_KEYS];
+static pthread_once_t keys_sorted_once = PTHREAD_ONCE_INIT;
+
+static int key_def_cmp(const void *a, const void *b)
+{
+    const key_def *x = *(const key_def *const *)a, *y = *(const key_def *const *)b;
+    const int d = strcmp(x->key, y->key);
+    return d ? d : (x > y) - (x < y); /* a name twice: the first in the table first */
+}
+
+static void sort_keys(void)
 {
     for (size_t k = 0; k < N_KEYS; k++)
-        if (strcmp(keys[k].key, key) == 0)
-            return &keys[k];
-    return NULL;
+        keys_sorted[k] = &keys[k];
+    qsort(keys_sorted, N_KEYS, sizeof *keys_sorted, key_def_cmp);
+}
+
+/* The first entry of the key table named key, or NULL. */
+static const key_def *key_lookup(const char *key)
+{
+    pthread_once(&keys_sorted_once, sort_keys);
+    size_t lo = 0, hi = N_KEYS; /* the first with a name >= key is in [lo, hi] */
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(keys_sorted[mid]->key, key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < N_KEYS && strcmp(keys_sorted[lo]->key, key) == 0 ? keys_sorted[lo] : NULL;
 }
 
 static size_t edit_distance(const char *a, const char *b)
@@ -1528,6 +1686,25 @@ static int set_fitted(const cfg_t *c, const key_def *k, const cfg_value *v, run_
     return SIM_OK;
 }
 
+/* A kernel or measured table (kind) read from path into out, from c's
+ * filecache where it has it (the tables are plain values: copied). */
+static int table_load(const cfg_t *c, filecache_kind kind, const char *path, void *out, sim_err *err)
+{
+    const size_t size = kind == FILECACHE_KERNELS ? sizeof(kernel_table) : sizeof(microbench_table);
+    const void *kept = c->files ? filecache_get(c->files, kind, path) : NULL;
+    if (kept) {
+        memcpy(out, kept, size);
+        return SIM_OK;
+    }
+    const int rc = kind == FILECACHE_KERNELS ? kerneltable_load(path, out, err) : microbench_load(path, out, err);
+    void *copy = rc == SIM_OK && c->files ? malloc(size) : NULL;
+    if (copy) {
+        memcpy(copy, out, size);
+        filecache_put(c->files, kind, path, copy, free);
+    }
+    return rc;
+}
+
 /* A relative table path is taken relative to the file that names it (a
  * topology), then to the working directory, as sim.params. */
 static int set_microbench(const cfg_t *c, const key_def *k, const cfg_value *v, run_inputs *in, sim_err *err)
@@ -1539,7 +1716,7 @@ static int set_microbench(const cfg_t *c, const key_def *k, const cfg_value *v, 
     path_near(find(c, k->key), v->s, path, sizeof path, tried, sizeof tried);
     sim_err inner;
     sim_err_clear(&inner);
-    if (microbench_load(path, &in->cluster.compute.bench, &inner) != SIM_OK)
+    if (table_load(c, FILECACHE_MICROBENCH, path, &in->cluster.compute.bench, &inner) != SIM_OK)
         return key_err_of(c, err, SIM_EINVAL, k->key, &inner);
     return SIM_OK;
 }
@@ -1555,7 +1732,7 @@ static int set_kernels(const cfg_t *c, const key_def *k, const cfg_value *v, run
         path_near(find(c, k->key), v->s, path, sizeof path, tried, sizeof tried);
         sim_err inner;
         sim_err_clear(&inner);
-        if (kerneltable_load(path, &p->kernels, &inner) != SIM_OK)
+        if (table_load(c, FILECACHE_KERNELS, path, &p->kernels, &inner) != SIM_OK)
             return key_err_of(c, err, SIM_EINVAL, k->key, &inner);
     }
     bool gemms = false, attn = p->kernels.n_curves > 0;

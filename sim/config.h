@@ -88,6 +88,13 @@ void cfg_destroy(cfg_t *c);
 /* The folder presets are read from (models/, topologies/, kernels/). */
 const char *cfg_data_dir(const cfg_t *c);
 
+/* Files c reads (cfg_load_file, the presets cfg_resolve loads, kernel
+ * and measured tables) come from fc where it has them, and are kept there
+ * when it has not (filecache.h); NULL: every file read as it is named.
+ * fc outlives c. */
+struct filecache;
+void cfg_use_filecache(cfg_t *c, struct filecache *fc);
+
 /* Loads a libconfig file at a priority.  Syntax errors name file and line.
  * A path ending in .yaml or .yml is a Megatron Bridge saved config instead
  * (bridge_yaml.h); what it did with each field is cfg_bridge_notes(). */

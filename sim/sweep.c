@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "filecache.h"
 #include "bounds.h"
 #include "handover.h"
 #include "infile.h"
@@ -931,12 +932,15 @@ static void decompose(const sweep_t *sw, int64_t index, int64_t *pick)
 
 /* Builds, resolves and simulates one configuration; the failure of an
  * invalid one is left in e.  cache (NULL: none): the worker's pass
- * summaries, kept across its configurations as in search (wl_cache.h). */
-static int simulate(const sweep_t *sw, const int64_t *pick, wl_cache *cache, FILE *rep, sim_err *e)
+ * summaries, kept across its configurations as in search (wl_cache.h);
+ * files (NULL: none): the input files the run has parsed (filecache.h). */
+static int simulate(const sweep_t *sw, const int64_t *pick, wl_cache *cache, filecache *files, FILE *rep,
+                    sim_err *e)
 {
     cfg_t *c = cfg_create(sw->data_dir);
     if (!c)
         return sim_err_set(e, SIM_ENOMEM, "out of memory");
+    cfg_use_filecache(c, files);
     int rc = sw->base ? cfg_load_file(c, sw->base, CFG_PRIO_FILE, e) : SIM_OK;
     for (int k = 0; k < sw->nset && rc == SIM_OK; k++)
         rc = cfg_set_override(c, sw->set[k], e);
@@ -961,14 +965,16 @@ static int simulate(const sweep_t *sw, const int64_t *pick, wl_cache *cache, FIL
     return rc;
 }
 
-static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, char **row, size_t *len, sim_err *err);
+static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, filecache *files, char **row, size_t *len,
+                    sim_err *err);
 
 int sweep_row(const sweep_t *sw, int64_t index, char **row, size_t *len, sim_err *err)
 {
-    return row_with(sw, index, NULL, row, len, err);
+    return row_with(sw, index, NULL, NULL, row, len, err);
 }
 
-static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, char **row, size_t *len, sim_err *err)
+static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, filecache *files, char **row, size_t *len,
+                    sim_err *err)
 {
     *row = NULL;
     *len = 0;
@@ -980,7 +986,7 @@ static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, char **ro
     strbuf rep, sb;
     if (!sb_open(&rep))
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
-    int rc = simulate(sw, pick, cache, rep.f, &e);
+    int rc = simulate(sw, pick, cache, files, rep.f, &e);
     char *r = sb_close(&rep);
     if (rc == SIM_ENOMEM || !r || !sb_open(&sb)) {
         free(r);
@@ -1058,6 +1064,7 @@ static int row_with(const sweep_t *sw, int64_t index, wl_cache *cache, char **ro
 typedef struct runner {
     const sweep_t *sw;
     sweep_span span;
+    filecache *files;       /* the workers' input files, parsed once */
     pthread_mutex_t mu;
     pthread_cond_t filled;  /* a slot was filled (or a worker failed) */
     pthread_cond_t freed;   /* `written` advanced (or the run stops) */
@@ -1088,7 +1095,7 @@ static void *worker(void *arg)
         size_t len;
         sim_err e;
         sim_err_clear(&e);
-        int rc = cache ? row_with(r->sw, r->span.first + pos * r->span.stride, cache, &row, &len, &e)
+        int rc = cache ? row_with(r->sw, r->span.first + pos * r->span.stride, cache, r->files, &row, &len, &e)
                        : sim_err_set(&e, SIM_ENOMEM, "out of memory");
 
         pthread_mutex_lock(&r->mu);
@@ -1111,7 +1118,8 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static int run_inline(const sweep_t *sw, sweep_span span, sweep_emit_fn emit, void *ctx, sim_err *err)
+static int run_inline(const sweep_t *sw, sweep_span span, filecache *files, sweep_emit_fn emit, void *ctx,
+                      sim_err *err)
 {
     wl_cache *cache = wl_cache_create(WL_CACHE_BYTES);
     int rc = cache ? SIM_OK : sim_err_set(err, SIM_ENOMEM, "out of memory");
@@ -1119,7 +1127,7 @@ static int run_inline(const sweep_t *sw, sweep_span span, sweep_emit_fn emit, vo
         char *row;
         size_t len;
         int64_t index = span.first + pos * span.stride;
-        rc = row_with(sw, index, cache, &row, &len, err);
+        rc = row_with(sw, index, cache, files, &row, &len, err);
         if (rc == SIM_OK) {
             rc = emit(ctx, pos, index, row, len);
             free(row);
@@ -1129,14 +1137,26 @@ static int run_inline(const sweep_t *sw, sweep_span span, sweep_emit_fn emit, vo
     return rc;
 }
 
+static int run_jobs(const sweep_t *sw, sweep_span span, int jobs, filecache *files, sweep_emit_fn emit, void *ctx,
+                    sim_err *err);
+
+/* One filecache for the whole run: each input file is read once. */
 int sweep_run(const sweep_t *sw, sweep_span span, int jobs, sweep_emit_fn emit, void *ctx, sim_err *err)
 {
+    filecache *files = filecache_create();
+    if (!files)
+        return sim_err_set(err, SIM_ENOMEM, "out of memory");
     if (jobs > span.count)
         jobs = (int)span.count;
-    if (jobs <= 1)
-        return run_inline(sw, span, emit, ctx, err);
+    const int rc = jobs <= 1 ? run_inline(sw, span, files, emit, ctx, err) : run_jobs(sw, span, jobs, files, emit, ctx, err);
+    filecache_destroy(files);
+    return rc;
+}
 
-    runner r = { .sw = sw, .span = span, .window = (int64_t)jobs * REORDER_PER_JOB };
+static int run_jobs(const sweep_t *sw, sweep_span span, int jobs, filecache *files, sweep_emit_fn emit, void *ctx,
+                    sim_err *err)
+{
+    runner r = { .sw = sw, .span = span, .files = files, .window = (int64_t)jobs * REORDER_PER_JOB };
     r.row = calloc((size_t)r.window, sizeof *r.row);
     r.len = calloc((size_t)r.window, sizeof *r.len);
     pthread_t *tid = calloc((size_t)jobs, sizeof *tid);
