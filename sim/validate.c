@@ -17,6 +17,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "bounds.h"
+#include "filecache.h"
 #include "frameworks.h"
 #include "model.h"
 #include "numparse.h"
@@ -1088,7 +1089,10 @@ static int pred_skip(vpred *p, const char *fmt, ...)
     return SIM_OK;
 }
 
-int validate_predict(const vcase *c, const char *data_dir, const char *const *extra, vpred *p)
+/* validate_predict with the input files from files (NULL: each read as
+ * named; filecache.h). */
+static int predict_with(const vcase *c, const char *data_dir, const char *const *extra, filecache *files,
+                        vpred *p)
 {
     memset(p, 0, sizeof *p);
     p->value = p->ape = p->bias = NAN;
@@ -1097,6 +1101,7 @@ int validate_predict(const vcase *c, const char *data_dir, const char *const *ex
     cfg_t *cfg = cfg_create(data_dir);
     if (!cfg)
         return SIM_ENOMEM;
+    cfg_use_filecache(cfg, files);
     sim_err err;
     sim_err_clear(&err);
     char buf[700];
@@ -1166,6 +1171,11 @@ int validate_predict(const vcase *c, const char *data_dir, const char *const *ex
     /* A shorter step is the optimistic side of a step-time row. */
     p->bias = 100.0 * (c->metric == VM_STEP_TIME ? c->measured - p->value : p->value - c->measured) / c->measured;
     return SIM_OK;
+}
+
+int validate_predict(const vcase *c, const char *data_dir, const char *const *extra, vpred *p)
+{
+    return predict_with(c, data_dir, extra, NULL, p);
 }
 
 /* ---------------------------------------------------------- summary */
@@ -1718,6 +1728,7 @@ typedef struct vpool {
     const char *const *extra;
     vpred *preds;
     progress_t *prog;
+    filecache *files; /* the rows' input files, parsed once */
     long done;     /* selected rows finished (on_done runs one at a time) */
 } vpool;
 
@@ -1728,7 +1739,7 @@ static int vpool_row(void *arg, int worker, size_t i, sim_err *err)
     vpool *p = arg;
     if (p->select && !p->select[i])
         return SIM_OK;
-    return validate_predict(&p->cases[i], p->data_dir, p->extra, &p->preds[i]);
+    return predict_with(&p->cases[i], p->data_dir, p->extra, p->files, &p->preds[i]);
 }
 
 static void vpool_done(void *arg, size_t i, size_t done)
@@ -1743,10 +1754,14 @@ int validate_predict_many(const vcase *cases, const bool *select, size_t n, cons
                           const char *const *extra, vpred *preds, int jobs, progress_t *prog)
 {
     vpool p = {.cases = cases, .select = select, .data_dir = data_dir, .extra = extra, .preds = preds,
-               .prog = prog};
+               .prog = prog, .files = filecache_create()};
+    if (!p.files)
+        return SIM_ENOMEM;
     pool_job job = {.jobs = jobs, .n = n, .fn = vpool_row, .ctx = &p,
                     .stop_on_error = true, .on_done = prog ? vpool_done : NULL};
-    return pool_run(&job, NULL);
+    const int rc = pool_run(&job, NULL);
+    filecache_destroy(p.files);
+    return rc;
 }
 
 int validate_default_jobs(void)
