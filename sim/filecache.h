@@ -11,6 +11,7 @@
  * changes while it runs.  Only a parse that succeeded is kept: a file
  * that fails is read again each time, with the same error.
  *
+ * sweep_run and validate_predict_many each hold one for their run.
  * Shared by the threads of one run (a mutex); a value, once kept, never
  * changes until the cache is destroyed.  Bounded: at most FILECACHE_MAX
  * files (later ones are parsed each time), each its one parse.
