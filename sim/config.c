@@ -1589,21 +1589,24 @@ static int check_range(const cfg_t *c, const key_def *k, const cfg_value *v, sim
 {
     if (!numeric_key(k))
         return SIM_OK;
+    /* the range written out only for the message: most values are in it */
     char want[64];
-    range_text(k, want, sizeof want);
     if (v->kind == CV_INT || v->kind == CV_FLOAT) {
         if (in_range(k, num(v)))
             return SIM_OK;
         char got[64];
         fmt_value(v, got, sizeof got);
+        range_text(k, want, sizeof want);
         return cfg_err_key(c, err, SIM_EINVAL, k->key, "must be in %s (got %s)", want, got);
     }
     if (v->kind != CV_LIST || k->type == KT_INT_OR_LIST || (v->elem != CV_INT && v->elem != CV_FLOAT))
         return SIM_OK;
     for (int j = 0; j < v->n; j++)
-        if (!in_range(k, list_num(v, j)))
+        if (!in_range(k, list_num(v, j))) {
+            range_text(k, want, sizeof want);
             return cfg_err_key(c, err, SIM_EINVAL, k->key, "element %d must be in %s (got %.15g)",
                                j, want, list_num(v, j));
+        }
     return SIM_OK;
 }
 
@@ -1611,17 +1614,16 @@ static int check_range(const cfg_t *c, const key_def *k, const cfg_value *v, sim
 static int pick_name(const cfg_t *c, const key_def *k, const char *s, const char *const *names,
                      int n, int *out, sim_err *err)
 {
-    char list[256];
-    size_t w = 0;
-    list[0] = '\0';
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (strcmp(s, names[i]) == 0) {
             *out = i;
             return SIM_OK;
         }
-        if (w < sizeof list)
-            w += (size_t)snprintf(list + w, sizeof list - w, "%s%s", i ? ", " : "", names[i]);
-    }
+    char list[256];
+    size_t w = 0;
+    list[0] = '\0';
+    for (int i = 0; i < n && w < sizeof list; i++)
+        w += (size_t)snprintf(list + w, sizeof list - w, "%s%s", i ? ", " : "", names[i]);
     return cfg_err_key(c, err, SIM_EINVAL, k->key, "unknown value \"%s\" (expected one of: %s)",
                        s, list);
 }
