@@ -208,8 +208,8 @@ void cfg_destroy(cfg_t *c)
     free(c);
 }
 
-/* Eight bytes at a time (a byte at a time was most of a lookup's cost:
- * resolving a configuration looks up thousands of keys). */
+/* Eight bytes at a time: byte by byte, hashing was most of a lookup's
+ * cost (about 500 lookups resolve a configuration). */
 static size_t key_hash(const char *key)
 {
     const size_t n = strlen(key);
@@ -485,25 +485,26 @@ static int walk(cfg_t *c, const config_setting_t *g, const char *prefix, const c
     return SIM_OK;
 }
 
+/* A copy of n elements of elem bytes at p (room for one when n is 0). */
+static void *dup_array(const void *p, int n, size_t elem)
+{
+    void *q = malloc((n > 0 ? (size_t)n : 1) * elem);
+    if (q && n > 0)
+        memcpy(q, p, (size_t)n * elem);
+    return q;
+}
+
 /* Copies *v into *out (deep); false when out of memory (out cleared). */
 static bool value_copy(const cfg_value *v, cfg_value *out)
 {
     *out = *v;
-    out->s = NULL;
-    out->ints = NULL;
-    out->flts = NULL;
-    out->strs = NULL;
-    bool ok = !v->s || (out->s = strdup(v->s));
-    if (ok && v->ints)
-        ok = (out->ints = malloc((v->n > 0 ? (size_t)v->n : 1) * sizeof *v->ints)) && memcpy(out->ints, v->ints, (size_t)v->n * sizeof *v->ints);
-    if (ok && v->flts)
-        ok = (out->flts = malloc((v->n > 0 ? (size_t)v->n : 1) * sizeof *v->flts)) && memcpy(out->flts, v->flts, (size_t)v->n * sizeof *v->flts);
-    if (ok && v->strs) {
-        out->strs = calloc(v->n > 0 ? (size_t)v->n : 1, sizeof *out->strs);
-        for (int k = 0; out->strs && k < v->n; k++)
-            ok = ok && (out->strs[k] = strdup(v->strs[k]));
-        ok = ok && out->strs;
-    }
+    out->s = v->s ? strdup(v->s) : NULL;
+    out->ints = v->ints ? dup_array(v->ints, v->n, sizeof *v->ints) : NULL;
+    out->flts = v->flts ? dup_array(v->flts, v->n, sizeof *v->flts) : NULL;
+    out->strs = v->strs ? calloc(v->n > 0 ? (size_t)v->n : 1, sizeof *out->strs) : NULL;
+    bool ok = (!v->s || out->s) && (!v->ints || out->ints) && (!v->flts || out->flts) && (!v->strs || out->strs);
+    for (int k = 0; ok && v->strs && k < v->n; k++)
+        ok = (out->strs[k] = strdup(v->strs[k])) != NULL;
     if (!ok)
         value_free(out);
     return ok;

@@ -1148,7 +1148,8 @@ int sweep_run(const sweep_t *sw, sweep_span span, int jobs, sweep_emit_fn emit, 
         return sim_err_set(err, SIM_ENOMEM, "out of memory");
     if (jobs > span.count)
         jobs = (int)span.count;
-    const int rc = jobs <= 1 ? run_inline(sw, span, files, emit, ctx, err) : run_jobs(sw, span, jobs, files, emit, ctx, err);
+    const int rc = jobs <= 1 ? run_inline(sw, span, files, emit, ctx, err)
+                             : run_jobs(sw, span, jobs, files, emit, ctx, err);
     filecache_destroy(files);
     return rc;
 }

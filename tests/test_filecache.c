@@ -72,7 +72,9 @@ static int keep_row(void *ctx, int64_t pos, int64_t index, const char *row, size
 }
 
 /* Two models, three parameter files (none, one that parses, one that
- * does not), two TP sizes: 12 rows, 4 of them errors naming the bad file. */
+ * does not), with and without a measured table, two TP sizes: 24 rows, 8
+ * of them errors naming the bad file.  The topology names a kernel table:
+ * every kind of file the cache keeps is read through it. */
 Test(filecache, sweep_rows_through_it_are_the_rows_read_file_by_file, .timeout = 120)
 {
     make_dir();
@@ -88,16 +90,17 @@ Test(filecache, sweep_rows_through_it_are_the_rows_read_file_by_file, .timeout =
              "  vary = (\n"
              "    { key = \"model.name\"; values = [\"llama3-8b\", \"qwen3-30b-a3b\"]; },\n"
              "    { key = \"sim.params\"; values = [\"\", \"%s\", \"%s\"]; },\n"
+             "    { key = \"cluster.compute.microbench\"; values = [\"\", \"%s\"]; },\n"
              "    { key = \"model.tensor_model_parallel_size\"; values = [1, 2]; }\n"
              "  );\n};\n",
-             good, bad);
+             good, bad, PARSIM_SOURCE_DIR "/tests/data/microbench_synthetic.cfg");
     write_file(spec, text);
     sim_err err;
     sim_err_clear(&err);
     sweep_t *sw = NULL;
     cr_assert_eq(sweep_load(&sw, spec, PARSIM_SOURCE_DIR, &err), SIM_OK, "%s", err.msg);
     const int64_t total = sweep_total(sw);
-    cr_assert_eq(total, 12);
+    cr_assert_eq(total, 24);
     for (int jobs = 1; jobs <= 2; jobs++) {
         rows r = {0};
         cr_assert_eq(sweep_run(sw, sweep_shard_span(sw, 1, 1), jobs, keep_row, &r, &err), SIM_OK, "%s", err.msg);
@@ -113,8 +116,8 @@ Test(filecache, sweep_rows_through_it_are_the_rows_read_file_by_file, .timeout =
             free(row);
             free(r.text[i]);
         }
-        cr_assert_eq(errors, 4, "every row naming the bad file reports it");
-        cr_assert_geq(done, 4, "rows that simulate");
+        cr_assert_eq(errors, 8, "every row naming the bad file reports it");
+        cr_assert_geq(done, 8, "rows that simulate");
     }
     sweep_destroy(sw);
     remove_dir();
